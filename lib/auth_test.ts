@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { SignJWT, UnsecuredJWT } from "jose";
+import { administers, createTokenVerifier } from "./auth.ts";
+import { signToken } from "./tokens.ts";
+
+const secret = "s".repeat(32);
+const verify = createTokenVerifier({ jwtSecret: secret });
+
+async function rejects(authorization: string | null, pattern: RegExp): Promise<void> {
+  await assert.rejects(verify(authorization), (e: unknown) => {
+    assert.ok(e instanceof ConnectError);
+    assert.equal(e.code, Code.Unauthenticated);
+    assert.match(e.rawMessage, pattern);
+    return true;
+  });
+}
+
+Deno.test("createTokenVerifier() accepts a valid HS256 token and reads its claims", async () => {
+  const token = await signToken(secret, { sub: "u1", projects: ["p1", "p2"], accountId: "acc" });
+  const caller = await verify(`Bearer ${token}`);
+  assert.equal(caller.subject, "u1");
+  assert.equal(caller.accountId, "acc");
+  assert.ok(administers(caller, "p1"));
+  assert.ok(!administers(caller, "p3"));
+});
+
+Deno.test("createTokenVerifier() defaults account_id to sub and reads projects '*'", async () => {
+  const caller = await verify(`Bearer ${await signToken(secret, { sub: "u1", projects: ["*"] })}`);
+  assert.equal(caller.accountId, "u1");
+  assert.ok(administers(caller, "anything"));
+});
+
+Deno.test("createTokenVerifier() rejects missing, malformed, expired, unsigned and foreign tokens", async () => {
+  await rejects(null, /Missing bearer token/);
+  await rejects("Basic abc", /Malformed/);
+  await rejects(`Bearer ${await signToken(secret, { sub: "u1", ttlSeconds: -60 })}`, /expired/);
+  await rejects(`Bearer ${await signToken("x".repeat(32), { sub: "u1" })}`, /Invalid token/);
+  const none = new UnsecuredJWT({ projects: ["*"] }).setSubject("u1").setExpirationTime("1h")
+    .encode();
+  await rejects(`Bearer ${none}`, /Invalid token/);
+  const noExp = await new SignJWT({}).setProtectedHeader({ alg: "HS256" }).setSubject("u1")
+    .sign(new TextEncoder().encode(secret));
+  await rejects(`Bearer ${noExp}`, /exp/);
+  const badProjects = await new SignJWT({ projects: "p1" }).setProtectedHeader({ alg: "HS256" })
+    .setSubject("u1").setExpirationTime("1h").sign(new TextEncoder().encode(secret));
+  await rejects(`Bearer ${badProjects}`, /projects/);
+});
+
+Deno.test("createTokenVerifier() checks issuer and audience when configured", async () => {
+  const strict = createTokenVerifier({ jwtSecret: secret, issuer: "iss", audience: "aud" });
+  const good = await signToken(secret, { sub: "u1", issuer: "iss", audience: "aud" });
+  assert.equal((await strict(`Bearer ${good}`)).subject, "u1");
+  const wrong = await signToken(secret, { sub: "u1", issuer: "other", audience: "aud" });
+  await assert.rejects(strict(`Bearer ${wrong}`), /iss/);
+});
+
+Deno.test("createTokenVerifier() refuses a short secret", () => {
+  assert.throws(() => createTokenVerifier({ jwtSecret: "short" }), /at least 32/);
+  assert.throws(() => createTokenVerifier({}), /exactly one/);
+});

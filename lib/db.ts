@@ -1,0 +1,153 @@
+/**
+ * Postgres access shared by the services: one postgres.js pool per process, and forward-only
+ * schema migrations applied at start-up.
+ *
+ * Migrations are files `NNNN_name.sql` (numbered from 0001 with no gaps) in the service's
+ * `migrations/` folder. Each is applied in its own transaction that first takes a transaction-level
+ * advisory lock named after the schema, so replicas starting together apply each file once. The
+ * schema's `schema_migrations` table records every applied file with a checksum; a file changed
+ * after it was applied stops the start-up.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+import { Gauge, type Registry } from "prom-client";
+
+/** A postgres.js connection pool. */
+export type Sql = postgres.Sql;
+
+/** Options of {@link connect}. */
+export interface ConnectOptions {
+  /** Maximum connections in the pool (default 10). */
+  max?: number;
+  /** The `application_name` the server sees. */
+  applicationName: string;
+}
+
+/** Opens a pool. Connections are made lazily, on the first query. */
+export function connect(url: string, options: ConnectOptions): Sql {
+  return postgres(url, {
+    max: options.max ?? 10,
+    idle_timeout: 60,
+    connect_timeout: 5,
+    max_lifetime: 30 * 60,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName },
+  });
+}
+
+/** One migration file. */
+export interface Migration {
+  /** Its number, from 1. */
+  version: number;
+  /** Its file name. */
+  name: string;
+  /** Its SQL text. */
+  sql: string;
+}
+
+/** Reads the migration files of a folder and checks their numbering. */
+export async function readMigrations(dir: URL): Promise<Migration[]> {
+  const out: Migration[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    if (!entry.isFile || !entry.name.endsWith(".sql")) continue;
+    const match = /^(\d{4})_[a-z0-9_]+\.sql$/.exec(entry.name);
+    if (!match) throw new Error(`Cannot read migration ${entry.name}: expected NNNN_name.sql`);
+    out.push({
+      version: Number(match[1]),
+      name: entry.name,
+      sql: await Deno.readTextFile(new URL(entry.name, dir)),
+    });
+  }
+  out.sort((a, b) => a.version - b.version);
+  out.forEach((m, i) => {
+    if (m.version !== i + 1) throw new Error(`Cannot migrate: ${m.name} should be number ${i + 1}`);
+  });
+  return out;
+}
+
+async function checksum(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Applies the migrations that `schema` has not seen yet. Returns the names of those it applied.
+ */
+export async function migrate(
+  sql: Sql,
+  schema: string,
+  migrations: Migration[],
+): Promise<string[]> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`Cannot migrate schema ${schema}`);
+  const applied: string[] = [];
+  for (const m of migrations) {
+    const sum = await checksum(m.sql);
+    await sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(hashtext(${"migrate:" + schema}))`;
+      // Create the schema only when missing: with per-service roles (deploy/sql/roles.sql) the
+      // schema exists and the role may not create anything in the database itself.
+      const [exists] = await tx`select 1 from pg_namespace where nspname = ${schema}`;
+      if (!exists) await tx`create schema ${tx(schema)}`;
+      await tx`
+        create table if not exists ${tx(schema)}.schema_migrations (
+          version integer primary key,
+          name text not null,
+          checksum text not null,
+          applied_at timestamptz not null default now()
+        )`;
+      const [row] = await tx<{ name: string; checksum: string }[]>`
+        select name, checksum from ${tx(schema)}.schema_migrations where version = ${m.version}`;
+      if (row) {
+        if (row.checksum !== sum) {
+          throw new Error(`Cannot start: migration ${m.name} changed after it was applied`);
+        }
+        return;
+      }
+      await tx.unsafe(m.sql);
+      await tx`
+        insert into ${tx(schema)}.schema_migrations (version, name, checksum)
+        values (${m.version}, ${m.name}, ${sum})`;
+      applied.push(m.name);
+    });
+  }
+  return applied;
+}
+
+/**
+ * Registers `db_pool_connections{state}` (this process's connections as Postgres sees them, by
+ * state: active, idle, idle in transaction...) and `db_pool_max`. The process is recognised by its
+ * unique application_name. A scrape that cannot reach the database within a second reports no
+ * connections.
+ */
+export function registerPoolMetrics(
+  sql: Sql,
+  registry: Registry,
+  applicationName: string,
+  max: number,
+): void {
+  new Gauge({
+    name: "db_pool_max",
+    help: "Most connections the pool may open.",
+    registers: [registry],
+  }).set(max);
+  new Gauge({
+    name: "db_pool_connections",
+    help: "Connections of this process's pool, by state.",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const rows = await Promise.race([
+        sql<{ state: string | null; n: number }[]>`
+          select state, count(*)::int as n from pg_stat_activity
+          where application_name = ${applicationName}
+          group by state`.catch(() => []),
+        new Promise<[]>((resolve) => timer = setTimeout(() => resolve([]), 1000)),
+      ]).finally(() => clearTimeout(timer));
+      for (const row of rows) this.set({ state: row.state ?? "unknown" }, row.n);
+    },
+  });
+}

@@ -1,0 +1,285 @@
+/**
+ * Serves connect-es `ServiceImpl` objects to stock gRPC clients (grpc-js, grpcurl, any language)
+ * over HTTP/2 cleartext: the same handlers as the Connect server, on the HTTP/2 server of
+ * lib/h2/server.ts (see there why not node:http2).
+ *
+ * The gRPC protocol (grpc/grpc PROTOCOL-HTTP2.md): POST with `content-type: application/grpc`,
+ * length-prefixed messages, `grpc-timeout`, status in trailers (`grpc-status`, `grpc-message`,
+ * and `grpc-status-details-bin` for error details, encoded as connect's own gRPC protocol does).
+ * Unary, server-streaming, client-streaming and bidi methods. Compressed messages are refused
+ * (UNIMPLEMENTED; we advertise `grpc-accept-encoding: identity`). Errors that are not
+ * `ConnectError`s are answered INTERNAL "internal error": their messages never leak.
+ *
+ * @module
+ */
+
+import {
+  create,
+  type DescMethod,
+  type DescService,
+  fromBinary,
+  isMessage,
+  type Message,
+  toBinary,
+} from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createHandlerContext,
+  type HandlerContext,
+  type ServiceImpl,
+} from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { HeaderField } from "./h2/hpack.ts";
+import { type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
+
+/** A service and the connect-es implementation serving it. */
+export interface GrpcServiceBinding {
+  /** The service descriptor. */
+  service: DescService;
+  /** Its handlers, keyed by method local name; missing methods answer UNIMPLEMENTED. */
+  impl: Partial<ServiceImpl<DescService>>;
+}
+
+/** Pairs a service with its (possibly partial) implementation, type-checking the handlers. */
+export function bindGrpc<S extends DescService>(
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+): GrpcServiceBinding {
+  return { service, impl: impl as Partial<ServiceImpl<DescService>> };
+}
+
+/** Options of {@link serveGrpc}. */
+export interface GrpcServerOptions {
+  /** Port (0 = any free port). */
+  port: number;
+  /** Address (default 0.0.0.0). */
+  hostname?: string;
+  /** Largest request message accepted, in bytes (default 4 MiB). */
+  maxReceiveMessageBytes?: number;
+  /** Reports connection-level failures. */
+  onError?: (error: unknown) => void;
+}
+
+/** A running gRPC server. */
+export interface GrpcServer {
+  /** The bound port. */
+  port: number;
+  /** Stops accepting calls and lets calls in flight finish, for at most `graceMs`. */
+  close(graceMs: number): Promise<void>;
+}
+
+type MethodFn = (input: unknown, ctx: HandlerContext) => unknown;
+
+interface Route {
+  service: DescService;
+  method: DescMethod;
+  fn: MethodFn | undefined;
+}
+
+const grpcContentType = /^application\/grpc(\+proto)?(;.*)?$/i;
+
+/** Starts serving every method of every binding. */
+export function serveGrpc(bindings: GrpcServiceBinding[], options: GrpcServerOptions): GrpcServer {
+  const routes = new Map<string, Route>();
+  for (const { service, impl } of bindings) {
+    for (const method of service.methods) {
+      const fn = (impl as Record<string, MethodFn | undefined>)[method.localName];
+      routes.set(`/${service.typeName}/${method.name}`, { service, method, fn });
+    }
+  }
+  const maxBytes = options.maxReceiveMessageBytes ?? 4 * 1024 * 1024;
+  const server: H2Server = serveH2({
+    port: options.port,
+    hostname: options.hostname ?? "0.0.0.0",
+    handler: (req, res) => handle(routes, maxBytes, req, res),
+    ...(options.onError ? { onError: options.onError } : {}),
+  });
+  return { port: server.port, close: (graceMs) => server.close(graceMs) };
+}
+
+/** The status trailers of an error (or of success), as connect's gRPC protocol writes them. */
+function statusFields(error: ConnectError | undefined): HeaderField[] {
+  const headers = setTrailerStatus(new Headers(), error);
+  const out: HeaderField[] = [];
+  headers.forEach((value, name) => out.push([name, value]));
+  return out;
+}
+
+function normalise(error: unknown, ctx?: HandlerContext): ConnectError {
+  if (error instanceof ConnectError) return error;
+  const reason = ctx?.signal.reason;
+  if (ctx?.signal.aborted && reason instanceof ConnectError) return reason;
+  return new ConnectError("internal error", Code.Internal);
+}
+
+/** Splits the request body into length-prefixed messages. */
+async function* messages(
+  req: H2Request,
+  method: DescMethod,
+  maxBytes: number,
+): AsyncGenerator<Message> {
+  let buffer = new Uint8Array(0);
+  for await (const chunk of req.body) {
+    const joined = new Uint8Array(buffer.length + chunk.length);
+    joined.set(buffer);
+    joined.set(chunk, buffer.length);
+    buffer = joined;
+    while (buffer.length >= 5) {
+      const length = new DataView(buffer.buffer, buffer.byteOffset + 1, 4).getUint32(0);
+      if (buffer[0] !== 0) {
+        throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+      }
+      if (length > maxBytes) {
+        throw new ConnectError(
+          `message of ${length} bytes exceeds the limit of ${maxBytes}`,
+          Code.ResourceExhausted,
+        );
+      }
+      if (buffer.length < 5 + length) break;
+      let message: Message;
+      try {
+        message = fromBinary(method.input, buffer.subarray(5, 5 + length));
+      } catch {
+        throw new ConnectError("cannot decode the request message", Code.InvalidArgument);
+      }
+      buffer = buffer.slice(5 + length);
+      yield message;
+    }
+  }
+  if (buffer.length > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
+}
+
+function frame(method: DescMethod, output: unknown): Uint8Array {
+  const message = isMessage(output, method.output)
+    ? output
+    : create(method.output, output as Parameters<typeof create>[1]);
+  const bytes = toBinary(method.output, message);
+  const out = new Uint8Array(5 + bytes.length);
+  new DataView(out.buffer).setUint32(1, bytes.length);
+  out.set(bytes, 5);
+  return out;
+}
+
+async function handle(
+  routes: Map<string, Route>,
+  maxBytes: number,
+  req: H2Request,
+  res: H2Response,
+): Promise<void> {
+  const header = new Headers();
+  let path = "";
+  let httpMethod = "";
+  for (const [name, value] of req.headers) {
+    if (name === ":path") path = value;
+    else if (name === ":method") httpMethod = value;
+    else if (!name.startsWith(":") && !name.endsWith("-bin")) {
+      try {
+        header.append(name, value);
+      } catch { /* a value Headers refuses: skip it */ }
+    }
+  }
+  const responseHeaders: HeaderField[] = [
+    [":status", "200"],
+    ["content-type", "application/grpc"],
+    ["grpc-accept-encoding", "identity"],
+  ];
+  const trailersOnly = (error: ConnectError) => {
+    res.headers([...responseHeaders, ...statusFields(error)], true);
+    drain(req);
+  };
+  if (httpMethod !== "POST" || !grpcContentType.test(header.get("content-type") ?? "")) {
+    res.headers([[":status", "415"], ["content-type", "text/plain"]], true);
+    drain(req);
+    return;
+  }
+  const encoding = header.get("grpc-encoding");
+  if (encoding !== null && encoding !== "identity") {
+    return trailersOnly(
+      new ConnectError(`grpc-encoding ${encoding} is not supported`, Code.Unimplemented),
+    );
+  }
+  const route = routes.get(path);
+  if (!route?.fn) {
+    return trailersOnly(
+      new ConnectError(`${path.slice(1).replace("/", ".")} is not implemented`, Code.Unimplemented),
+    );
+  }
+  const timeout = parseTimeout(header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return trailersOnly(timeout.error);
+  // The stream's end, a reset by the client or a lost connection: CANCELED for the handler.
+  const cancel = new AbortController();
+  req.signal.addEventListener("abort", () => {
+    cancel.abort(new ConnectError("the call was cancelled", Code.Canceled));
+  }, { once: true });
+  const ctx = createHandlerContext({
+    service: route.service,
+    method: route.method,
+    protocolName: "grpc",
+    requestMethod: "POST",
+    url: path,
+    requestHeader: header,
+    requestSignal: cancel.signal,
+    ...(timeout.timeoutMs !== undefined ? { timeoutMs: timeout.timeoutMs } : {}),
+  });
+  let headersSent = false;
+  const sendHeaders = () => {
+    if (headersSent) return;
+    headersSent = true;
+    const extra: HeaderField[] = [];
+    ctx.responseHeader.forEach((value, name) => extra.push([name, value]));
+    res.headers([...responseHeaders, ...extra]);
+  };
+  try {
+    const kind = route.method.methodKind;
+    const input = messages(req, route.method, maxBytes);
+    let request: unknown = input;
+    if (kind === "unary" || kind === "server_streaming") {
+      const first = await input.next();
+      if (first.done) throw new ConnectError("missing request message", Code.InvalidArgument);
+      if (!(await input.next()).done) {
+        throw new ConnectError("more than one request message", Code.InvalidArgument);
+      }
+      request = first.value;
+    }
+    const result = route.fn(request, ctx);
+    if (kind === "unary" || kind === "client_streaming") {
+      // The deadline (or the client going away) ends the call even if the handler does not.
+      const output = await Promise.race([
+        result,
+        new Promise((_, reject) => {
+          const stop = () => reject(ctx.signal.reason);
+          if (ctx.signal.aborted) stop();
+          else ctx.signal.addEventListener("abort", stop, { once: true });
+        }),
+      ]);
+      sendHeaders();
+      await res.data(frame(route.method, output));
+    } else {
+      for await (const output of result as AsyncIterable<unknown>) {
+        sendHeaders();
+        await res.data(frame(route.method, output));
+      }
+    }
+    const trailers = statusFields(undefined);
+    ctx.responseTrailer.forEach((value, name) => trailers.push([name, value]));
+    if (!headersSent) {
+      res.headers([...responseHeaders, ...trailers], true);
+    } else {
+      res.trailers(trailers);
+    }
+  } catch (error) {
+    const err = normalise(error, ctx);
+    if (headersSent) res.trailers(statusFields(err));
+    else trailersOnly(err);
+  } finally {
+    (ctx as { abort(reason?: unknown): void }).abort();
+  }
+}
+
+/** Reads and discards what is left of a request body. */
+function drain(req: H2Request): void {
+  (async () => {
+    for await (const _ of req.body) { /* discard */ }
+  })().catch(() => {});
+}

@@ -1,0 +1,87 @@
+// deno-lint-ignore-file no-explicit-any
+import assert from "node:assert/strict";
+import hpack from "hpack.js";
+import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
+
+function reference(
+  fields: HeaderField[],
+  options: { huffman: boolean },
+  compressor: any,
+): Uint8Array {
+  compressor.write(fields.map(([name, value]) => ({ name, value, huffman: options.huffman })));
+  const chunks: Uint8Array[] = [];
+  let chunk;
+  while ((chunk = compressor.read()) !== null) chunks.push(chunk);
+  return Uint8Array.from(chunks.flatMap((c) => [...c]));
+}
+
+const sample: HeaderField[] = [
+  [":method", "POST"],
+  [":scheme", "http"],
+  [":path", "/registry.oauth.v1.OAuthRegistryService/GetClient"],
+  [":authority", "127.0.0.1:50051"],
+  ["content-type", "application/grpc"],
+  ["te", "trailers"],
+  ["grpc-timeout", "9999m"],
+  ["authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl"],
+  ["user-agent", "grpc-node-js/1.14.7"],
+  ["x-custom", 'value with spaces ~!@#$%^&*()_+{}|:"<>?'],
+];
+
+Deno.test("HpackDecoder decodes what a reference encoder writes, Huffman and dynamic table included", () => {
+  for (const huffman of [true, false]) {
+    const compressor = hpack.compressor.create({ table: { size: 4096 } });
+    const decoder = new HpackDecoder();
+    for (let i = 0; i < 50; i++) {
+      const fields: HeaderField[] = [...sample, ["x-request-id", `req-${i}`], [
+        "x-n",
+        String(i * 7919),
+      ]];
+      assert.deepEqual(decoder.decode(reference(fields, { huffman }, compressor)), fields);
+    }
+  }
+});
+
+Deno.test("HpackDecoder decodes every byte value of a Huffman string", () => {
+  const compressor = hpack.compressor.create({ table: { size: 4096 } });
+  const value = String.fromCharCode(...Array.from({ length: 256 }, (_, i) => i));
+  const block = reference([["x-all", value]], { huffman: true }, compressor);
+  assert.deepEqual(new HpackDecoder().decode(block), [["x-all", value]]);
+});
+
+Deno.test("hpackEncode output is read back by a reference decoder", () => {
+  const block = hpackEncode([[":status", "200"], ["content-type", "application/grpc"], [
+    "grpc-status",
+    "0",
+  ]]);
+  const decompressor = hpack.decompressor.create({ table: { size: 4096 } });
+  decompressor.write(block);
+  decompressor.execute();
+  const out: HeaderField[] = [];
+  let field;
+  while ((field = decompressor.read()) !== null) out.push([field.name, field.value]);
+  assert.deepEqual(out, [[":status", "200"], ["content-type", "application/grpc"], [
+    "grpc-status",
+    "0",
+  ]]);
+  assert.deepEqual(new HpackDecoder().decode(block), out);
+});
+
+Deno.test("HpackDecoder rejects malformed blocks without throwing anything else", () => {
+  const bad = [
+    Uint8Array.of(0x80), // index 0
+    Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), // index overflow
+    Uint8Array.of(0xbf), // index 62: empty dynamic table
+    Uint8Array.of(0x00, 0x85, 0xff), // truncated Huffman string
+    Uint8Array.of(0x00, 0x81, 0x00, 0x00), // Huffman padding of zeros
+    Uint8Array.of(0x3f, 0xe1, 0x7f), // table size update above the limit
+    Uint8Array.of(0x40), // truncated literal
+  ];
+  for (const block of bad) {
+    assert.throws(() => new HpackDecoder().decode(block), HpackError, `${[...block]}`);
+  }
+  assert.throws(
+    () => new HpackDecoder().decode(hpackEncode([["x", "y".repeat(70_000)]]), 65_536),
+    /too large/,
+  );
+});

@@ -1,0 +1,139 @@
+/**
+ * Resource identifiers: TypeIDs (`cli_01jd3m6v4ffe0a3k2v7y8q9h1c`), a type prefix and the 26
+ * character Crockford base32 form of a UUIDv7. They are opaque to API users, sort by creation
+ * time as plain strings, and are stored in Postgres as `uuid` (16 bytes, byte order = time order).
+ *
+ * @module
+ */
+
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz";
+const decodeTable = new Int8Array(128).fill(-1);
+for (let i = 0; i < alphabet.length; i++) decodeTable[alphabet.charCodeAt(i)] = i;
+
+let lastMs = 0;
+let counter = 0;
+
+/**
+ * Returns a new UUIDv7 (RFC 9562) as 16 bytes. Within one process the values increase strictly,
+ * also within one millisecond (the 12-bit rand_a field is a counter seeded at random, method 3).
+ */
+export function uuidv7Bytes(now: number = Date.now()): Uint8Array {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  let ms = now;
+  if (ms <= lastMs) {
+    ms = lastMs;
+    counter++;
+    if (counter > 0xfff) {
+      ms++;
+      counter = bytes[6]! & 0x07;
+    }
+  } else {
+    counter = ((bytes[6]! & 0x07) << 8) | bytes[7]!;
+  }
+  lastMs = ms;
+  const hi = Math.floor(ms / 2 ** 16);
+  bytes[0] = hi >>> 24;
+  bytes[1] = hi >>> 16;
+  bytes[2] = hi >>> 8;
+  bytes[3] = hi;
+  bytes[4] = ms >>> 8;
+  bytes[5] = ms;
+  bytes[6] = 0x70 | (counter >>> 8);
+  bytes[7] = counter & 0xff;
+  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
+  return bytes;
+}
+
+/** Encodes 16 bytes as 26 Crockford base32 characters (the TypeID suffix). */
+function encodeBase32(bytes: Uint8Array): string {
+  // 130 bits of output for 128 bits of input: two leading zero bits.
+  let out = "";
+  let acc = 0;
+  let bits = 2;
+  for (const byte of bytes) {
+    acc = (acc << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      out += alphabet[(acc >>> bits) & 31];
+    }
+    acc &= (1 << bits) - 1;
+  }
+  return out;
+}
+
+/** Decodes a 26 character TypeID suffix to 16 bytes, or undefined if it is not one. */
+function decodeBase32(text: string): Uint8Array | undefined {
+  if (text.length !== 26) return undefined;
+  const bytes = new Uint8Array(16);
+  let acc = 0;
+  let bits = 0;
+  let j = 0;
+  for (let i = 0; i < 26; i++) {
+    const code = text.charCodeAt(i);
+    const value = code < 128 ? decodeTable[code]! : -1;
+    if (value < 0) return undefined;
+    if (i === 0) {
+      if (value > 7) return undefined; // would overflow 128 bits
+      acc = value;
+      bits = 3;
+      continue;
+    }
+    acc = (acc << 5) | value;
+    bits += 5;
+    if (bits >= 8) {
+      bits -= 8;
+      bytes[j++] = (acc >>> bits) & 0xff;
+      acc &= (1 << bits) - 1;
+    }
+  }
+  return bytes;
+}
+
+function bytesToUuid(bytes: Uint8Array): string {
+  let hex = "";
+  for (const byte of bytes) hex += byte.toString(16).padStart(2, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
+    hex.slice(20)
+  }`;
+}
+
+function uuidToBytes(uuid: string): Uint8Array {
+  const hex = uuid.replaceAll("-", "");
+  const bytes = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return bytes;
+}
+
+/** A kind of identifier: its prefix, and conversions between the API form and the stored UUID. */
+export interface IdKind {
+  /** The TypeID prefix, without the underscore (e.g. `cli`). */
+  readonly prefix: string;
+  /** Returns a new identifier: `{ id, uuid }`, the API form and the stored form. */
+  generate(): { id: string; uuid: string };
+  /** Returns the API form of a stored UUID. */
+  fromUuid(uuid: string): string;
+  /** Returns the stored UUID of an API identifier, or undefined if the text is not one of this kind. */
+  toUuid(id: string): string | undefined;
+}
+
+/** Creates the identifier kind with the given TypeID prefix (lowercase letters). */
+export function idKind(prefix: string): IdKind {
+  if (!/^[a-z]{1,63}$/.test(prefix)) throw new Error(`Cannot use id prefix ${prefix}`);
+  const head = `${prefix}_`;
+  return {
+    prefix,
+    generate() {
+      const bytes = uuidv7Bytes();
+      return { id: head + encodeBase32(bytes), uuid: bytesToUuid(bytes) };
+    },
+    fromUuid(uuid) {
+      return head + encodeBase32(uuidToBytes(uuid));
+    },
+    toUuid(id) {
+      if (id.length !== head.length + 26 || !id.startsWith(head)) return undefined;
+      const bytes = decodeBase32(id.slice(head.length));
+      return bytes && bytesToUuid(bytes);
+    },
+  };
+}

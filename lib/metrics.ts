@@ -1,0 +1,91 @@
+/**
+ * Prometheus metrics: one registry per process (prom-client), served as `GET /metrics` on the
+ * process's HTTP port. The process's default metrics (CPU, memory, event loop lag, GC) are
+ * included.
+ *
+ * @module
+ */
+
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** Latency buckets in seconds, from 0.5 ms to 10 s. */
+const latencyBuckets = [
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  10,
+];
+
+/** The metrics of one process. */
+export interface Metrics {
+  /** The registry, for custom collectors. */
+  registry: Registry;
+  /** RPCs handled, by rpc, protocol and code (services). */
+  rpcs: Counter<"rpc" | "protocol" | "code">;
+  /** RPC latency (services). */
+  rpcSeconds: Histogram<"rpc" | "protocol" | "code">;
+  /** HTTP requests handled, by method, route template and status (gateway). */
+  requests: Counter<"method" | "route" | "status">;
+  /** HTTP request latency (gateway). */
+  requestSeconds: Histogram<"method" | "route" | "status">;
+  /** HTTP requests in flight (gateway). */
+  inFlight: Gauge;
+  /** The Prometheus text exposition. */
+  response(): Promise<Response>;
+}
+
+/** Creates the metrics of a process; `component` becomes a constant label. */
+export function createMetrics(component: string): Metrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ component });
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    registry,
+    rpcs: new Counter({
+      name: "rpc_requests_total",
+      help: "RPCs handled, by method, protocol and status code.",
+      labelNames: ["rpc", "protocol", "code"],
+      registers,
+    }),
+    rpcSeconds: new Histogram({
+      name: "rpc_duration_seconds",
+      help: "Time to handle an RPC.",
+      labelNames: ["rpc", "protocol", "code"],
+      buckets: latencyBuckets,
+      registers,
+    }),
+    requests: new Counter({
+      name: "http_requests_total",
+      help: "HTTP requests handled, by method, route template and status.",
+      labelNames: ["method", "route", "status"],
+      registers,
+    }),
+    requestSeconds: new Histogram({
+      name: "http_request_duration_seconds",
+      help: "Time to answer an HTTP request.",
+      labelNames: ["method", "route", "status"],
+      buckets: latencyBuckets,
+      registers,
+    }),
+    inFlight: new Gauge({
+      name: "http_requests_in_flight",
+      help: "HTTP requests being answered.",
+      registers,
+    }),
+    async response() {
+      return new Response(await registry.metrics(), {
+        headers: { "content-type": registry.contentType },
+      });
+    },
+  };
+}

@@ -1,0 +1,175 @@
+/**
+ * The start-up every service process shares: read settings, open the pool, apply the schema's
+ * migrations, serve the authenticated services on gRPC and Connect, drain on SIGTERM. A service's
+ * `main.ts` only names its schema, its settings and its handlers (a {@link ServiceDefinition}).
+ *
+ * The embedded mode of `deno task start` runs several definitions in one process over one shared
+ * connection, through {@link startService}.
+ *
+ * @module
+ */
+
+import { Code } from "@connectrpc/connect";
+import * as v from "valibot";
+import { createTokenVerifier } from "./auth.ts";
+import {
+  authOptions,
+  authSettings,
+  logLevel,
+  onTerminate,
+  port,
+  positiveInt,
+  readConfig,
+  required,
+} from "./config.ts";
+import { connect, migrate, readMigrations, registerPoolMetrics, type Sql } from "./db.ts";
+import { toConnectError } from "./errors.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { createMetrics } from "./metrics.ts";
+import { secureService } from "./rpc.ts";
+import { type Binding, type RunningServer, serve } from "./server.ts";
+
+/** What a service is made of. */
+export interface ServiceDefinition<E extends v.ObjectEntries> {
+  /** Component name, in logs, metrics and the Postgres application_name. */
+  name: string;
+  /** The Postgres schema the service owns. */
+  schema: string;
+  /** The folder of its migration files. */
+  migrations: URL;
+  /** Default ports (overridden by GRPC_PORT and HTTP_PORT). */
+  ports: { grpc: number; http: number };
+  /** Settings of its own, beyond the common ones. */
+  settings: E;
+  /** Builds its services' handlers; every RPC is authenticated before it runs. */
+  services(
+    deps: { sql: Sql; config: v.InferOutput<v.ObjectSchema<E, undefined>>; log: Logger },
+  ): Binding[];
+}
+
+function commonSettings(ports: { grpc: number; http: number }) {
+  return {
+    DATABASE_URL: required,
+    ...authSettings,
+    GRPC_PORT: port(ports.grpc),
+    HTTP_PORT: port(ports.http),
+    HOST: v.optional(v.string(), "0.0.0.0"),
+    DB_POOL_MAX: positiveInt(10),
+    LOG_LEVEL: logLevel,
+    SHUTDOWN_DELAY_MS: v.optional(
+      v.pipe(v.string(), v.regex(/^\d{1,6}$/, "must be milliseconds"), v.transform(Number)),
+      "0",
+    ),
+    SHUTDOWN_GRACE_MS: positiveInt(10_000),
+  };
+}
+
+/** The settings every service reads, after parsing. */
+export type CommonConfig = v.InferOutput<
+  v.ObjectSchema<ReturnType<typeof commonSettings>, undefined>
+>;
+
+/** A definition's full settings, after parsing. */
+export type ServiceConfig<E extends v.ObjectEntries> =
+  & CommonConfig
+  & v.InferOutput<v.ObjectSchema<E, undefined>>;
+
+/** Reads a definition's settings from the environment (or `env`), or exits with the problems. */
+export function readServiceConfig<E extends v.ObjectEntries>(
+  def: ServiceDefinition<E>,
+  env?: Record<string, string | undefined>,
+): ServiceConfig<E> {
+  const schema = v.object({ ...commonSettings(def.ports), ...def.settings });
+  return readConfig(def.name, schema, env) as ServiceConfig<E>;
+}
+
+/** A running service. */
+export interface StartedService {
+  /** Its servers. */
+  server: RunningServer;
+  /** Its logger. */
+  log: Logger;
+  /** Resolves when its schema is migrated. */
+  migrated: Promise<void>;
+}
+
+/**
+ * Serves the definition over `sql`, and migrates its schema. The servers start at once and report
+ * not ready (RPCs answer UNAVAILABLE) until the migrations have run; while the database cannot be
+ * reached the migrations are retried with backoff, so a service started before its database comes
+ * up when the database does. `applicationName` must be the one `sql` connects with (pool metrics
+ * find the pool's connections by it).
+ */
+export async function startService<E extends v.ObjectEntries>(
+  def: ServiceDefinition<E>,
+  config: ServiceConfig<E>,
+  sql: Sql,
+  applicationName: string,
+): Promise<StartedService> {
+  const log = createLogger(def.name, config.LOG_LEVEL);
+  const migrations = await readMigrations(def.migrations);
+  let migrated = false;
+  const metrics = createMetrics(def.name);
+  registerPoolMetrics(sql, metrics.registry, applicationName, config.DB_POOL_MAX);
+  const verify = createTokenVerifier(authOptions(config));
+  const bindings = def.services({ sql, config, log }).map((b) => ({
+    service: b.service,
+    impl: secureService(b.service, b.impl, { verify, log, metrics, available: () => migrated }),
+  }));
+  const server = serve({
+    bindings,
+    grpcPort: config.GRPC_PORT,
+    httpPort: config.HTTP_PORT,
+    hostname: config.HOST,
+    ready: async () => migrated && (await sql`select 1`, true),
+    log,
+    metrics,
+    shutdownDelayMs: config.SHUTDOWN_DELAY_MS,
+  });
+  log.info("serving", { grpc_port: server.grpcPort, http_port: server.httpPort });
+
+  const migrating = (async () => {
+    for (let attempt = 1, wait = 250;; attempt++, wait = Math.min(wait * 2, 5000)) {
+      try {
+        const applied = await migrate(sql, def.schema, migrations);
+        if (applied.length > 0) log.info("migrated", { applied });
+        migrated = true;
+        return;
+      } catch (error) {
+        if (toConnectError(error).code !== Code.Unavailable) throw error;
+        log.warn("database unavailable; retrying migrations", {
+          attempt,
+          retry_in_ms: wait,
+          error,
+        });
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  })();
+  migrating.catch((error) => {
+    log.error("migrations failed", { error });
+    Deno.exit(1);
+  });
+  return { server, log, migrated: migrating };
+}
+
+/** Runs a service as its own process until SIGTERM. */
+export async function runService<E extends v.ObjectEntries>(
+  def: ServiceDefinition<E>,
+): Promise<void> {
+  const config = readServiceConfig(def);
+  const applicationName = `${def.name}/${Deno.pid}`;
+  const sql = connect(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName });
+  const { server, log } = await startService(def, config, sql, applicationName);
+  onTerminate(log, async () => {
+    await server.shutdown(config.SHUTDOWN_GRACE_MS);
+    await sql.end({ timeout: 5 });
+  });
+}
+
+/** Declares a service definition, inferring the types of its own settings. */
+export function defineService<E extends v.ObjectEntries>(
+  def: ServiceDefinition<E>,
+): ServiceDefinition<E> {
+  return def;
+}

@@ -1,0 +1,57 @@
+/**
+ * A throwaway Postgres database for a test file: created in the server named by DATABASE_URL and
+ * dropped afterwards; without DATABASE_URL, a Postgres container through testcontainers when a
+ * Docker engine answers; otherwise the tests stop with a one-line message naming the two options.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+
+/** A database that exists until `drop()`. */
+export interface TestDatabase {
+  /** Its connection URL. */
+  url: string;
+  /** Drops it (and stops its container, if any). */
+  drop(): Promise<void>;
+}
+
+const noDatabase = "No Postgres for the tests: set DATABASE_URL " +
+  "(e.g. postgres://postgres@127.0.0.1:5432/postgres) or start a Docker engine for testcontainers";
+
+/** Creates a fresh, empty database. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const base = Deno.env.get("DATABASE_URL");
+  if (base) return await createIn(base, async () => {});
+  let container: { getConnectionUri(): string; stop(): Promise<unknown> };
+  try {
+    const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
+    container = await new PostgreSqlContainer("postgres:16-alpine").start();
+  } catch (error) {
+    throw new Error(noDatabase, { cause: error });
+  }
+  return await createIn(container.getConnectionUri(), async () => {
+    await container.stop();
+  });
+}
+
+async function createIn(base: string, after: () => Promise<void>): Promise<TestDatabase> {
+  const name = `test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  const admin = postgres(base, { max: 1, onnotice: () => {} });
+  try {
+    await admin`create database ${admin(name)}`;
+  } catch (error) {
+    await admin.end();
+    throw new Error(`${noDatabase} (DATABASE_URL did not answer: ${(error as Error).message})`);
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin`drop database if exists ${admin(name)} with (force)`;
+      await admin.end();
+      await after();
+    },
+  };
+}

@@ -1,0 +1,230 @@
+/**
+ * Starts the real processes (each service and the gateway) on free ports against a throwaway
+ * database, for end-to-end tests. Every log line they write is kept, so tests can inspect logs.
+ *
+ * @module
+ */
+
+import { componentFlags } from "../run_flags.ts";
+import { signToken, type TokenClaims } from "../tokens.ts";
+import { createTestDatabase, type TestDatabase } from "./database.ts";
+
+/** A running process and the log lines it wrote. */
+export interface Proc {
+  /** The child process. */
+  child: Deno.ChildProcess;
+  /** Every line it wrote to stdout or stderr. */
+  lines: string[];
+  /** Resolves with the first JSON log line whose `msg` is `serving`. */
+  serving: Promise<Record<string, unknown>>;
+}
+
+const root = new URL("../../", import.meta.url);
+
+/** Spawns a component (`services/oauth/main.ts`, `gateway/main.ts`) with the given environment. */
+export function spawn(entry: string, env: Record<string, string>): Proc {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", ...componentFlags, entry],
+    cwd: root,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  }).spawn();
+  const lines: string[] = [];
+  let resolveServing!: (v: Record<string, unknown>) => void;
+  let rejectServing!: (e: Error) => void;
+  const serving = new Promise<Record<string, unknown>>((res, rej) => {
+    resolveServing = res;
+    rejectServing = rej;
+  });
+  const pump = async (stream: ReadableStream<Uint8Array>) => {
+    let rest = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      rest += chunk;
+      let i: number;
+      while ((i = rest.indexOf("\n")) >= 0) {
+        const line = rest.slice(0, i);
+        rest = rest.slice(i + 1);
+        lines.push(line);
+        try {
+          const parsed = JSON.parse(line);
+          if (parsed.msg === "serving") resolveServing(parsed);
+        } catch { /* not JSON */ }
+      }
+    }
+    if (rest) lines.push(rest);
+  };
+  Promise.all([pump(child.stdout), pump(child.stderr)]).then(() =>
+    rejectServing(new Error(`${entry} exited before serving:\n${lines.join("\n")}`))
+  );
+  serving.catch(() => {}); // awaited by whoever needs it; never an unhandled rejection
+  return { child, lines, serving };
+}
+
+/** Waits until `GET <baseUrl>/readyz` answers 200 (at most 30 s). */
+export async function waitReady(baseUrl: string): Promise<void> {
+  const until = Date.now() + 30_000;
+  while (Date.now() < until) {
+    const ok = await fetch(`${baseUrl}/readyz`).then(
+      async (r) => (await r.body?.cancel(), r.ok),
+      () => false,
+    );
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${baseUrl} did not become ready`);
+}
+
+/** The stack under test. */
+export interface Stack {
+  /** Base URL of the gateway. */
+  gatewayUrl: string;
+  /** `host:port` of the oauth-registry gRPC server. */
+  oauthGrpc: string;
+  /** Base URL of the oauth-registry Connect server. */
+  oauthHttp: string;
+  /** `host:port` of the core gRPC server. */
+  coreGrpc: string;
+  /** Base URL of the core Connect server. */
+  coreHttp: string;
+  /** The database URL (the real one, not a proxy). */
+  databaseUrl: string;
+  /** The token signing secret. */
+  jwtSecret: string;
+  /** The processes (replaced by {@link Stack.restart}). */
+  procs: { oauth: Proc; core: Proc; gateway: Proc };
+  /** Signs a token the stack accepts. */
+  token(claims: TokenClaims): Promise<string>;
+  /** Kills a process (SIGKILL) and waits for it to exit. */
+  kill(name: "oauth" | "core" | "gateway"): Promise<void>;
+  /** Starts a stopped process again with the same settings and ports. */
+  respawn(name: "oauth" | "core" | "gateway"): Proc;
+  /** Stops the processes and drops the database. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startStack}. */
+export interface StackOptions {
+  /** Rewrites the database URL the services get (e.g. to go through a fault-injecting proxy). */
+  serviceDatabaseUrl?: (url: string) => string;
+  /** Extra settings for every component. */
+  env?: Record<string, string>;
+}
+
+function randomSecret(): string {
+  return Array.from(
+    crypto.getRandomValues(new Uint8Array(24)),
+    (b) => b.toString(16).padStart(2, "0"),
+  )
+    .join("");
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+/** Starts a database, the services and the gateway, each on its own fixed free ports. */
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const db: TestDatabase = await createTestDatabase();
+  const jwtSecret = randomSecret();
+  const common = {
+    AUTH_JWT_SECRET: jwtSecret,
+    CLIENT_SECRET_HMAC_KEY: randomSecret(),
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "debug",
+    ...options.env,
+  };
+  const serviceDb = options.serviceDatabaseUrl?.(db.url) ?? db.url;
+  const ports = {
+    oauthGrpc: freePort(),
+    oauthHttp: freePort(),
+    coreGrpc: freePort(),
+    coreHttp: freePort(),
+    gateway: freePort(),
+  };
+  const oauthHttp = `http://127.0.0.1:${ports.oauthHttp}`;
+  const coreHttp = `http://127.0.0.1:${ports.coreHttp}`;
+  const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
+  const components = {
+    oauth: {
+      entry: "services/oauth/main.ts",
+      env: {
+        ...common,
+        DATABASE_URL: serviceDb,
+        GRPC_PORT: `${ports.oauthGrpc}`,
+        HTTP_PORT: `${ports.oauthHttp}`,
+      },
+    },
+    core: {
+      entry: "services/core/main.ts",
+      env: {
+        ...common,
+        DATABASE_URL: serviceDb,
+        GRPC_PORT: `${ports.coreGrpc}`,
+        HTTP_PORT: `${ports.coreHttp}`,
+      },
+    },
+    gateway: {
+      entry: "gateway/main.ts",
+      env: {
+        ...common,
+        GATEWAY_PORT: `${ports.gateway}`,
+        OAUTH_REGISTRY_URL: oauthHttp,
+        CORE_URL: coreHttp,
+      },
+    },
+  };
+  const procs = {
+    oauth: spawn(components.oauth.entry, components.oauth.env),
+    core: spawn(components.core.entry, components.core.env),
+    gateway: spawn(components.gateway.entry, components.gateway.env),
+  };
+  // Ready, not merely listening (any LOG_LEVEL); a process that exits fails the start at once.
+  let started = false;
+  const exits = Object.entries(procs).map(([name, p]) =>
+    p.child.status.then(() => {
+      if (!started) throw new Error(`${name} exited during start-up:\n${p.lines.join("\n")}`);
+    })
+  );
+  for (const exit of exits) exit.catch(() => {});
+  await Promise.race([
+    Promise.all([waitReady(oauthHttp), waitReady(coreHttp), waitReady(gatewayUrl)]),
+    ...exits,
+  ]);
+  started = true;
+  const stopProc = async (p: Proc) => {
+    try {
+      p.child.kill("SIGTERM");
+    } catch { /* gone */ }
+    await p.child.status;
+  };
+  return {
+    gatewayUrl,
+    oauthGrpc: `127.0.0.1:${ports.oauthGrpc}`,
+    oauthHttp,
+    coreGrpc: `127.0.0.1:${ports.coreGrpc}`,
+    coreHttp,
+    databaseUrl: db.url,
+    jwtSecret,
+    procs,
+    token: (claims) => signToken(jwtSecret, claims),
+    async kill(name) {
+      try {
+        procs[name].child.kill("SIGKILL");
+      } catch { /* gone */ }
+      await procs[name].child.status;
+    },
+    respawn(name) {
+      procs[name] = spawn(components[name].entry, components[name].env);
+      return procs[name];
+    },
+    async stop() {
+      await Promise.all(Object.values(procs).map(stopProc));
+      await db.drop();
+    },
+  };
+}

@@ -1,0 +1,51 @@
+/**
+ * Request correlation: the `x-request-id` that follows a call from the gateway into the services
+ * and into every log line about it, and W3C Trace Context (`traceparent`) propagation.
+ *
+ * @module
+ */
+
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+function hex(bytes: number): string {
+  return Array.from(
+    crypto.getRandomValues(new Uint8Array(bytes)),
+    (b) => b.toString(16).padStart(2, "0"),
+  )
+    .join("");
+}
+
+/** The caller's request id if it is a safe token (letters, digits, `._:-`, up to 128), else a new one. */
+export function requestIdOf(headers: Headers): string {
+  const given = headers.get("x-request-id");
+  return given !== null && requestIdPattern.test(given) ? given : crypto.randomUUID();
+}
+
+/** A position in a trace. */
+export interface TraceContext {
+  /** 32 hex digits shared by every span of the trace. */
+  traceId: string;
+  /** 16 hex digits naming this span. */
+  spanId: string;
+  /** The trace flags (01 = sampled). */
+  flags: string;
+}
+
+/** Reads a valid `traceparent` header, or undefined. */
+export function parseTraceparent(value: string | null): TraceContext | undefined {
+  const match = value === null ? null : traceparentPattern.exec(value);
+  if (!match || /^0+$/.test(match[1]!) || /^0+$/.test(match[2]!)) return undefined;
+  return { traceId: match[1]!, spanId: match[2]!, flags: match[3]! };
+}
+
+/** Starts a span: a child of the incoming trace context, or the root of a new trace. */
+export function startSpan(headers: Headers): TraceContext {
+  const parent = parseTraceparent(headers.get("traceparent"));
+  return { traceId: parent?.traceId ?? hex(16), spanId: hex(8), flags: parent?.flags ?? "01" };
+}
+
+/** Formats a trace context as a `traceparent` header value. */
+export function formatTraceparent(span: TraceContext): string {
+  return `00-${span.traceId}-${span.spanId}-${span.flags}`;
+}
