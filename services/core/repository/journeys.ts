@@ -1,0 +1,133 @@
+/**
+ * The `core.journeys` table.
+ *
+ * @module
+ */
+
+import type { Sql } from "../../../lib/db.ts";
+import { isTombstone } from "./tombstones.ts";
+
+/** A row of core.journeys. */
+export interface JourneyRow {
+  id: string;
+  space: string;
+  owner: string;
+  parent_id: string | null;
+  name: string;
+  description: string;
+  active: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The columns a caller sets (create and replace). */
+export type JourneyFields = Pick<
+  JourneyRow,
+  "owner" | "parent_id" | "name" | "description" | "active"
+>;
+
+/** Why a journey could not be replaced or deleted. */
+export type JourneyRefusal = "not_found" | "no_parent" | "cycle" | "has_children" | "has_units";
+
+/** Filters of a journey list. */
+export interface JourneyFilter {
+  /** Only children of this journey. */
+  parentId?: string | undefined;
+  /** Only journeys with this active flag. */
+  active?: boolean | undefined;
+}
+
+/** Reads and writes core.journeys. */
+export interface JourneyRepository {
+  /** Inserts a journey whose parent (if any) the caller has checked. */
+  create(journey: JourneyFields & { id: string; space: string }): Promise<JourneyRow>;
+  /** Returns the space's journey, or undefined. */
+  get(space: string, id: string): Promise<JourneyRow | undefined>;
+  /** Returns up to `limit` + 1 journeys of the space after the cursor, in id order. */
+  list(
+    space: string,
+    filter: JourneyFilter,
+    limit: number,
+    after: string | undefined,
+  ): Promise<JourneyRow[]>;
+  /** Whether the id names a journey of the space, present or deleted. */
+  isCursor(space: string, id: string): Promise<boolean>;
+  /**
+   * Replaces the caller-set columns. The parent must be a journey of the space that does not
+   * descend from this one; parent changes in a space are serialised, so two concurrent changes
+   * cannot build a cycle together.
+   */
+  replace(space: string, id: string, journey: JourneyFields): Promise<JourneyRow | JourneyRefusal>;
+  /** Deletes a journey that has no units and no children. */
+  delete(space: string, id: string): Promise<true | JourneyRefusal>;
+}
+
+/** Creates the repository over a pool. */
+export function createJourneyRepository(sql: Sql): JourneyRepository {
+  return {
+    async create(journey) {
+      const [row] = await sql<JourneyRow[]>`insert into core.journeys ${sql(journey)} returning *`;
+      return row!;
+    },
+    async get(space, id) {
+      const [row] = await sql<JourneyRow[]>`
+        select * from core.journeys where id = ${id} and space = ${space}`;
+      return row;
+    },
+    async list(space, filter, limit, after) {
+      return await sql<JourneyRow[]>`
+        select * from core.journeys
+        where space = ${space}
+          ${filter.parentId === undefined ? sql`` : sql`and parent_id = ${filter.parentId}`}
+          ${filter.active === undefined ? sql`` : sql`and active = ${filter.active}`}
+          ${after === undefined ? sql`` : sql`and id > ${after}`}
+        order by id
+        limit ${limit + 1}`;
+    },
+    async isCursor(space, id) {
+      const [row] = await sql<{ found: boolean }[]>`
+        select exists (select 1 from core.journeys where id = ${id} and space = ${space}) as found`;
+      return row!.found || await isTombstone(sql, "journey", id, space);
+    },
+    async replace(space, id, journey) {
+      return await sql.begin(async (tx) => {
+        await tx`select pg_advisory_xact_lock(hashtext(${"core.journeys:" + space}))`;
+        if (journey.parent_id !== null) {
+          const [parent] = await tx<{ cycle: boolean }[]>`
+            with recursive ancestors (id, parent_id) as (
+              select id, parent_id from core.journeys where id = ${journey.parent_id} and space = ${space}
+              union all
+              select j.id, j.parent_id from core.journeys j join ancestors a on j.id = a.parent_id
+            )
+            select bool_or(id = ${id}) as cycle from ancestors having count(*) > 0`;
+          if (!parent) return "no_parent" as const;
+          if (parent.cycle) return "cycle" as const;
+        }
+        const [row] = await tx<JourneyRow[]>`
+          update core.journeys set ${tx(journey)}, updated_at = now()
+          where id = ${id} and space = ${space}
+          returning *`;
+        return row ?? "not_found" as const;
+      });
+    },
+    async delete(space, id) {
+      return await sql.begin(async (tx) => {
+        const [row] = await tx<{ children: boolean; units: boolean }[]>`
+          select
+            exists (select 1 from core.journeys c where c.parent_id = j.id) as children,
+            exists (select 1 from core.units u where u.journey_id = j.id) as units
+          from core.journeys j
+          where j.id = ${id} and j.space = ${space}
+          for update`;
+        if (!row) return "not_found" as const;
+        if (row.children) return "has_children" as const;
+        if (row.units) return "has_units" as const;
+        await tx`delete from core.journeys where id = ${id}`;
+        await tx`
+          insert into core.tombstones (id, kind, space, list_key)
+          values (${id}, 'journey', ${space}, ${space})`;
+        return true as const;
+      });
+    },
+  };
+}

@@ -1,0 +1,355 @@
+/**
+ * The CoreService handlers: resolve the caller's space, validate, call a repository, map rows to
+ * messages. Authentication and error normalisation wrap these handlers in lib/rpc.ts.
+ *
+ * @module
+ */
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  CoreService,
+  CreateJourneyRequestSchema,
+  CreateRoleRequestSchema,
+  CreateUnitRequestSchema,
+  ListJourneysRequestSchema,
+  ListRolesRequestSchema,
+  ListUnitsRequestSchema,
+} from "../../gen/registry/core/v1/core_service_pb.ts";
+import type { JourneySchema } from "../../gen/registry/core/v1/journey_pb.ts";
+import type { RoleSchema } from "../../gen/registry/core/v1/role_pb.ts";
+import {
+  type Unit,
+  UnitPrioritySchema,
+  type UnitSchema,
+  UnitStatusSchema,
+} from "../../gen/registry/core/v1/unit_pb.ts";
+import type { Sql } from "../../lib/db.ts";
+import { enumName, enumNumber } from "../../lib/enums.ts";
+import { invalidArgument, notFound } from "../../lib/errors.ts";
+import { idKind } from "../../lib/ids.ts";
+import { nullable, pageOf, pathUuid, readPage } from "../../lib/resources.ts";
+import { callerOf } from "../../lib/rpc.ts";
+import { validate } from "../../lib/validation.ts";
+import {
+  createJourneyRepository,
+  type JourneyFields,
+  type JourneyRow,
+} from "./repository/journeys.ts";
+import { createRoleRepository, type RoleFields, type RoleRow } from "./repository/roles.ts";
+import { createUnitRepository, type UnitFields, type UnitRow } from "./repository/units.ts";
+import { journeyInput, roleFilter, roleInput, unitFilter, unitInput } from "./validation.ts";
+import * as v from "valibot";
+
+/** Identifier kinds of the core area. */
+export const ids = {
+  role: idKind("role"),
+  journey: idKind("journey"),
+  unit: idKind("unit"),
+} as const;
+
+/** Returns the caller's space, or throws PERMISSION_DENIED when the token has none. */
+function spaceOf(ctx: HandlerContext): string {
+  const space = callerOf(ctx).space;
+  if (space === undefined) {
+    throw new ConnectError(
+      "The token has no space claim; the core area needs one",
+      Code.PermissionDenied,
+    );
+  }
+  return space;
+}
+
+function toRole(row: RoleRow): MessageInitShape<typeof RoleSchema> {
+  return {
+    object: "role",
+    id: ids.role.fromUuid(row.id),
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+    name: row.name,
+    ...nullable("description", row.description),
+    resourceType: row.resource_type,
+    permissions: row.permissions,
+  };
+}
+
+function toJourney(row: JourneyRow): MessageInitShape<typeof JourneySchema> {
+  return {
+    object: "journey",
+    id: ids.journey.fromUuid(row.id),
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+    owner: row.owner,
+    ...nullable("parent", row.parent_id === null ? null : ids.journey.fromUuid(row.parent_id)),
+    name: row.name,
+    description: row.description,
+    active: row.active,
+  };
+}
+
+function toUnit(row: UnitRow): MessageInitShape<typeof UnitSchema> {
+  return {
+    object: "unit",
+    id: ids.unit.fromUuid(row.id),
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+    journey: ids.journey.fromUuid(row.journey_id),
+    originator: row.originator,
+    title: row.title,
+    ...nullable("assignee", row.assignee),
+    status: enumNumber(UnitStatusSchema, row.status)!,
+    priority: enumNumber(UnitPrioritySchema, row.priority)!,
+    ...nullable("description", row.description),
+    ...(row.due_at === null ? {} : { dueAt: timestampFromDate(row.due_at) }),
+  };
+}
+
+/** Validates a role given in a request; `desc` names the request for field paths. */
+function roleFields(req: { role?: unknown }, desc: typeof CreateRoleRequestSchema): RoleFields {
+  const role = validate(v.object({ role: roleInput }), desc, req).role;
+  return {
+    name: role.name,
+    description: role.description ?? null,
+    resource_type: role.resourceType,
+    permissions: role.permissions,
+  };
+}
+
+/** Creates the CoreService handlers. */
+export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> {
+  const roles = createRoleRepository(deps.sql);
+  const journeys = createJourneyRepository(deps.sql);
+  const units = createUnitRepository(deps.sql);
+
+  /** Resolves a journey id given in a request to its UUID, or NOT_FOUND (other spaces too). */
+  async function journeyRef(space: string, id: string): Promise<string> {
+    const uuid = pathUuid(ids.journey, "journey", id);
+    if (!(await journeys.get(space, uuid))) throw notFound("journey", id);
+    return uuid;
+  }
+
+  function roleTaken(error: unknown, role: RoleFields): never {
+    if ((error as { code?: string }).code === "23505") {
+      throw new ConnectError(
+        `A role named ${role.name} already exists for resource type ${role.resource_type}`,
+        Code.AlreadyExists,
+      );
+    }
+    throw error;
+  }
+
+  async function journeyFields(
+    ctx: HandlerContext,
+    space: string,
+    req: { journey?: unknown },
+  ): Promise<JourneyFields> {
+    const journey = validate(v.object({ journey: journeyInput }), CreateJourneyRequestSchema, req)
+      .journey;
+    return {
+      owner: journey.owner ?? callerOf(ctx).subject,
+      parent_id: journey.parent === undefined ? null : await journeyRef(space, journey.parent),
+      name: journey.name,
+      description: journey.description,
+      active: journey.active,
+    };
+  }
+
+  async function unitFields(space: string, req: { unit?: Unit | undefined }): Promise<UnitFields> {
+    const unit = validate(v.object({ unit: unitInput }), CreateUnitRequestSchema, req).unit;
+    return {
+      journey_id: await journeyRef(space, unit.journey),
+      title: unit.title,
+      assignee: unit.assignee ?? null,
+      status: enumName(UnitStatusSchema, unit.status)!,
+      priority: enumName(UnitPrioritySchema, unit.priority)!,
+      description: unit.description ?? null,
+      due_at: unit.dueAt === undefined ? null : timestampDate(unit.dueAt),
+    };
+  }
+
+  return {
+    async createRole(req, ctx) {
+      const space = spaceOf(ctx);
+      const fields = roleFields(req, CreateRoleRequestSchema);
+      const row = await roles.create({ id: ids.role.generate().uuid, space, ...fields })
+        .catch((e) => roleTaken(e, fields));
+      return { role: toRole(row) };
+    },
+
+    async getRole(req, ctx) {
+      const row = await roles.get(spaceOf(ctx), pathUuid(ids.role, "role", req.roleId));
+      if (!row) throw notFound("role", req.roleId);
+      return { role: toRole(row) };
+    },
+
+    async listRoles(req, ctx) {
+      const space = spaceOf(ctx);
+      const { resourceType } = validate(roleFilter, ListRolesRequestSchema, req);
+      const { limit, after } = await readPage(
+        req,
+        ListRolesRequestSchema,
+        ids.role,
+        "role",
+        (uuid) => roles.isCursor(space, uuid),
+      );
+      return {
+        object: "list",
+        ...pageOf(await roles.list(space, resourceType, limit, after), limit, toRole),
+      };
+    },
+
+    async updateRole(req, ctx) {
+      const space = spaceOf(ctx);
+      const uuid = pathUuid(ids.role, "role", req.roleId);
+      const fields = roleFields(req, CreateRoleRequestSchema);
+      const row = await roles.replace(space, uuid, fields).catch((e) => roleTaken(e, fields));
+      if (!row) throw notFound("role", req.roleId);
+      return { role: toRole(row) };
+    },
+
+    async deleteRole(req, ctx) {
+      if (!(await roles.delete(spaceOf(ctx), pathUuid(ids.role, "role", req.roleId)))) {
+        throw notFound("role", req.roleId);
+      }
+      return {};
+    },
+
+    async createJourney(req, ctx) {
+      const space = spaceOf(ctx);
+      const fields = await journeyFields(ctx, space, req);
+      const row = await journeys.create({ id: ids.journey.generate().uuid, space, ...fields });
+      return { journey: toJourney(row) };
+    },
+
+    async getJourney(req, ctx) {
+      const row = await journeys.get(spaceOf(ctx), pathUuid(ids.journey, "journey", req.journeyId));
+      if (!row) throw notFound("journey", req.journeyId);
+      return { journey: toJourney(row) };
+    },
+
+    async listJourneys(req, ctx) {
+      const space = spaceOf(ctx);
+      const parentId = req.parent === undefined ? undefined : await journeyRef(space, req.parent);
+      const { limit, after } = await readPage(
+        req,
+        ListJourneysRequestSchema,
+        ids.journey,
+        "journey",
+        (uuid) => journeys.isCursor(space, uuid),
+      );
+      const rows = await journeys.list(space, { parentId, active: req.active }, limit, after);
+      return { object: "list", ...pageOf(rows, limit, toJourney) };
+    },
+
+    async updateJourney(req, ctx) {
+      const space = spaceOf(ctx);
+      const uuid = pathUuid(ids.journey, "journey", req.journeyId);
+      if (!(await journeys.get(space, uuid))) throw notFound("journey", req.journeyId);
+      const fields = await journeyFields(ctx, space, req);
+      const result = await journeys.replace(space, uuid, fields);
+      if (result === "not_found") throw notFound("journey", req.journeyId);
+      if (result === "no_parent") throw notFound("journey", req.journey!.parent!);
+      if (result === "cycle") {
+        throw invalidArgument([{
+          field: "journey.parent",
+          description: `would make journey ${req.journeyId} its own ancestor`,
+        }]);
+      }
+      if (typeof result === "string") throw new ConnectError(result, Code.Internal);
+      return { journey: toJourney(result) };
+    },
+
+    async deleteJourney(req, ctx) {
+      const uuid = pathUuid(ids.journey, "journey", req.journeyId);
+      const result = await journeys.delete(spaceOf(ctx), uuid).catch((e) => {
+        // A unit or child added while the delete ran trips the foreign key instead.
+        if ((e as { code?: string }).code === "23503") return "has_units" as const;
+        throw e;
+      });
+      if (result === "not_found") throw notFound("journey", req.journeyId);
+      if (result === "has_children" || result === "has_units") {
+        throw new ConnectError(
+          `Journey ${req.journeyId} still has ${
+            result === "has_units" ? "units" : "child journeys"
+          }; delete or move them first`,
+          Code.FailedPrecondition,
+        );
+      }
+      return {};
+    },
+
+    async createUnit(req, ctx) {
+      const space = spaceOf(ctx);
+      const fields = await unitFields(space, req);
+      try {
+        const row = await units.create({
+          id: ids.unit.generate().uuid,
+          space,
+          originator: callerOf(ctx).subject,
+          ...fields,
+        });
+        return { unit: toUnit(row) };
+      } catch (error) {
+        // The journey was deleted between the check and the insert.
+        if ((error as { code?: string }).code === "23503") {
+          throw notFound("journey", req.unit!.journey);
+        }
+        throw error;
+      }
+    },
+
+    async getUnit(req, ctx) {
+      const row = await units.get(spaceOf(ctx), pathUuid(ids.unit, "unit", req.unitId));
+      if (!row) throw notFound("unit", req.unitId);
+      return { unit: toUnit(row) };
+    },
+
+    async listUnits(req, ctx) {
+      const space = spaceOf(ctx);
+      const filter = validate(unitFilter, ListUnitsRequestSchema, req);
+      const journeyId = await journeyRef(space, filter.journey);
+      const { limit, after } = await readPage(
+        req,
+        ListUnitsRequestSchema,
+        ids.unit,
+        "unit",
+        (uuid) => units.isCursor(journeyId, uuid),
+      );
+      const rows = await units.list(
+        journeyId,
+        {
+          status: filter.status === undefined
+            ? undefined
+            : enumName(UnitStatusSchema, filter.status),
+          assignee: filter.assignee,
+        },
+        limit,
+        after,
+      );
+      return { object: "list", ...pageOf(rows, limit, toUnit) };
+    },
+
+    async updateUnit(req, ctx) {
+      const space = spaceOf(ctx);
+      const uuid = pathUuid(ids.unit, "unit", req.unitId);
+      if (!(await units.get(space, uuid))) throw notFound("unit", req.unitId);
+      const fields = await unitFields(space, req);
+      const row = await units.replace(space, uuid, fields).catch((error) => {
+        if ((error as { code?: string }).code === "23503") {
+          throw notFound("journey", req.unit!.journey);
+        }
+        throw error;
+      });
+      if (!row) throw notFound("unit", req.unitId);
+      return { unit: toUnit(row) };
+    },
+
+    async deleteUnit(req, ctx) {
+      if (!(await units.delete(spaceOf(ctx), pathUuid(ids.unit, "unit", req.unitId)))) {
+        throw notFound("unit", req.unitId);
+      }
+      return {};
+    },
+  };
+}

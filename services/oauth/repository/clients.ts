@@ -1,0 +1,98 @@
+/**
+ * The `oauth.clients` table, and `oauth.deleted_clients`, which remembers deleted ids so that a
+ * page cursor naming one stays valid.
+ *
+ * @module
+ */
+
+import type { Sql } from "../../../lib/db.ts";
+
+/** A row of oauth.clients. */
+export interface ClientRow {
+  id: string;
+  project_id: string;
+  name: string;
+  type: string;
+  redirect_uris: string[];
+  javascript_origins: string[];
+  status: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The columns set when a client is created. */
+export type NewClient = Pick<
+  ClientRow,
+  "id" | "project_id" | "name" | "type" | "redirect_uris" | "javascript_origins"
+>;
+
+/** The columns a caller may change. */
+export type ClientChanges = Partial<
+  Pick<ClientRow, "name" | "redirect_uris" | "javascript_origins" | "status">
+>;
+
+/** Reads and writes oauth.clients. */
+export interface ClientRepository {
+  /** Inserts a client; throws the Postgres error 23503 when the project has no configuration. */
+  create(client: NewClient): Promise<ClientRow>;
+  /** Returns the project's client, or undefined. */
+  get(projectId: string, id: string): Promise<ClientRow | undefined>;
+  /** Returns up to `limit` + 1 clients of the project after the cursor id, in id order. */
+  list(projectId: string, limit: number, after: string | undefined): Promise<ClientRow[]>;
+  /** Whether the id names a client of the project, present or deleted. */
+  isCursor(projectId: string, id: string): Promise<boolean>;
+  /** Changes the given columns; returns undefined when there is no such client. */
+  update(projectId: string, id: string, changes: ClientChanges): Promise<ClientRow | undefined>;
+  /** Deletes a client (its secrets go with it); returns false when there was none. */
+  delete(projectId: string, id: string): Promise<boolean>;
+}
+
+/** Creates the repository over a pool. */
+export function createClientRepository(sql: Sql): ClientRepository {
+  return {
+    async create(client) {
+      const [row] = await sql<ClientRow[]>`insert into oauth.clients ${sql(client)} returning *`;
+      return row!;
+    },
+    async get(projectId, id) {
+      const [row] = await sql<ClientRow[]>`
+        select * from oauth.clients where id = ${id} and project_id = ${projectId}`;
+      return row;
+    },
+    async list(projectId, limit, after) {
+      return await sql<ClientRow[]>`
+        select * from oauth.clients
+        where project_id = ${projectId} ${after === undefined ? sql`` : sql`and id > ${after}`}
+        order by id
+        limit ${limit + 1}`;
+    },
+    async isCursor(projectId, id) {
+      const [row] = await sql<{ found: boolean }[]>`
+        select exists (select 1 from oauth.clients where id = ${id} and project_id = ${projectId})
+          or exists (select 1 from oauth.deleted_clients where id = ${id} and project_id = ${projectId})
+          as found`;
+      return row!.found;
+    },
+    async update(projectId, id, changes) {
+      const columns = Object.keys(changes) as (keyof ClientChanges)[];
+      const [row] = columns.length === 0
+        ? await sql<ClientRow[]>`
+            select * from oauth.clients where id = ${id} and project_id = ${projectId}`
+        : await sql<ClientRow[]>`
+            update oauth.clients set ${sql(changes, columns)}, updated_at = now()
+            where id = ${id} and project_id = ${projectId}
+            returning *`;
+      return row;
+    },
+    async delete(projectId, id) {
+      const rows = await sql`
+        with gone as (
+          delete from oauth.clients where id = ${id} and project_id = ${projectId}
+          returning id, project_id
+        )
+        insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
+        returning id`;
+      return rows.length > 0;
+    },
+  };
+}

@@ -1,0 +1,446 @@
+/**
+ * The OAuthRegistryService handlers: authorize, validate, call a repository, map rows to messages.
+ * Authentication and error normalisation wrap these handlers in lib/rpc.ts.
+ *
+ * @module
+ */
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import * as v from "valibot";
+import {
+  ClientSchema,
+  ClientStatusSchema,
+  ClientTypeSchema,
+} from "../../gen/registry/oauth/v1/client_pb.ts";
+import type { ClientSecretSchema } from "../../gen/registry/oauth/v1/client_secret_pb.ts";
+import {
+  AudienceSchema,
+  OAuthConfigSchema,
+  PublishingStatusSchema,
+} from "../../gen/registry/oauth/v1/config_pb.ts";
+import {
+  type InstallationSchema,
+  InstallationStatusSchema,
+} from "../../gen/registry/oauth/v1/installation_pb.ts";
+import {
+  ConsentInstallationRequestSchema,
+  CreateClientRequestSchema,
+  ListClientsRequestSchema,
+  ListInstallationsRequestSchema,
+  OAuthRegistryService,
+  UpdateClientRequestSchema,
+  UpdateOAuthConfigRequestSchema,
+} from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { administers, requireProject } from "../../lib/auth.ts";
+import type { Sql } from "../../lib/db.ts";
+import { enumName, enumNumber } from "../../lib/enums.ts";
+import { invalidArgument, notFound } from "../../lib/errors.ts";
+import { nullable, pageOf, pathUuid, readPage } from "../../lib/resources.ts";
+import { idKind } from "../../lib/ids.ts";
+import { callerOf } from "../../lib/rpc.ts";
+import { resolveMask } from "../../lib/update_mask.ts";
+import { assertValid, validate } from "../../lib/validation.ts";
+import { createClientSecretRepository } from "./repository/client_secrets.ts";
+import {
+  type ClientChanges,
+  type ClientRow,
+  createClientRepository,
+} from "./repository/clients.ts";
+import {
+  type ConfigChanges,
+  type ConfigRow,
+  createConfigRepository,
+} from "./repository/configs.ts";
+import { createInstallationRepository, type InstallationRow } from "./repository/installations.ts";
+import type { SecretHasher } from "./secrets.ts";
+import {
+  clientFields,
+  configFields,
+  consentSchema,
+  createClientSchema,
+  projectId as projectIdSchema,
+} from "./validation.ts";
+
+/** Identifier kinds of the OAuth area. */
+export const ids = {
+  client: idKind("cli"),
+  secret: idKind("sec"),
+  installation: idKind("ins"),
+  principal: idKind("prn"),
+} as const;
+
+/** Most secrets one client may hold at a time, unless MAX_SECRETS_PER_CLIENT says otherwise. */
+export const defaultMaxSecretsPerClient = 10;
+
+/** What the handlers need. */
+export interface OAuthRegistryDeps {
+  /** The pool. */
+  sql: Sql;
+  /** Generates and checks client secrets. */
+  hasher: SecretHasher;
+  /** Most secrets one client may hold (default 10). */
+  maxSecretsPerClient?: number;
+}
+
+const configMask = {
+  updatable: [
+    "application_name",
+    "support_email",
+    "logo_uri",
+    "homepage_uri",
+    "privacy_policy_uri",
+    "terms_of_service_uri",
+    "authorized_domains",
+    "audience",
+  ],
+} as const;
+
+const clientMask = {
+  updatable: ["name", "redirect_uris", "javascript_origins", "status"],
+  immutable: ["type"],
+} as const;
+
+/** snake_case proto name -> camelCase property name. */
+function localName(name: string): string {
+  return name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+function text(desc: Parameters<typeof enumName>[0], value: number): string {
+  return enumName(desc, value)!;
+}
+
+function num(desc: Parameters<typeof enumNumber>[0], value: string): number {
+  const n = enumNumber(desc, value);
+  if (n === undefined) throw new Error(`Cannot map ${value} to ${desc.typeName}`);
+  return n;
+}
+
+function toConfig(row: ConfigRow): MessageInitShape<typeof OAuthConfigSchema> {
+  return {
+    projectId: row.project_id,
+    applicationName: row.application_name,
+    ...nullable("supportEmail", row.support_email),
+    ...nullable("logoUri", row.logo_uri),
+    ...nullable("homepageUri", row.homepage_uri),
+    ...nullable("privacyPolicyUri", row.privacy_policy_uri),
+    ...nullable("termsOfServiceUri", row.terms_of_service_uri),
+    authorizedDomains: row.authorized_domains,
+    audience: num(AudienceSchema, row.audience),
+    publishingStatus: num(PublishingStatusSchema, row.publishing_status),
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+  };
+}
+
+function toClient(row: ClientRow): MessageInitShape<typeof ClientSchema> {
+  return {
+    id: ids.client.fromUuid(row.id),
+    projectId: row.project_id,
+    name: row.name,
+    type: num(ClientTypeSchema, row.type),
+    redirectUris: row.redirect_uris,
+    javascriptOrigins: row.javascript_origins,
+    status: num(ClientStatusSchema, row.status),
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+  };
+}
+
+function toSecret(
+  row: { id: string; client_id: string; secret_hint: string; created_at: Date },
+): MessageInitShape<typeof ClientSecretSchema> {
+  return {
+    id: ids.secret.fromUuid(row.id),
+    clientId: ids.client.fromUuid(row.client_id),
+    secretHint: row.secret_hint,
+    createdAt: timestampFromDate(row.created_at),
+  };
+}
+
+function toInstallation(row: InstallationRow): MessageInitShape<typeof InstallationSchema> {
+  return {
+    id: ids.installation.fromUuid(row.id),
+    projectId: row.project_id,
+    accountId: row.account_id,
+    ...nullable("principalId", row.principal_id),
+    applicationName: row.application_name,
+    scopes: row.scopes,
+    status: num(InstallationStatusSchema, row.status),
+    authorizedById: row.authorized_by_id,
+    authorizedAt: timestampFromDate(row.authorized_at),
+    createdAt: timestampFromDate(row.created_at),
+    ...(row.revoked_at === null ? {} : { revokedAt: timestampFromDate(row.revoked_at) }),
+  };
+}
+
+function noConfig(projectId: string): ConnectError {
+  return new ConnectError(
+    `Project ${projectId} has no OAuth config; create it first (PATCH /v1/projects/${projectId}/config)`,
+    Code.NotFound,
+  );
+}
+
+const projectRequest = v.object({ projectId: projectIdSchema });
+
+/** Authorizes the caller for the project, then checks the project id's syntax. */
+function project(ctx: HandlerContext, projectId: string): void {
+  requireProject(callerOf(ctx), projectId);
+  validate(projectRequest, ListClientsRequestSchema, { projectId });
+}
+
+/** Returns the stored form of a path id, or NOT_FOUND when the text cannot name one. */
+function pathId(kind: keyof typeof ids, id: string): string {
+  return pathUuid(ids[kind], kind, id);
+}
+
+/** Creates the OAuthRegistryService handlers. */
+export function createOAuthRegistry(
+  deps: OAuthRegistryDeps,
+): ServiceImpl<typeof OAuthRegistryService> {
+  const configs = createConfigRepository(deps.sql);
+  const clients = createClientRepository(deps.sql);
+  const secrets = createClientSecretRepository(deps.sql);
+  const installations = createInstallationRepository(deps.sql);
+  const maxSecretsPerClient = deps.maxSecretsPerClient ?? defaultMaxSecretsPerClient;
+
+  return {
+    async getOAuthConfig(req, ctx) {
+      project(ctx, req.projectId);
+      const row = await configs.get(req.projectId);
+      if (!row) throw noConfig(req.projectId);
+      return { config: toConfig(row) };
+    },
+
+    async updateOAuthConfig(req, ctx) {
+      project(ctx, req.projectId);
+      const mask = resolveMask(OAuthConfigSchema, req.config, req.updateMask, configMask, "config");
+      assertValid(mask.violations);
+      const keys = mask.paths.map(localName) as (keyof typeof configFields)[];
+      const picked = Object.fromEntries(keys.map((k) => [k, configFields[k]]));
+      const input = validate(
+        v.object({ config: v.object(picked, "is required") }),
+        UpdateOAuthConfigRequestSchema,
+        { config: req.config },
+      ).config as Record<string, unknown>;
+      const changes: Record<string, unknown> = {};
+      for (const [path, key] of mask.paths.map((p, i) => [p, keys[i]!] as const)) {
+        const value = input[key];
+        changes[path] = key === "audience"
+          ? text(AudienceSchema, value as number)
+          : value === undefined
+          ? null
+          : value;
+      }
+      if (typeof changes.application_name === "string") {
+        const row = await configs.upsert(
+          req.projectId,
+          changes as ConfigChanges & { application_name: string },
+        );
+        return { config: toConfig(row) };
+      }
+      const row = await configs.update(req.projectId, changes as ConfigChanges);
+      if (!row) {
+        throw invalidArgument([{
+          field: "config.application_name",
+          description: "is required to create the project's OAuth config",
+        }]);
+      }
+      return { config: toConfig(row) };
+    },
+
+    async createClient(req, ctx) {
+      project(ctx, req.projectId);
+      const { client } = validate(
+        createClientSchema(req.client?.type ?? 0),
+        CreateClientRequestSchema,
+        req,
+      );
+      const id = ids.client.generate();
+      try {
+        const row = await clients.create({
+          id: id.uuid,
+          project_id: req.projectId,
+          name: client.name,
+          type: text(ClientTypeSchema, client.type),
+          redirect_uris: client.redirectUris,
+          javascript_origins: client.javascriptOrigins,
+        });
+        return { client: toClient(row) };
+      } catch (error) {
+        if ((error as { code?: string }).code === "23503") throw noConfig(req.projectId);
+        throw error;
+      }
+    },
+
+    async getClient(req, ctx) {
+      project(ctx, req.projectId);
+      const row = await clients.get(req.projectId, pathId("client", req.clientId));
+      if (!row) throw notFound("client", req.clientId);
+      return { client: toClient(row) };
+    },
+
+    async listClients(req, ctx) {
+      project(ctx, req.projectId);
+      const { limit, after } = await readPage(
+        req,
+        ListClientsRequestSchema,
+        ids.client,
+        "client",
+        (uuid) => clients.isCursor(req.projectId, uuid),
+      );
+      return pageOf(await clients.list(req.projectId, limit, after), limit, toClient);
+    },
+
+    async updateClient(req, ctx) {
+      project(ctx, req.projectId);
+      const uuid = pathId("client", req.clientId);
+      const mask = resolveMask(ClientSchema, req.client, req.updateMask, clientMask, "client");
+      assertValid(mask.violations);
+      const current = await clients.get(req.projectId, uuid);
+      if (!current) throw notFound("client", req.clientId);
+      const fields = clientFields(num(ClientTypeSchema, current.type));
+      const keys = mask.paths.map(localName) as (keyof typeof fields)[];
+      const picked = Object.fromEntries(keys.map((k) => [k, fields[k]]));
+      const input = validate(
+        v.object({ client: v.object(picked, "is required") }),
+        UpdateClientRequestSchema,
+        { client: req.client },
+      ).client as Record<string, unknown>;
+      const changes: Record<string, unknown> = {};
+      mask.paths.forEach((path, i) => {
+        const value = input[keys[i]!];
+        changes[path] = path === "status" ? text(ClientStatusSchema, value as number) : value;
+      });
+      const row = await clients.update(req.projectId, uuid, changes as ClientChanges);
+      if (!row) throw notFound("client", req.clientId);
+      return { client: toClient(row) };
+    },
+
+    async deleteClient(req, ctx) {
+      project(ctx, req.projectId);
+      if (!(await clients.delete(req.projectId, pathId("client", req.clientId)))) {
+        throw notFound("client", req.clientId);
+      }
+      return {};
+    },
+
+    async createClientSecret(req, ctx) {
+      project(ctx, req.projectId);
+      const clientUuid = pathId("client", req.clientId);
+      const secret = deps.hasher.generate();
+      const id = ids.secret.generate();
+      const result = await secrets.create(req.projectId, {
+        id: id.uuid,
+        client_id: clientUuid,
+        secret_hash: secret.hash,
+        secret_hint: secret.hint,
+      }, maxSecretsPerClient);
+      if (result.kind === "no_client") throw notFound("client", req.clientId);
+      if (result.kind === "full") {
+        throw new ConnectError(
+          `Client ${req.clientId} already has ${maxSecretsPerClient} secrets; delete one first`,
+          Code.FailedPrecondition,
+        );
+      }
+      return {
+        clientSecret: {
+          ...toSecret(result.row),
+          plaintext: { case: "secret", value: secret.secret },
+        },
+      };
+    },
+
+    async listClientSecrets(req, ctx) {
+      project(ctx, req.projectId);
+      const rows = await secrets.list(req.projectId, pathId("client", req.clientId));
+      if (!rows) throw notFound("client", req.clientId);
+      return { data: rows.map(toSecret), hasMore: false };
+    },
+
+    async deleteClientSecret(req, ctx) {
+      project(ctx, req.projectId);
+      const clientUuid = pathId("client", req.clientId);
+      const deleted = await secrets.delete(
+        req.projectId,
+        clientUuid,
+        pathId("secret", req.secretId),
+      );
+      if (!deleted) throw notFound("secret", req.secretId);
+      return {};
+    },
+
+    async verifyClientSecret(req, ctx) {
+      const caller = callerOf(ctx);
+      const uuid = ids.client.toUuid(req.clientId);
+      const row = uuid === undefined ? undefined : await secrets.clientWithHashes(uuid);
+      if (!row) {
+        deps.hasher.matches(req.secret, []); // same work as for a known client
+        return { valid: false };
+      }
+      requireProject(caller, row.project_id);
+      const matches = deps.hasher.matches(req.secret, row.hashes);
+      if (!matches || row.status !== "active") return { valid: false };
+      return { valid: true, client: toClient(row) };
+    },
+
+    async consentInstallation(req, ctx) {
+      const caller = callerOf(ctx);
+      const input = validate(consentSchema, ConsentInstallationRequestSchema, req);
+      const config = await configs.get(input.projectId);
+      if (!config) throw noConfig(input.projectId);
+      if (config.audience === "internal" && !administers(caller, input.projectId)) {
+        throw new ConnectError(
+          `Project ${input.projectId} accepts consent only from its own users (audience internal)`,
+          Code.PermissionDenied,
+        );
+      }
+      const row = await installations.consent({
+        id: ids.installation.generate().uuid,
+        project_id: input.projectId,
+        account_id: caller.accountId,
+        principal_id: ids.principal.generate().id,
+        application_name: config.application_name,
+        scopes: input.scopes,
+        authorized_by_id: caller.subject,
+      });
+      return { installation: toInstallation(row) };
+    },
+
+    async getInstallation(req, ctx) {
+      const caller = callerOf(ctx);
+      const row = await installations.get(
+        caller.accountId,
+        pathId("installation", req.installationId),
+      );
+      if (!row) throw notFound("installation", req.installationId);
+      return { installation: toInstallation(row) };
+    },
+
+    async listInstallations(req, ctx) {
+      const caller = callerOf(ctx);
+      const { limit, after } = await readPage(
+        req,
+        ListInstallationsRequestSchema,
+        ids.installation,
+        "installation",
+        async (uuid) => (await installations.get(caller.accountId, uuid)) !== undefined,
+      );
+      return pageOf(
+        await installations.list(caller.accountId, limit, after),
+        limit,
+        toInstallation,
+      );
+    },
+
+    async revokeInstallation(req, ctx) {
+      const caller = callerOf(ctx);
+      const uuid = pathId("installation", req.installationId);
+      if (!(await installations.revoke(caller.accountId, uuid))) {
+        throw notFound("installation", req.installationId);
+      }
+      return {};
+    },
+  };
+}

@@ -1,0 +1,115 @@
+/**
+ * The OAuth registry's input rules (spec sections 2, 4 and 8), as valibot schemas over the decoded
+ * request messages. This is the single source: the gateway only checks JSON shape, so internal
+ * gRPC callers meet exactly the same rules.
+ *
+ * @module
+ */
+
+import * as v from "valibot";
+import {
+  ClientStatus,
+  ClientType,
+  ClientTypeSchema,
+} from "../../gen/registry/oauth/v1/client_pb.ts";
+import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
+import { enumName } from "../../lib/enums.ts";
+import { checkedString, enumValue, rule, text, uniqueList } from "../../lib/validation.ts";
+import {
+  checkEmail,
+  checkHostname,
+  checkHttpsUri,
+  checkJavascriptOrigin,
+  checkRedirectUri,
+  checkScope,
+} from "./rules.ts";
+
+/** Most items a list field of a client or configuration may hold (spec section 8). */
+export const maxListItems = 100;
+
+/** A project id: 1..128 URL-safe characters, starting with a letter or digit. */
+export const projectId = v.pipe(
+  v.string(),
+  v.regex(
+    /^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$/,
+    "must be 1 to 128 letters, digits, '.', '_', '~' or '-', starting with a letter or digit",
+  ),
+);
+
+const brandingUri = v.optional(checkedString(2048, checkHttpsUri));
+
+/** The rules of each OAuthConfig field a caller may set, by property name. */
+export const configFields = {
+  applicationName: text(1, 120),
+  supportEmail: v.optional(checkedString(320, checkEmail)),
+  logoUri: brandingUri,
+  homepageUri: brandingUri,
+  privacyPolicyUri: brandingUri,
+  termsOfServiceUri: brandingUri,
+  authorizedDomains: uniqueList(
+    v.pipe(v.string("must be a string"), rule(checkHostname)),
+    maxListItems,
+    (s) => s.toLowerCase(),
+  ),
+  audience: enumValue([Audience.INTERNAL, Audience.EXTERNAL], '"internal", "external"'),
+} as const;
+
+type ClientTypeName = "web" | "spa" | "native";
+
+/** The rules of each Client field a caller may set, for a client of the given type. */
+export function clientFields(type: ClientType) {
+  const typeName = enumName(ClientTypeSchema, type) as ClientTypeName | "unspecified" | undefined;
+  const known = typeName === "web" || typeName === "spa" || typeName === "native";
+  return {
+    name: text(1, 120),
+    type: enumValue(
+      [ClientType.WEB, ClientType.SPA, ClientType.NATIVE],
+      '"web", "spa", "native"',
+    ),
+    // Until the type is valid, only the sizes of the URI lists can be checked.
+    redirectUris: uniqueList(
+      checkedString(2048, (s) => known ? checkRedirectUri(s, typeName) : undefined),
+      maxListItems,
+    ),
+    javascriptOrigins: v.pipe(
+      uniqueList(checkedString(2048, checkJavascriptOrigin), maxListItems),
+      v.check(
+        (list) => type !== ClientType.NATIVE || list.length === 0,
+        "must be empty for native clients",
+      ),
+    ),
+    status: enumValue([ClientStatus.ACTIVE, ClientStatus.SUSPENDED], '"active", "suspended"'),
+  };
+}
+
+const createClientSchemas = new Map<number, v.GenericSchema>();
+
+/** The rules of CreateClientRequest for a client of the given type. */
+export function createClientSchema(type: ClientType) {
+  const make = () => {
+    const f = clientFields(type);
+    return v.object({
+      projectId,
+      client: v.object({
+        name: f.name,
+        type: f.type,
+        redirectUris: f.redirectUris,
+        javascriptOrigins: f.javascriptOrigins,
+        status: v.literal(
+          ClientStatus.UNSPECIFIED,
+          "cannot be set when creating a client; new clients are active",
+        ),
+      }, "is required"),
+    });
+  };
+  type Schema = ReturnType<typeof make>;
+  let schema = createClientSchemas.get(type) as Schema | undefined;
+  if (!schema) createClientSchemas.set(type, schema = make());
+  return schema;
+}
+
+/** The rules of ConsentInstallationRequest. */
+export const consentSchema = v.object({
+  projectId,
+  scopes: uniqueList(v.pipe(v.string("must be a string"), rule(checkScope)), maxListItems),
+});
