@@ -1,0 +1,63 @@
+/**
+ * The HTTP side of errors: status codes for RPC codes, and the one JSON error body,
+ * `{"error": {"code": "invalid_argument", "message": "...", "details": [{"field", "description"}]}}`.
+ *
+ * @module
+ */
+
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { codeName, type FieldViolation, fieldViolations } from "../lib/errors.ts";
+
+/** HTTP status per RPC code. FAILED_PRECONDITION is 409 here (a state conflict), not 400. */
+const statusOf: Record<Code, number> = {
+  [Code.Canceled]: 499,
+  [Code.Unknown]: 500,
+  [Code.InvalidArgument]: 400,
+  [Code.DeadlineExceeded]: 504,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.PermissionDenied]: 403,
+  [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 409,
+  [Code.Aborted]: 409,
+  [Code.OutOfRange]: 400,
+  [Code.Unimplemented]: 501,
+  [Code.Internal]: 500,
+  [Code.Unavailable]: 503,
+  [Code.DataLoss]: 500,
+  [Code.Unauthenticated]: 401,
+};
+
+const jsonHeaders = { "content-type": "application/json" };
+
+/** Writes the JSON error body. */
+export function errorResponse(
+  status: number,
+  code: Code,
+  message: string,
+  details: FieldViolation[] = [],
+  headers: Record<string, string> = {},
+): Response {
+  return new Response(
+    JSON.stringify({ error: { code: codeName(code), message, details } }),
+    { status, headers: { ...jsonHeaders, ...headers } },
+  );
+}
+
+/**
+ * Writes an RPC error. Field paths are made relative to the JSON body when the body is a field of
+ * the request (`client.redirect_uris[0]` -> `redirect_uris[0]`).
+ */
+export function rpcErrorResponse(error: ConnectError, bodyField?: string): Response {
+  const prefix = bodyField === undefined ? undefined : `${bodyField}.`;
+  const details = fieldViolations(error).map((v) => ({
+    field: prefix && v.field.startsWith(prefix) ? v.field.slice(prefix.length) : v.field,
+    description: v.description,
+  }));
+  let message = error.rawMessage;
+  if (prefix) message = message.replace(`Invalid ${prefix}`, "Invalid ");
+  const headers: Record<string, string> = error.code === Code.Unauthenticated
+    ? { "www-authenticate": 'Bearer error="invalid_token"' }
+    : {};
+  return errorResponse(statusOf[error.code] ?? 500, error.code, message, details, headers);
+}

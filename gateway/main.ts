@@ -1,0 +1,217 @@
+/**
+ * The gateway: `/v1` JSON over HTTP -> Connect RPCs to the services. `GET /healthz` (alive),
+ * `GET /readyz` (every backend answers its health check) and `GET /metrics` need no token.
+ * Every request gets an `x-request-id` (the caller's, if it is a safe token) and a W3C trace span;
+ * both go to the services and into one JSON access log line.
+ *
+ * Run as its own process, or embedded by `deno task start` through {@link startGateway}.
+ *
+ * @module
+ */
+
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import * as v from "valibot";
+import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
+import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { createTokenVerifier } from "../lib/auth.ts";
+import {
+  authOptions,
+  authSettings,
+  logLevel,
+  onTerminate,
+  port,
+  positiveInt,
+  readConfig,
+} from "../lib/config.ts";
+import { createLogger } from "../lib/log.ts";
+import { createMetrics } from "../lib/metrics.ts";
+import { formatTraceparent, requestIdOf, startSpan } from "../lib/trace.ts";
+import { errorResponse } from "./http_errors.ts";
+import { type Backend, createTranscoder } from "./transcoder.ts";
+
+const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
+
+/** The gateway's settings. */
+export const gatewaySettings = {
+  GATEWAY_PORT: port(8080),
+  HOST: v.optional(v.string(), "0.0.0.0"),
+  OAUTH_REGISTRY_URL: url("http://127.0.0.1:8081"),
+  CORE_URL: url("http://127.0.0.1:8082"),
+  ...authSettings,
+  RPC_TIMEOUT_MS: positiveInt(10_000),
+  LOG_LEVEL: logLevel,
+  SHUTDOWN_DELAY_MS: v.optional(
+    v.pipe(v.string(), v.regex(/^\d{1,6}$/, "must be milliseconds"), v.transform(Number)),
+    "0",
+  ),
+  SHUTDOWN_GRACE_MS: positiveInt(10_000),
+};
+
+/** The gateway's settings, parsed. */
+export type GatewayConfig = v.InferOutput<v.ObjectSchema<typeof gatewaySettings, undefined>>;
+
+/** A running gateway. */
+export interface RunningGateway {
+  /** The bound port. */
+  port: number;
+  /** Reports not ready, waits the shutdown delay, then drains, for at most `graceMs`. */
+  shutdown(graceMs: number): Promise<void>;
+}
+
+/**
+ * fetch for the backends: a connection failure is UNAVAILABLE (HTTP 503), not UNKNOWN. The body is
+ * read here, whole (unary messages are small), so that a backend that dies after its headers and
+ * before the end of its body is UNAVAILABLE too; read later by the transport, that failure was
+ * UNKNOWN and answered 500 (seen once in CI, killing a backend under load).
+ */
+const backendFetch: typeof fetch = async (input, init) => {
+  try {
+    const res = await fetch(input, init);
+    const body = await res.arrayBuffer();
+    return new Response(body, {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
+  } catch (error) {
+    if (init?.signal?.aborted) throw error;
+    throw new ConnectError(
+      "The backend service is unreachable",
+      Code.Unavailable,
+      undefined,
+      undefined,
+      error,
+    );
+  }
+};
+
+function transport(baseUrl: string): Transport {
+  return createConnectTransport({ baseUrl, useBinaryFormat: true, fetch: backendFetch });
+}
+
+/** Starts the gateway. */
+export function startGateway(config: GatewayConfig): RunningGateway {
+  const log = createLogger("gateway", config.LOG_LEVEL);
+  const metrics = createMetrics("gateway");
+  const backends: Backend[] = [
+    { services: [OAuthRegistryService], transport: transport(config.OAUTH_REGISTRY_URL) },
+    { services: [CoreService], transport: transport(config.CORE_URL) },
+  ];
+  const transcode = createTranscoder({
+    backends,
+    verify: createTokenVerifier(authOptions(config)),
+    log,
+    rpcTimeoutMs: config.RPC_TIMEOUT_MS,
+  });
+  let draining = false;
+
+  async function ready(): Promise<boolean> {
+    if (draining) return false;
+    const checks = backends.flatMap((b) =>
+      b.services.map(async (service) => {
+        try {
+          const res = await b.transport.unary(Health.method.check, undefined, 2000, undefined, {
+            service: service.typeName,
+          });
+          return res.message.status === HealthCheckResponse_ServingStatus.SERVING;
+        } catch {
+          return false;
+        }
+      })
+    );
+    return (await Promise.all(checks)).every(Boolean);
+  }
+
+  async function route(req: Request, url: URL, requestId: string, traceparent: string) {
+    if (url.pathname.startsWith("/v1/")) {
+      return await transcode(req, url, { requestId, traceparent });
+    }
+    if (req.method === "GET") {
+      if (url.pathname === "/healthz") {
+        return { response: Response.json({ status: "ok" }), route: "/healthz" };
+      }
+      if (url.pathname === "/metrics") {
+        return { response: await metrics.response(), route: "/metrics" };
+      }
+      if (url.pathname === "/readyz") {
+        const response = (await ready())
+          ? Response.json({ status: "ready" })
+          : Response.json({ status: "not ready" }, { status: 503 });
+        return { response, route: "/readyz" };
+      }
+    }
+    return {
+      response: errorResponse(404, Code.NotFound, `No route for ${url.pathname}`),
+      route: "unmatched",
+    };
+  }
+
+  const server = Deno.serve({
+    port: config.GATEWAY_PORT,
+    hostname: config.HOST,
+    onListen: () => {},
+  }, async (req) => {
+    const started = performance.now();
+    const url = new URL(req.url);
+    const requestId = requestIdOf(req.headers);
+    const span = startSpan(req.headers);
+    metrics.inFlight.inc();
+    let result: { response: Response; route: string };
+    try {
+      result = await route(req, url, requestId, formatTraceparent(span));
+    } catch (error) {
+      log.error("request failed", { path: url.pathname, request_id: requestId, error });
+      result = {
+        response: errorResponse(500, Code.Internal, "Internal error"),
+        route: "unmatched",
+      };
+    } finally {
+      metrics.inFlight.dec();
+    }
+    const { response, route: template } = result;
+    response.headers.set("x-request-id", requestId);
+    const seconds = (performance.now() - started) / 1000;
+    const labels = { method: req.method, route: template, status: String(response.status) };
+    metrics.requests.inc(labels);
+    metrics.requestSeconds.observe(labels, seconds);
+    if (template.startsWith("/v1/") || template === "unmatched") {
+      log.info("request", {
+        method: req.method,
+        route: template,
+        status: response.status,
+        duration_ms: Math.round(seconds * 1e6) / 1e3,
+        request_id: requestId,
+        trace_id: span.traceId,
+        span_id: span.spanId,
+      });
+    }
+    return response;
+  });
+  log.info("serving", { port: server.addr.port });
+
+  return {
+    port: server.addr.port,
+    async shutdown(graceMs) {
+      draining = true;
+      const deadline = Date.now() + graceMs;
+      await new Promise((r) => setTimeout(r, Math.min(config.SHUTDOWN_DELAY_MS, graceMs)));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        server.shutdown(),
+        new Promise((r) => timer = setTimeout(r, Math.max(0, deadline - Date.now()))),
+      ]);
+      clearTimeout(timer);
+    },
+  };
+}
+
+if (import.meta.main) {
+  const config = readConfig("gateway", v.object(gatewaySettings));
+  const gateway = startGateway(config);
+  onTerminate(
+    createLogger("gateway", config.LOG_LEVEL),
+    () => gateway.shutdown(config.SHUTDOWN_GRACE_MS),
+  );
+}

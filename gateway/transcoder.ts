@@ -1,0 +1,281 @@
+/**
+ * The generic transcoder: `/v1` JSON over HTTP in, one RPC to the owning service, JSON out. Every
+ * route comes from a `google.api.http` annotation; nothing here knows a particular endpoint.
+ *
+ * Order of checks: route (404/405) -> token (401) -> body size (413) -> content type (415) ->
+ * JSON shape (400) -> the service (authorization 403, validation 400, the rest). Status codes:
+ * POST 201, DELETE 204 without a body, others 200.
+ *
+ * @module
+ */
+
+import { create, type DescField, type DescService, type Message } from "@bufbuild/protobuf";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import type { TokenVerifier } from "../lib/auth.ts";
+import type { FieldViolation } from "../lib/errors.ts";
+import type { Logger } from "../lib/log.ts";
+import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
+import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
+import { buildRoutes, type Match, matchRoute, type Route } from "./routes.ts";
+
+/** A backend: the services it serves and the transport that reaches it. */
+export interface Backend {
+  /** Its services. */
+  services: DescService[];
+  /** A Connect transport to it. */
+  transport: Transport;
+}
+
+/** Options of {@link createTranscoder}. */
+export interface TranscoderOptions {
+  /** The backends. */
+  backends: Backend[];
+  /** Verifies bearer tokens (before any body is read). */
+  verify: TokenVerifier;
+  /** Logger. */
+  log: Logger;
+  /** Largest request body, in bytes (default 1 MiB). */
+  maxBodyBytes?: number;
+  /** Deadline of each RPC, in milliseconds (default 10 s). */
+  rpcTimeoutMs?: number;
+}
+
+const jsonContentType = /^application\/json\s*(;|$)/i;
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: Code,
+    message: string,
+    readonly details: FieldViolation[] = [],
+  ) {
+    super(message);
+  }
+}
+
+function invalid(violations: FieldViolation[], message?: string): HttpError {
+  const text = message ??
+    (violations.length === 1
+      ? `Invalid ${violations[0]!.field || "request"}: ${violations[0]!.description}`
+      : `The request has ${violations.length} invalid fields`);
+  return new HttpError(400, Code.InvalidArgument, text, violations);
+}
+
+/** Reads the body up to the limit; undefined when it is empty. */
+async function readBody(req: Request, max: number): Promise<Uint8Array | undefined> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && Number(declared) > max) throw tooLarge(max);
+  if (!req.body) return undefined;
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of req.body) {
+    size += chunk.byteLength;
+    if (size > max) throw tooLarge(max);
+    chunks.push(chunk);
+  }
+  if (size === 0) return undefined;
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.byteLength;
+  }
+  return out;
+}
+
+function tooLarge(max: number): HttpError {
+  return new HttpError(413, Code.ResourceExhausted, `The request body exceeds ${max} bytes`);
+}
+
+function parseJson(req: Request, bytes: Uint8Array): unknown {
+  const type = req.headers.get("content-type") ?? "";
+  if (!jsonContentType.test(type)) {
+    throw new HttpError(415, Code.InvalidArgument, "The request body must be application/json");
+  }
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    throw invalid([], "The request body is not valid UTF-8");
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw invalid([], `The request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** Builds the request message of a matched route from the path, the query and the body. */
+async function buildRequest(
+  route: Route,
+  params: Map<DescField, string>,
+  url: URL,
+  req: Request,
+  maxBodyBytes: number,
+): Promise<Message> {
+  const input = create(route.method.input) as Message & Record<string, unknown>;
+  const violations: FieldViolation[] = [];
+  const bound = new Set<string>();
+
+  for (const [field, raw] of params) {
+    const result = decodeScalarParam(field, raw);
+    if ("violation" in result) {
+      violations.push({ field: field.name, description: result.violation });
+    } else input[field.localName] = result.value;
+    bound.add(field.name);
+  }
+
+  const bytes = await readBody(req, maxBodyBytes);
+  const json = bytes === undefined ? undefined : parseJson(req, bytes);
+  if (route.body.kind === "none") {
+    const empty = json === undefined ||
+      (typeof json === "object" && json !== null && !Array.isArray(json) &&
+        Object.keys(json).length === 0);
+    if (!empty) throw invalid([], "This operation takes no request body");
+  } else {
+    const target = route.body.kind === "field" ? route.body.field.message! : route.method.input;
+    const decoded = decodeMessage(target, json === undefined ? {} : json);
+    violations.push(...decoded.violations);
+    if (route.body.kind === "field") {
+      input[route.body.field.localName] = decoded.message;
+      const mask = route.method.input.fields.find((f) => f.name === "update_mask");
+      if (route.httpMethod === "PATCH" && mask?.message?.typeName === FieldMaskSchema.typeName) {
+        input[mask.localName] = create(FieldMaskSchema, { paths: decoded.keys });
+      }
+    } else {
+      for (const key of decoded.keys) {
+        if (bound.has(key)) violations.push({ field: key, description: "is taken from the path" });
+        else {
+          const f = route.method.input.fields.find((f) => f.name === key)!;
+          input[f.localName] = (decoded.message as Record<string, unknown>)[f.localName];
+        }
+      }
+      for (const key of decoded.keys) bound.add(key);
+    }
+  }
+
+  const seen = new Set<string>();
+  for (const [key, raw] of url.searchParams) {
+    const field = route.method.input.fields.find((f) => f.name === key);
+    if (seen.has(key)) {
+      violations.push({ field: key, description: "must be given at most once" });
+    } else if (!field || bound.has(key) || route.body.kind !== "none") {
+      violations.push({ field: key, description: "unknown query parameter" });
+    } else {
+      const result = decodeScalarParam(field, raw);
+      if ("violation" in result) violations.push({ field: key, description: result.violation });
+      else input[field.localName] = result.value;
+    }
+    seen.add(key);
+  }
+
+  if (violations.length > 0) throw invalid(violations);
+  return input;
+}
+
+/** Correlation headers the gateway forwards to the services. */
+export interface Correlation {
+  /** The request id (`x-request-id`). */
+  requestId: string;
+  /** The gateway's span as a `traceparent` value. */
+  traceparent: string;
+}
+
+/** What the transcoder answered, and the route template it matched (for logs and metrics). */
+export interface Transcoded {
+  /** The HTTP response. */
+  response: Response;
+  /** The matched template, e.g. `/v1/projects/{project_id}/clients`, or "unmatched". */
+  route: string;
+}
+
+/** Creates the `/v1` handler. */
+export function createTranscoder(
+  options: TranscoderOptions,
+): (req: Request, url: URL, correlation: Correlation) => Promise<Transcoded> {
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const timeoutMs = options.rpcTimeoutMs ?? 10_000;
+  const transports = new Map<DescService, Transport>();
+  for (const b of options.backends) for (const s of b.services) transports.set(s, b.transport);
+  const routes = buildRoutes([...transports.keys()]);
+
+  return async (req, url, correlation) => {
+    const match = matchRoute(routes, req.method, url.pathname);
+    if (match.kind !== "found") return { response: unmatched(match, req, url), route: "unmatched" };
+    const { route, params } = match;
+    return { response: await call(route, params, req, url, correlation), route: route.template };
+  };
+
+  function unmatched(match: Exclude<Match, { kind: "found" }>, req: Request, url: URL): Response {
+    if (match.kind === "bad_path") {
+      return errorResponse(400, Code.InvalidArgument, "The path has a malformed percent-encoding");
+    }
+    if (match.kind === "method_not_allowed") {
+      return errorResponse(
+        405,
+        Code.Unimplemented,
+        `${req.method} is not allowed here; use ${match.allow.join(", ")}`,
+        [],
+        { allow: match.allow.join(", ") },
+      );
+    }
+    return errorResponse(404, Code.NotFound, `No route for ${url.pathname}`);
+  }
+
+  async function call(
+    route: Route,
+    params: Map<DescField, string>,
+    req: Request,
+    url: URL,
+    correlation: Correlation,
+  ): Promise<Response> {
+    const bodyField = route.body.kind === "field" ? route.body.field.name : undefined;
+    try {
+      const authorization = req.headers.get("authorization");
+      await options.verify(authorization);
+      const input = await buildRequest(route, params, url, req, maxBodyBytes);
+      const header = new Headers({
+        authorization: authorization!,
+        "x-request-id": correlation.requestId,
+        traceparent: correlation.traceparent,
+      });
+      const response = await transports.get(route.service)!.unary(
+        route.method,
+        undefined,
+        timeoutMs,
+        header,
+        input,
+      );
+      if (route.httpMethod === "DELETE") return new Response(null, { status: 204 });
+      const out = route.responseBody
+        ? (response.message as Record<string, unknown>)[route.responseBody.localName] as Message
+        : response.message;
+      const schema = route.responseBody ? route.responseBody.message! : route.method.output;
+      if (out === undefined) {
+        throw new ConnectError(`${route.method.name} returned no ${bodyField}`, Code.Internal);
+      }
+      return Response.json(encodeMessage(schema, out), {
+        status: route.httpMethod === "POST" ? 201 : 200,
+      });
+    } catch (error) {
+      if (error instanceof HttpError) {
+        return errorResponse(error.status, error.code, error.message, error.details);
+      }
+      const err = ConnectError.from(error);
+      if (
+        err.code === Code.Internal || err.code === Code.Unknown || err.code === Code.Unavailable
+      ) {
+        options.log.error("rpc failed", {
+          rpc: `${route.service.typeName}/${route.method.name}`,
+          code: Code[err.code],
+          request_id: correlation.requestId,
+          error: err.cause ?? err,
+        });
+      }
+      return rpcErrorResponse(err, bodyField);
+    }
+  }
+}
