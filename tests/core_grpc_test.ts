@@ -1,0 +1,134 @@
+/**
+ * End to end over gRPC: a stock @grpc/grpc-js client talks HTTP/2 cleartext to the real core
+ * process, without the gateway.
+ */
+
+import assert from "node:assert/strict";
+import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
+import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import { UnitPriority, UnitStatus } from "../gen/registry/core/v1/unit_pb.ts";
+import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
+import { startStack } from "../lib/testing/stack.ts";
+
+const rpc = CoreService.method;
+
+async function code(promise: Promise<unknown>): Promise<number> {
+  try {
+    await promise;
+  } catch (error) {
+    return (error as GrpcFailure).code;
+  }
+  throw new Error("expected the call to fail");
+}
+
+Deno.test("a stock gRPC client uses the core service directly", async (t) => {
+  const stack = await startStack();
+  const client = grpcTestClient(stack.coreGrpc);
+  const a = { authorization: `Bearer ${await stack.token({ sub: "ann", space: "a" })}` };
+  const b = { authorization: `Bearer ${await stack.token({ sub: "ben", space: "b" })}` };
+  try {
+    await t.step(
+      "health is SERVING; no token is UNAUTHENTICATED; no space PERMISSION_DENIED",
+      async () => {
+        const health = await client.call(Health.method.check, { service: CoreService.typeName });
+        assert.equal(health.status, HealthCheckResponse_ServingStatus.SERVING);
+        assert.equal(await code(client.call(rpc.listRoles, {})), 16);
+        const spaceless = { authorization: `Bearer ${await stack.token({ sub: "x" })}` };
+        assert.equal(await code(client.call(rpc.listRoles, {}, spaceless)), 7);
+      },
+    );
+
+    await t.step("journeys, units and roles: every operation", async () => {
+      const { journey: root } = await client.call(
+        rpc.createJourney,
+        { journey: { name: "Root" } },
+        a,
+      );
+      assert.equal(root?.object, "journey");
+      assert.equal(root?.owner, "ann");
+      assert.equal(root?.active, true);
+      const { journey: leaf } = await client.call(
+        rpc.createJourney,
+        { journey: { name: "Leaf", parent: root!.id } },
+        a,
+      );
+      assert.equal(
+        await code(client.call(rpc.updateJourney, {
+          journeyId: root!.id,
+          journey: { name: "Root", parent: leaf!.id },
+        }, a)),
+        3,
+        "a cycle is INVALID_ARGUMENT",
+      );
+      const { unit } = await client.call(rpc.createUnit, {
+        unit: { journey: leaf!.id, title: "Do", priority: UnitPriority.HIGH },
+      }, a);
+      assert.equal(unit?.status, UnitStatus.TODO);
+      assert.equal(unit?.originator, "ann");
+      assert.equal((await client.call(rpc.getUnit, { unitId: unit!.id }, a)).unit?.title, "Do");
+      const listed = await client.call(rpc.listUnits, {
+        journey: leaf!.id,
+        status: UnitStatus.TODO,
+      }, a);
+      assert.equal(listed.object, "list");
+      assert.deepEqual(listed.data.map((u) => u.id), [unit!.id]);
+      const moved = await client.call(rpc.updateUnit, {
+        unitId: unit!.id,
+        unit: { journey: root!.id, title: "Done", status: UnitStatus.DONE },
+      }, a);
+      assert.equal(moved.unit?.journey, root!.id);
+      assert.equal(await code(client.call(rpc.deleteJourney, { journeyId: root!.id }, a)), 9);
+      await client.call(rpc.deleteUnit, { unitId: unit!.id }, a);
+      await client.call(rpc.deleteJourney, { journeyId: leaf!.id }, a);
+      await client.call(rpc.deleteJourney, { journeyId: root!.id }, a);
+      assert.equal((await client.call(rpc.listJourneys, {}, a)).data.length, 0);
+
+      const { role } = await client.call(rpc.createRole, {
+        role: { name: "Admin", resourceType: "project", permissions: ["units.write"] },
+      }, a);
+      assert.equal(role?.object, "role");
+      assert.equal(
+        await code(
+          client.call(rpc.createRole, { role: { name: "Admin", resourceType: "project" } }, a),
+        ),
+        6,
+        "a taken name is ALREADY_EXISTS",
+      );
+      const replaced = await client.call(rpc.updateRole, {
+        roleId: role!.id,
+        role: { name: "Admin", resourceType: "project" },
+      }, a);
+      assert.deepEqual(replaced.role?.permissions, []);
+      assert.equal((await client.call(rpc.getRole, { roleId: role!.id }, a)).role?.name, "Admin");
+      assert.equal(
+        (await client.call(rpc.listRoles, { resourceType: "project" }, a)).data.length,
+        1,
+      );
+      assert.equal(
+        await code(client.call(rpc.getRole, { roleId: role!.id }, b)),
+        5,
+        "space B sees nothing",
+      );
+      await client.call(rpc.deleteRole, { roleId: role!.id }, a);
+      assert.equal(await code(client.call(rpc.getRole, { roleId: role!.id }, a)), 5);
+    });
+
+    await t.step("space B cannot reference space A's journey", async () => {
+      const { journey } = await client.call(rpc.createJourney, { journey: { name: "A" } }, a);
+      assert.equal(
+        await code(client.call(rpc.createUnit, { unit: { journey: journey!.id, title: "x" } }, b)),
+        5,
+      );
+      assert.equal(
+        await code(
+          client.call(rpc.createJourney, { journey: { name: "x", parent: journey!.id } }, b),
+        ),
+        5,
+      );
+      assert.equal(await code(client.call(rpc.listUnits, { journey: journey!.id }, b)), 5);
+    });
+  } finally {
+    client.close();
+    await stack.stop();
+  }
+});

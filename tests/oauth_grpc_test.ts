@@ -1,0 +1,238 @@
+/**
+ * End to end over gRPC: a stock @grpc/grpc-js client talks HTTP/2 cleartext to the real
+ * oauth-registry process, as an internal caller would, without the gateway.
+ */
+
+import assert from "node:assert/strict";
+import { fromBinary } from "@bufbuild/protobuf";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
+import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.ts";
+import { ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
+import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
+import { startStack } from "../lib/testing/stack.ts";
+
+const rpc = OAuthRegistryService.method;
+
+async function failure(promise: Promise<unknown>): Promise<GrpcFailure> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as GrpcFailure;
+  }
+  throw new Error("expected the call to fail");
+}
+
+Deno.test("a stock gRPC client uses the oauth-registry service directly", async (t) => {
+  const stack = await startStack();
+  const client = grpcTestClient(stack.oauthGrpc);
+  const admin = { authorization: `Bearer ${await stack.token({ sub: "svc", projects: ["g1"] })}` };
+  const tokenService = {
+    authorization: `Bearer ${await stack.token({ sub: "token-service", projects: ["*"] })}`,
+  };
+  try {
+    await t.step("grpc.health.v1 answers SERVING without a token", async () => {
+      const res = await client.call(Health.method.check, {});
+      assert.equal(res.status, HealthCheckResponse_ServingStatus.SERVING);
+      const named = await client.call(Health.method.check, {
+        service: OAuthRegistryService.typeName,
+      });
+      assert.equal(named.status, HealthCheckResponse_ServingStatus.SERVING);
+      assert.equal((await failure(client.call(Health.method.check, { service: "nope" }))).code, 5);
+    });
+
+    await t.step(
+      "a call without a token is UNAUTHENTICATED; a foreign project PERMISSION_DENIED",
+      async () => {
+        assert.equal(
+          (await failure(client.call(rpc.getOAuthConfig, { projectId: "g1" }))).code,
+          16,
+        );
+        const stranger = {
+          authorization: `Bearer ${await stack.token({ sub: "x", projects: ["other"] })}`,
+        };
+        assert.equal(
+          (await failure(client.call(rpc.getOAuthConfig, { projectId: "g1" }, stranger))).code,
+          7,
+        );
+      },
+    );
+
+    await t.step("INVALID_ARGUMENT carries a google.rpc.BadRequest per bad field", async () => {
+      const err = await failure(client.call(rpc.updateOAuthConfig, {
+        projectId: "g1",
+        config: { applicationName: "", logoUri: "ftp://example.com/logo" },
+        updateMask: { paths: ["application_name", "logo_uri", "publishing_status"] },
+      }, admin));
+      assert.equal(err.code, 3);
+      const headers = new Headers();
+      for (const [k, v] of Object.entries(err.metadata.getMap())) {
+        headers.set(k, typeof v === "string" ? v : v.toString("base64"));
+      }
+      headers.set("grpc-status", "3");
+      const detail = findTrailerError(headers)!.details[0]!;
+      assert.ok("type" in detail && detail.type === BadRequestSchema.typeName);
+      const fields = fromBinary(BadRequestSchema, detail.value).fieldViolations.map((v) => v.field);
+      assert.deepEqual(fields, ["config.publishing_status"]);
+    });
+
+    await t.step("without an update mask, the set fields are updated (AIP-134)", async () => {
+      const res = await client.call(rpc.updateOAuthConfig, {
+        projectId: "g1",
+        config: { applicationName: "gRPC app", supportEmail: "ops@example.com" },
+      }, admin);
+      assert.equal(res.config?.applicationName, "gRPC app");
+      assert.equal(res.config?.supportEmail, "ops@example.com");
+      const bad = await failure(client.call(rpc.updateOAuthConfig, {
+        projectId: "g1",
+        config: { applicationName: "x".repeat(121) },
+        updateMask: { paths: ["application_name"] },
+      }, admin));
+      assert.equal(bad.code, 3);
+    });
+
+    await t.step("create a client and a secret; VerifyClientSecret checks the pair", async () => {
+      const { client: created } = await client.call(rpc.createClient, {
+        projectId: "g1",
+        client: { name: "backend", type: ClientType.WEB, redirectUris: ["https://example.com/cb"] },
+      }, admin);
+      assert.ok(created?.id.startsWith("cli_"));
+      const clientId = created!.id;
+      const first = await client.call(rpc.createClientSecret, { projectId: "g1", clientId }, admin);
+      const second = await client.call(
+        rpc.createClientSecret,
+        { projectId: "g1", clientId },
+        admin,
+      );
+      const s1 = first.clientSecret!.plaintext.value!;
+      const s2 = second.clientSecret!.plaintext.value!;
+
+      const verify = (secret: string, id = clientId) =>
+        client.call(rpc.verifyClientSecret, { clientId: id, secret }, tokenService);
+      assert.equal((await verify(s1)).valid, true);
+      assert.equal((await verify(s2)).valid, true, "both secrets of a rotation verify");
+      assert.equal((await verify(s1)).client?.id, clientId);
+      assert.equal((await verify(s1.slice(0, -1) + (s1.endsWith("A") ? "B" : "A"))).valid, false);
+      assert.equal((await verify("")).valid, false);
+      assert.equal((await verify(s1, "cli_00000000000000000000000000")).valid, false);
+
+      await client.call(rpc.updateClient, {
+        projectId: "g1",
+        clientId,
+        client: { status: ClientStatus.SUSPENDED },
+        updateMask: { paths: ["status"] },
+      }, admin);
+      assert.equal((await verify(s1)).valid, false, "a suspended client never verifies");
+      await client.call(rpc.updateClient, {
+        projectId: "g1",
+        clientId,
+        client: { status: ClientStatus.ACTIVE },
+        updateMask: { paths: ["status"] },
+      }, admin);
+      assert.equal((await verify(s1)).valid, true);
+
+      await client.call(rpc.deleteClientSecret, {
+        projectId: "g1",
+        clientId,
+        secretId: first.clientSecret!.id,
+      }, admin);
+      assert.equal((await verify(s1)).valid, false, "a deleted secret never verifies");
+      assert.equal((await verify(s2)).valid, true, "the other secret still verifies");
+
+      const stranger = {
+        authorization: `Bearer ${await stack.token({ sub: "x", projects: ["other"] })}`,
+      };
+      assert.equal(
+        (await failure(client.call(rpc.verifyClientSecret, { clientId, secret: s2 }, stranger)))
+          .code,
+        7,
+      );
+
+      await client.call(rpc.deleteClient, { projectId: "g1", clientId }, admin);
+      assert.equal((await verify(s2)).valid, false, "a deleted client never verifies");
+    });
+
+    await t.step("clients and installations: get, list, consent, revoke", async () => {
+      const { client: created } = await client.call(rpc.createClient, {
+        projectId: "g1",
+        client: { name: "listed", type: ClientType.NATIVE, redirectUris: ["com.example.app:/cb"] },
+      }, admin);
+      const got = await client.call(
+        rpc.getClient,
+        { projectId: "g1", clientId: created!.id },
+        admin,
+      );
+      assert.equal(got.client?.name, "listed");
+      const page = await client.call(rpc.listClients, { projectId: "g1", limit: 100 }, admin);
+      assert.ok(page.data.some((c) => c.id === created!.id));
+      assert.equal(page.hasMore, false);
+      const secrets = await client.call(
+        rpc.listClientSecrets,
+        { projectId: "g1", clientId: created!.id },
+        admin,
+      );
+      assert.deepEqual(secrets.data, []);
+
+      const user = {
+        authorization: `Bearer ${await stack.token({ sub: "u", accountId: "acct" })}`,
+      };
+      const { installation } = await client.call(
+        rpc.consentInstallation,
+        { projectId: "g1", scopes: ["openid"] },
+        user,
+      );
+      assert.equal(installation?.accountId, "acct");
+      const listed = await client.call(rpc.listInstallations, {}, user);
+      assert.deepEqual(listed.data.map((i) => i.id), [installation!.id]);
+      await client.call(rpc.revokeInstallation, { installationId: installation!.id }, user);
+      const after = await client.call(
+        rpc.getInstallation,
+        { installationId: installation!.id },
+        user,
+      );
+      assert.ok(after.installation?.revokedAt !== undefined);
+      assert.equal(
+        (await failure(
+          client.call(rpc.getInstallation, { installationId: installation!.id }, admin),
+        ))
+          .code,
+        5,
+      );
+    });
+
+    await t.step("hostile strings get INVALID_ARGUMENT, never INTERNAL", async () => {
+      for (
+        // (A lone surrogate cannot cross the wire: protobuf encodes it as U+FFFD.)
+        const name of ["a\u0000b", "x".repeat(100_000), "tab\there", "\u007f"]
+      ) {
+        const err = await failure(client.call(rpc.createClient, {
+          projectId: "g1",
+          client: { name, type: ClientType.WEB },
+        }, admin));
+        assert.equal(err.code, 3, `${JSON.stringify(name.slice(0, 20))}: ${err.details}`);
+      }
+      const err = await failure(
+        client.call(rpc.getOAuthConfig, { projectId: "bad\u0000id" }, tokenService),
+      );
+      assert.equal(err.code, 3);
+    });
+
+    await t.step("CreateClient ignores output-only fields and rejects a status", async () => {
+      const { client: created } = await client.call(rpc.createClient, {
+        projectId: "g1",
+        client: { id: "cli_mine", projectId: "elsewhere", name: "n", type: ClientType.SPA },
+      }, admin);
+      assert.notEqual(created?.id, "cli_mine");
+      assert.equal(created?.projectId, "g1");
+      const err = await failure(client.call(rpc.createClient, {
+        projectId: "g1",
+        client: { name: "n", type: ClientType.SPA, status: ClientStatus.SUSPENDED },
+      }, admin));
+      assert.equal(err.code, 3);
+    });
+  } finally {
+    client.close();
+    await stack.stop();
+  }
+});

@@ -1,0 +1,774 @@
+/**
+ * End to end through the gateway: real oauth-registry and gateway processes, a real Postgres,
+ * HTTP/JSON in and out. Covers every operation of spec 4.1-4.5 and the HTTP contract.
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { httpClient, type HttpResult } from "../lib/testing/http.ts";
+import { startStack } from "../lib/testing/stack.ts";
+
+const configKeys = [
+  "project_id",
+  "application_name",
+  "support_email",
+  "logo_uri",
+  "homepage_uri",
+  "privacy_policy_uri",
+  "terms_of_service_uri",
+  "authorized_domains",
+  "audience",
+  "publishing_status",
+  "created_at",
+  "updated_at",
+];
+const clientKeys = [
+  "id",
+  "project_id",
+  "name",
+  "type",
+  "redirect_uris",
+  "javascript_origins",
+  "status",
+  "created_at",
+  "updated_at",
+];
+const installationKeys = [
+  "id",
+  "project_id",
+  "account_id",
+  "principal_id",
+  "application_name",
+  "scopes",
+  "status",
+  "authorized_by_id",
+  "authorized_at",
+  "created_at",
+  "revoked_at",
+];
+const timestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+function assertError(res: HttpResult, status: number, code: string, field?: string): void {
+  assert.equal(res.status, status, res.text);
+  assert.equal(res.headers.get("content-type"), "application/json");
+  assert.deepEqual(Object.keys(res.body), ["error"]);
+  assert.deepEqual(Object.keys(res.body.error), ["code", "message", "details"]);
+  assert.equal(res.body.error.code, code);
+  assert.equal(typeof res.body.error.message, "string");
+  assert.ok(res.body.error.message.length > 0);
+  if (field !== undefined) {
+    assert.ok(
+      res.body.error.details.some((d: { field: string }) => d.field === field),
+      `expected a violation of ${field}: ${res.text}`,
+    );
+    for (const d of res.body.error.details) {
+      assert.deepEqual(Object.keys(d), ["field", "description"]);
+    }
+  }
+}
+
+Deno.test("the gateway serves the OAuth area end to end", async (t) => {
+  const stack = await startStack();
+  const api = httpClient(stack.gatewayUrl);
+  const admin = await stack.token({ sub: "admin-1", projects: ["p1", "p2"], accountId: "acc-1" });
+  const other = await stack.token({ sub: "user-2", projects: ["p9"], accountId: "acc-2" });
+  const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await t.step("GET /healthz and /readyz answer without a token", async () => {
+      assert.equal((await api("GET", "/healthz")).status, 200);
+      const ready = await api("GET", "/readyz");
+      assert.equal(ready.status, 200);
+      assert.equal(ready.body.status, "ready");
+    });
+
+    await t.step("a call without a token is 401 with the JSON error body", async () => {
+      const res = await api("GET", "/v1/projects/p1/config");
+      assertError(res, 401, "unauthenticated");
+      assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer/);
+      assertError(
+        await api("GET", "/v1/projects/p1/config", { token: "not.a.jwt" }),
+        401,
+        "unauthenticated",
+      );
+      const expired = await stack.token({ sub: "admin-1", projects: ["p1"], ttlSeconds: -10 });
+      assertError(
+        await api("GET", "/v1/projects/p1/config", { token: expired }),
+        401,
+        "unauthenticated",
+      );
+    });
+
+    await t.step("a project the token does not list is 403", async () => {
+      assertError(
+        await api("GET", "/v1/projects/p1/config", { token: other }),
+        403,
+        "permission_denied",
+      );
+      assertError(
+        await api("POST", "/v1/projects/p1/clients", {
+          token: other,
+          json: { name: "x", type: "web" },
+        }),
+        403,
+        "permission_denied",
+      );
+    });
+
+    await t.step("unknown paths are 404 and wrong methods 405, as JSON", async () => {
+      assertError(await api("GET", "/v1/nothing", { token: admin }), 404, "not_found");
+      assertError(await api("GET", "/v1/projects/p1/config/", { token: admin }), 404, "not_found");
+      const res = await api("PUT", "/v1/projects/p1/config", { token: admin, json: {} });
+      assertError(res, 405, "unimplemented");
+      assert.equal(res.headers.get("allow"), "GET, PATCH");
+      assertError(
+        await api("GET", "/v1/projects/%E0%A4%A/config", { token: admin }),
+        400,
+        "invalid_argument",
+      );
+    });
+
+    await t.step("config: GET before creation is 404; PATCH creates it with defaults", async () => {
+      assertError(await api("GET", "/v1/projects/p1/config", { token: admin }), 404, "not_found");
+      assertError(
+        await api("PATCH", "/v1/projects/p1/config", {
+          token: admin,
+          json: { audience: "internal" },
+        }),
+        400,
+        "invalid_argument",
+        "application_name",
+      );
+      const res = await api("PATCH", "/v1/projects/p1/config", {
+        token: admin,
+        json: { application_name: "Demo" },
+      });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(Object.keys(res.body), configKeys);
+      assert.deepEqual(
+        { ...res.body, created_at: undefined, updated_at: undefined },
+        {
+          project_id: "p1",
+          application_name: "Demo",
+          support_email: null,
+          logo_uri: null,
+          homepage_uri: null,
+          privacy_policy_uri: null,
+          terms_of_service_uri: null,
+          authorized_domains: [],
+          audience: "external",
+          publishing_status: "testing",
+          created_at: undefined,
+          updated_at: undefined,
+        },
+      );
+      assert.match(res.body.created_at, timestamp);
+      const get = await api("GET", "/v1/projects/p1/config", { token: admin });
+      assert.equal(get.status, 200);
+      assert.deepEqual(get.body, res.body);
+    });
+
+    await t.step("config: PATCH changes only the fields it names, and null clears", async () => {
+      const set = await api("PATCH", "/v1/projects/p1/config", {
+        token: admin,
+        json: {
+          support_email: "help@example.com",
+          logo_uri: "https://example.com/logo.png",
+          authorized_domains: ["example.com"],
+          audience: "internal",
+        },
+      });
+      assert.equal(set.status, 200, set.text);
+      assert.equal(set.body.application_name, "Demo");
+      assert.equal(set.body.support_email, "help@example.com");
+      assert.equal(set.body.audience, "internal");
+      assert.ok(set.body.updated_at >= set.body.created_at);
+      const cleared = await api("PATCH", "/v1/projects/p1/config", {
+        token: admin,
+        json: { support_email: null, audience: "external" },
+      });
+      assert.equal(cleared.body.support_email, null);
+      assert.equal(cleared.body.logo_uri, "https://example.com/logo.png");
+      assert.deepEqual(cleared.body.authorized_domains, ["example.com"]);
+    });
+
+    await t.step(
+      "config: PATCH rejects fields it does not accept and changes nothing",
+      async () => {
+        const before = (await api("GET", "/v1/projects/p1/config", { token: admin })).body;
+        for (
+          const [json, field] of [
+            [{ publishing_status: "production" }, "publishing_status"],
+            [{ project_id: "p2" }, "project_id"],
+            [{ created_at: "2026-01-01T00:00:00.000Z" }, "created_at"],
+            [{ updated_at: "2026-01-01T00:00:00.000Z" }, "updated_at"],
+            [{ colour: "blue" }, "colour"],
+            [{ application_name: "New", audience: "everyone" }, "audience"],
+            [{ application_name: null }, "application_name"],
+            [{ logo_uri: "http://example.com/logo.png" }, "logo_uri"],
+            [{ support_email: ".a@example.com" }, "support_email"],
+            [{ authorized_domains: ["example.com", "EXAMPLE.com"] }, "authorized_domains"],
+          ] as const
+        ) {
+          assertError(
+            await api("PATCH", "/v1/projects/p1/config", { token: admin, json }),
+            400,
+            "invalid_argument",
+            field,
+          );
+        }
+        assert.deepEqual(
+          (await api("GET", "/v1/projects/p1/config", { token: admin })).body,
+          before,
+        );
+      },
+    );
+
+    await t.step("bodies: malformed JSON, non-objects, wrong content type, oversize", async () => {
+      const path = "/v1/projects/p1/config";
+      const headers = { "content-type": "application/json" };
+      assertError(
+        await api("PATCH", path, { token: admin, raw: "{", headers }),
+        400,
+        "invalid_argument",
+      );
+      assertError(await api("PATCH", path, { token: admin, json: [] }), 400, "invalid_argument");
+      assertError(await api("PATCH", path, { token: admin, json: "x" }), 400, "invalid_argument");
+      assertError(
+        await api("PATCH", path, { token: admin, raw: "null", headers }),
+        400,
+        "invalid_argument",
+      );
+      assertError(
+        await api("PATCH", path, {
+          token: admin,
+          raw: '{"application_name":"x"}',
+          headers: { "content-type": "text/plain" },
+        }),
+        415,
+        "invalid_argument",
+      );
+      const big = JSON.stringify({ application_name: "x".repeat(1024 * 1024) });
+      assertError(
+        await api("PATCH", path, { token: admin, raw: big, headers }),
+        413,
+        "resource_exhausted",
+      );
+      assertError(
+        await api("PATCH", path, {
+          token: admin,
+          raw: new Uint8Array([0x7b, 0xff, 0x7d]),
+          headers,
+        }),
+        400,
+        "invalid_argument",
+      );
+    });
+
+    await t.step("hostile input is a 4xx with the JSON error body, never a 5xx", async () => {
+      const headers = { "content-type": "application/json" };
+      const path = "/v1/projects/p1/config";
+      for (
+        const raw of [
+          '{"application_name":"\\ud800"}',
+          '{"application_name":"a\\u0000b"}',
+          '{"__proto__":{"admin":true}}',
+          "[".repeat(5000) + "]".repeat(5000),
+          '{"authorized_domains":' + "[".repeat(100) + "]".repeat(100) + "}",
+          '{"application_name":1e309}',
+          '{"application_name":"x","application_name":5}',
+        ]
+      ) {
+        const res = await api("PATCH", path, { token: admin, raw, headers });
+        assertError(res, 400, "invalid_argument");
+      }
+      for (
+        const p of ["/v1/projects/a%00b/config", "/v1/projects/%ZZ/config", "/v1/installations/%ff"]
+      ) {
+        const res = await api("GET", p, { token: admin });
+        assert.ok(res.status >= 400 && res.status < 500, `${p}: ${res.status}`);
+        assert.ok(res.body.error.code);
+      }
+    });
+
+    let clientId = "";
+    await t.step("clients: create needs the project's config", async () => {
+      assertError(
+        await api("POST", "/v1/projects/p2/clients", {
+          token: admin,
+          json: { name: "x", type: "web" },
+        }),
+        404,
+        "not_found",
+      );
+    });
+
+    await t.step("clients: create is 201 with exactly the spec's fields", async () => {
+      const res = await api("POST", "/v1/projects/p1/clients", {
+        token: admin,
+        json: {
+          name: "Web app",
+          type: "web",
+          redirect_uris: ["https://app.example.com/callback", "http://localhost:3000/cb"],
+          javascript_origins: ["https://app.example.com"],
+        },
+      });
+      assert.equal(res.status, 201, res.text);
+      assert.deepEqual(Object.keys(res.body), clientKeys);
+      assert.match(res.body.id, /^cli_[0-9a-z]{26}$/);
+      assert.equal(res.body.project_id, "p1");
+      assert.equal(res.body.type, "web");
+      assert.equal(res.body.status, "active");
+      assert.match(res.body.created_at, timestamp);
+      clientId = res.body.id;
+      const minimal = await api("POST", "/v1/projects/p1/clients", {
+        token: admin,
+        json: { name: "Native", type: "native" },
+      });
+      assert.equal(minimal.status, 201);
+      assert.deepEqual(minimal.body.redirect_uris, []);
+      assert.deepEqual(minimal.body.javascript_origins, []);
+    });
+
+    await t.step("clients: create rejects bad input with one violation per field", async () => {
+      const res = await api("POST", "/v1/projects/p1/clients", {
+        token: admin,
+        json: {
+          name: "",
+          type: "web",
+          redirect_uris: ["https://ok.example.com/cb", "https://x.example.com/cb#frag"],
+        },
+      });
+      assertError(res, 400, "invalid_argument", "name");
+      assertError(res, 400, "invalid_argument", "redirect_uris[1]");
+      assert.equal(res.body.error.details.length, 2);
+      const shape = await api("POST", "/v1/projects/p1/clients", {
+        token: admin,
+        json: { name: 5, type: "server" },
+      });
+      assertError(shape, 400, "invalid_argument", "name");
+      assertError(shape, 400, "invalid_argument", "type");
+      for (
+        const [json, field] of [
+          [
+            { name: "x", type: "web", redirect_uris: ["http://example.com/cb"] },
+            "redirect_uris[0]",
+          ],
+          [
+            { name: "x", type: "spa", redirect_uris: ["https://*.example.com/cb"] },
+            "redirect_uris[0]",
+          ],
+          [{ name: "x", type: "web", redirect_uris: ["com.example.app:/cb"] }, "redirect_uris[0]"],
+          [
+            { name: "x", type: "web", javascript_origins: ["https://example.com/path"] },
+            "javascript_origins[0]",
+          ],
+          [
+            { name: "x", type: "native", javascript_origins: ["https://example.com"] },
+            "javascript_origins",
+          ],
+          [{ name: "x", type: "web", status: "suspended" }, "status"],
+          [{ name: "x", type: "web", id: "cli_x" }, "id"],
+          [{ name: "x", type: "web", project_id: "p2" }, "project_id"],
+          [{ name: "x" }, "type"],
+          [{ type: "web" }, "name"],
+          [{ name: 5, type: "web" }, "name"],
+        ] as const
+      ) {
+        assertError(
+          await api("POST", "/v1/projects/p1/clients", { token: admin, json }),
+          400,
+          "invalid_argument",
+          field,
+        );
+      }
+      const native = await api("POST", "/v1/projects/p1/clients", {
+        token: admin,
+        json: {
+          name: "x",
+          type: "native",
+          redirect_uris: ["com.example.app:/oauth2redirect", "http://127.0.0.1/cb"],
+        },
+      });
+      assert.equal(native.status, 201, native.text);
+    });
+
+    await t.step("clients: GET, PATCH (status, name) and the immutable type", async () => {
+      const get = await api("GET", `/v1/projects/p1/clients/${clientId}`, { token: admin });
+      assert.equal(get.status, 200);
+      assert.equal(get.body.name, "Web app");
+      const patched = await api("PATCH", `/v1/projects/p1/clients/${clientId}`, {
+        token: admin,
+        json: { name: "Renamed", status: "suspended" },
+      });
+      assert.equal(patched.status, 200, patched.text);
+      assert.equal(patched.body.name, "Renamed");
+      assert.equal(patched.body.status, "suspended");
+      assert.deepEqual(patched.body.redirect_uris, get.body.redirect_uris);
+      assertError(
+        await api("PATCH", `/v1/projects/p1/clients/${clientId}`, {
+          token: admin,
+          json: { type: "spa" },
+        }),
+        400,
+        "invalid_argument",
+        "type",
+      );
+      assertError(
+        await api("PATCH", `/v1/projects/p1/clients/${clientId}`, {
+          token: admin,
+          json: { redirect_uris: ["http://evil.example.com/cb"] },
+        }),
+        400,
+        "invalid_argument",
+        "redirect_uris[0]",
+      );
+      const back = await api("PATCH", `/v1/projects/p1/clients/${clientId}`, {
+        token: admin,
+        json: { status: "active" },
+      });
+      assert.equal(back.body.status, "active");
+      assert.equal(back.body.name, "Renamed");
+    });
+
+    await t.step("clients: unknown, malformed and foreign ids are 404", async () => {
+      assertError(
+        await api("GET", "/v1/projects/p1/clients/cli_nope", { token: admin }),
+        404,
+        "not_found",
+      );
+      assertError(
+        await api("GET", "/v1/projects/p1/clients/cli_00000000000000000000000000", {
+          token: admin,
+        }),
+        404,
+        "not_found",
+      );
+      await api("PATCH", "/v1/projects/p2/config", {
+        token: admin,
+        json: { application_name: "Two" },
+      });
+      assertError(
+        await api("GET", `/v1/projects/p2/clients/${clientId}`, { token: admin }),
+        404,
+        "not_found",
+      );
+      assertError(
+        await api("DELETE", `/v1/projects/p2/clients/${clientId}`, { token: admin }),
+        404,
+        "not_found",
+      );
+    });
+
+    await t.step("clients: list pages oldest first with limit, after and has_more", async () => {
+      await api("PATCH", "/v1/projects/p2/config", {
+        token: admin,
+        json: { application_name: "Two" },
+      });
+      const created: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const res = await api("POST", "/v1/projects/p2/clients", {
+          token: admin,
+          json: { name: `c${i}`, type: "spa" },
+        });
+        created.push(res.body.id);
+      }
+      const all = await api("GET", "/v1/projects/p2/clients", { token: admin });
+      assert.equal(all.status, 200);
+      assert.deepEqual(Object.keys(all.body), ["data", "has_more"]);
+      assert.deepEqual(all.body.data.map((c: { id: string }) => c.id), created);
+      assert.equal(all.body.has_more, false);
+      const seen: string[] = [];
+      let after = "";
+      for (;;) {
+        const page = await api(
+          "GET",
+          `/v1/projects/p2/clients?limit=2${after ? `&after=${after}` : ""}`,
+          { token: admin },
+        );
+        assert.equal(page.status, 200, page.text);
+        seen.push(...page.body.data.map((c: { id: string }) => c.id));
+        assert.equal(page.body.has_more, seen.length < 5);
+        if (!page.body.has_more) break;
+        after = page.body.data.at(-1).id;
+      }
+      assert.deepEqual(seen, created);
+      // A cursor naming a deleted client still works.
+      assert.equal(
+        (await api("DELETE", `/v1/projects/p2/clients/${created[1]}`, { token: admin })).status,
+        204,
+      );
+      const rest = await api("GET", `/v1/projects/p2/clients?after=${created[1]}`, {
+        token: admin,
+      });
+      assert.deepEqual(rest.body.data.map((c: { id: string }) => c.id), created.slice(2));
+    });
+
+    await t.step("clients: bad list queries are 400", async () => {
+      for (
+        const [query, field] of [
+          ["limit=0", "limit"],
+          ["limit=101", "limit"],
+          ["limit=abc", "limit"],
+          ["limit=1.5", "limit"],
+          ["after=cli_00000000000000000000000000", "after"],
+          [`after=${clientId}`, "after"], // a client of another project's list
+          ["after=nonsense", "after"],
+          ["sort=name", "sort"],
+          ["limit=1&limit=2", "limit"],
+        ]
+      ) {
+        assertError(
+          await api("GET", `/v1/projects/p2/clients?${query}`, { token: admin }),
+          400,
+          "invalid_argument",
+          field,
+        );
+      }
+      const hundred = await api("GET", "/v1/projects/p2/clients?limit=100", { token: admin });
+      assert.equal(hundred.status, 200);
+      const one = await api("GET", "/v1/projects/p2/clients?limit=1", { token: admin });
+      assert.equal(one.body.data.length, 1);
+      assert.equal(one.body.has_more, true);
+    });
+
+    let secret = "";
+    let secretId = "";
+    await t.step("secrets: create returns the plaintext once; list never does", async () => {
+      const res = await api("POST", `/v1/projects/p1/clients/${clientId}/secrets`, {
+        token: admin,
+      });
+      assert.equal(res.status, 201, res.text);
+      assert.deepEqual(Object.keys(res.body), [
+        "id",
+        "client_id",
+        "secret_hint",
+        "created_at",
+        "secret",
+      ]);
+      assert.match(res.body.secret, /^ocs_[A-Za-z0-9_-]{43}$/);
+      assert.equal(res.body.client_id, clientId);
+      assert.equal(res.body.secret_hint, `ocs_****${res.body.secret.slice(-4)}`);
+      secret = res.body.secret;
+      secretId = res.body.id;
+      const list = await api("GET", `/v1/projects/p1/clients/${clientId}/secrets`, {
+        token: admin,
+      });
+      assert.equal(list.status, 200);
+      assert.deepEqual(Object.keys(list.body), ["data", "has_more"]);
+      assert.equal(list.body.has_more, false);
+      assert.deepEqual(Object.keys(list.body.data[0]), [
+        "id",
+        "client_id",
+        "secret_hint",
+        "created_at",
+      ]);
+      assert.ok(!list.text.includes(secret));
+      assertError(
+        await api("GET", `/v1/projects/p1/clients/${clientId}/secrets?limit=5`, { token: admin }),
+        400,
+        "invalid_argument",
+        "limit",
+      );
+      assertError(
+        await api("POST", `/v1/projects/p1/clients/${clientId}/secrets`, {
+          token: admin,
+          json: { secret: "mine" },
+        }),
+        400,
+        "invalid_argument",
+      );
+    });
+
+    await t.step(
+      "secrets: the plaintext is stored nowhere: not in the database, not in a log",
+      async () => {
+        const dump = await new Deno.Command("pg_dump", {
+          args: ["--data-only", stack.databaseUrl],
+          stdout: "piped",
+        })
+          .output();
+        assert.equal(dump.code, 0);
+        const text = new TextDecoder().decode(dump.stdout);
+        assert.ok(text.includes(`ocs_****${secret.slice(-4)}`), "the dump holds the secret's row");
+        assert.ok(!text.includes(secret), "the plaintext is in pg_dump");
+        assert.ok(!text.includes(secret.slice(4)), "the plaintext body is in pg_dump");
+        for (const proc of Object.values(stack.procs)) {
+          assert.ok(proc.lines.length > 0);
+          assert.ok(
+            !proc.lines.some((l) => l.includes(secret.slice(4))),
+            "the plaintext is in a log",
+          );
+        }
+      },
+    );
+
+    await t.step("secrets: a client holds at most 10; delete frees a place", async () => {
+      for (let i = 1; i < 10; i++) {
+        assert.equal(
+          (await api("POST", `/v1/projects/p1/clients/${clientId}/secrets`, { token: admin }))
+            .status,
+          201,
+        );
+      }
+      assertError(
+        await api("POST", `/v1/projects/p1/clients/${clientId}/secrets`, { token: admin }),
+        409,
+        "failed_precondition",
+      );
+      const del = await api("DELETE", `/v1/projects/p1/clients/${clientId}/secrets/${secretId}`, {
+        token: admin,
+      });
+      assert.equal(del.status, 204);
+      assert.equal(del.text, "");
+      assertError(
+        await api("DELETE", `/v1/projects/p1/clients/${clientId}/secrets/${secretId}`, {
+          token: admin,
+        }),
+        404,
+        "not_found",
+      );
+      assert.equal(
+        (await api("POST", `/v1/projects/p1/clients/${clientId}/secrets`, { token: admin })).status,
+        201,
+      );
+    });
+
+    await t.step("clients: DELETE is 204 with no body and takes the secrets with it", async () => {
+      const del = await api("DELETE", `/v1/projects/p1/clients/${clientId}`, { token: admin });
+      assert.equal(del.status, 204);
+      assert.equal(del.text, "");
+      assertError(
+        await api("GET", `/v1/projects/p1/clients/${clientId}`, { token: admin }),
+        404,
+        "not_found",
+      );
+      assertError(
+        await api("GET", `/v1/projects/p1/clients/${clientId}/secrets`, { token: admin }),
+        404,
+        "not_found",
+      );
+      const [row] = await sql`select count(*)::int as n from oauth.client_secrets`;
+      assert.equal(row!.n, 0);
+    });
+
+    let installationId = "";
+    await t.step(
+      "installations: consent needs a config; creates an active installation",
+      async () => {
+        const user = await stack.token({ sub: "user-7", accountId: "acc-7" });
+        assertError(
+          await api("POST", "/v1/installations", { token: user, json: { project_id: "p404" } }),
+          404,
+          "not_found",
+        );
+        assertError(
+          await api("POST", "/v1/installations", { token: user, json: {} }),
+          400,
+          "invalid_argument",
+          "project_id",
+        );
+        const res = await api("POST", "/v1/installations", {
+          token: user,
+          json: { project_id: "p1", scopes: ["openid", "email"] },
+        });
+        assert.equal(res.status, 201, res.text);
+        assert.deepEqual(Object.keys(res.body), installationKeys);
+        assert.match(res.body.id, /^ins_[0-9a-z]{26}$/);
+        assert.equal(res.body.account_id, "acc-7");
+        assert.equal(res.body.authorized_by_id, "user-7");
+        assert.equal(res.body.application_name, "Demo");
+        assert.equal(res.body.status, "active");
+        assert.match(res.body.principal_id, /^prn_[0-9a-z]{26}$/);
+        assert.equal(res.body.revoked_at, null);
+        assert.match(res.body.authorized_at, timestamp);
+        installationId = res.body.id;
+
+        const again = await api("POST", "/v1/installations", {
+          token: user,
+          json: { project_id: "p1", scopes: ["openid"] },
+        });
+        assert.equal(again.status, 201);
+        assert.equal(again.body.id, installationId);
+        assert.equal(again.body.principal_id, res.body.principal_id);
+        assert.deepEqual(again.body.scopes, ["openid"]);
+      },
+    );
+
+    await t.step("installations: visible only to their account; list pages", async () => {
+      const user = await stack.token({ sub: "user-7", accountId: "acc-7" });
+      const stranger = await stack.token({ sub: "user-8", accountId: "acc-8", projects: ["*"] });
+      assert.equal(
+        (await api("GET", `/v1/installations/${installationId}`, { token: user })).status,
+        200,
+      );
+      assertError(
+        await api("GET", `/v1/installations/${installationId}`, { token: stranger }),
+        404,
+        "not_found",
+      );
+      assertError(
+        await api("DELETE", `/v1/installations/${installationId}`, { token: stranger }),
+        404,
+        "not_found",
+      );
+      const mine = await api("GET", "/v1/installations", { token: user });
+      assert.deepEqual(mine.body.data.map((i: { id: string }) => i.id), [installationId]);
+      assert.equal(mine.body.has_more, false);
+      const theirs = await api("GET", "/v1/installations", { token: stranger });
+      assert.deepEqual(theirs.body, { data: [], has_more: false });
+      assertError(
+        await api("GET", `/v1/installations?after=${installationId}`, { token: stranger }),
+        400,
+        "invalid_argument",
+        "after",
+      );
+    });
+
+    await t.step(
+      "installations: an internal project accepts consent only from its admins",
+      async () => {
+        await api("PATCH", "/v1/projects/p2/config", {
+          token: admin,
+          json: { audience: "internal" },
+        });
+        const user = await stack.token({ sub: "user-7", accountId: "acc-7" });
+        assertError(
+          await api("POST", "/v1/installations", { token: user, json: { project_id: "p2" } }),
+          403,
+          "permission_denied",
+        );
+        assert.equal(
+          (await api("POST", "/v1/installations", { token: admin, json: { project_id: "p2" } }))
+            .status,
+          201,
+        );
+      },
+    );
+
+    await t.step("installations: revoke keeps the record; revoking again is a no-op", async () => {
+      const user = await stack.token({ sub: "user-7", accountId: "acc-7" });
+      const res = await api("DELETE", `/v1/installations/${installationId}`, { token: user });
+      assert.equal(res.status, 204);
+      assert.equal(res.text, "");
+      const get = await api("GET", `/v1/installations/${installationId}`, { token: user });
+      assert.equal(get.body.status, "revoked");
+      assert.match(get.body.revoked_at, timestamp);
+      const again = await api("DELETE", `/v1/installations/${installationId}`, { token: user });
+      assert.equal(again.status, 204);
+      assert.equal(
+        (await api("GET", `/v1/installations/${installationId}`, { token: user })).body.revoked_at,
+        get.body.revoked_at,
+      );
+      const fresh = await api("POST", "/v1/installations", {
+        token: user,
+        json: { project_id: "p1" },
+      });
+      assert.equal(fresh.status, 201);
+      assert.notEqual(fresh.body.id, installationId);
+      assert.notEqual(fresh.body.principal_id, get.body.principal_id);
+    });
+  } finally {
+    await sql.end();
+    await stack.stop();
+  }
+});

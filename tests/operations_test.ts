@@ -1,0 +1,290 @@
+/**
+ * Running it: correlation ids and traces across processes, metrics, readiness that follows the
+ * database, graceful shutdown under load, and recovery after a backend dies.
+ */
+
+import assert from "node:assert/strict";
+import { httpClient } from "../lib/testing/http.ts";
+import { type Proc, startStack, waitReady } from "../lib/testing/stack.ts";
+import { startTcpProxy } from "../lib/testing/tcp_proxy.ts";
+
+function logLines(proc: Proc): Record<string, unknown>[] {
+  return proc.lines.flatMap((l) => {
+    try {
+      return [JSON.parse(l)];
+    } catch {
+      return [];
+    }
+  });
+}
+
+async function until(
+  check: () => Promise<boolean> | boolean,
+  ms: number,
+  what: string,
+): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < ms) {
+    if (await check()) return Date.now() - started;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`Timed out after ${ms} ms waiting for ${what}`);
+}
+
+async function status(url: string): Promise<number> {
+  try {
+    const res = await fetch(url);
+    await res.body?.cancel();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+Deno.test("request ids and trace context follow a call from the gateway into the service", async () => {
+  const stack = await startStack();
+  try {
+    const api = httpClient(stack.gatewayUrl);
+    const token = await stack.token({ sub: "u", projects: ["obs"] });
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const res = await api("PATCH", "/v1/projects/obs/config", {
+      token,
+      json: { application_name: "Obs" },
+      headers: { "x-request-id": "req-obs-1", traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-request-id"), "req-obs-1");
+    await until(
+      () => logLines(stack.procs.gateway).some((l) => l.request_id === "req-obs-1"),
+      2000,
+      "the access log",
+    );
+    const access = logLines(stack.procs.gateway).find((l) => l.request_id === "req-obs-1")!;
+    assert.equal(access.msg, "request");
+    assert.equal(access.route, "/v1/projects/{project_id}/config");
+    assert.equal(access.status, 200);
+    assert.equal(access.trace_id, traceId, "the gateway continues the caller's trace");
+    const rpc = logLines(stack.procs.oauth).find((l) => l.request_id === "req-obs-1")!;
+    assert.equal(rpc.msg, "rpc");
+    assert.equal(rpc.rpc, "registry.oauth.v1.OAuthRegistryService/UpdateOAuthConfig");
+    assert.equal(rpc.code, "ok");
+    assert.equal(rpc.trace_id, traceId);
+    assert.equal(rpc.parent_span_id, access.span_id, "the service's parent is the gateway's span");
+
+    const unsafe = await api("GET", "/v1/projects/obs/config", {
+      token,
+      headers: { "x-request-id": 'bad id\twith"quotes' },
+    });
+    assert.match(
+      unsafe.headers.get("x-request-id")!,
+      /^[0-9a-f-]{36}$/,
+      "an unsafe id is replaced",
+    );
+  } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("every component serves Prometheus metrics", async () => {
+  const stack = await startStack();
+  try {
+    const api = httpClient(stack.gatewayUrl);
+    const token = await stack.token({ sub: "u", projects: ["m"], space: "s" });
+    await api("GET", "/v1/projects/m/config", { token });
+    await api("GET", "/v1/core/roles", { token });
+    const gateway = await (await fetch(`${stack.gatewayUrl}/metrics`)).text();
+    assert.match(
+      gateway,
+      /http_requests_total\{[^}]*route="\/v1\/projects\/\{project_id\}\/config"[^}]*status="404"/,
+    );
+    assert.match(gateway, /http_request_duration_seconds_bucket\{/);
+    assert.match(gateway, /http_requests_in_flight\{component="gateway"\} 1/);
+    for (const [url, rpc] of [[stack.oauthHttp, "GetOAuthConfig"], [stack.coreHttp, "ListRoles"]]) {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      assert.match(text, new RegExp(`rpc_requests_total\\{[^}]*rpc="[\\w.]+/${rpc}"`));
+      assert.match(text, /rpc_duration_seconds_bucket\{/);
+      assert.match(text, /db_pool_max\{component="[a-z-]+"\} 10/);
+      assert.match(text, /db_pool_connections\{state="[a-z ]+",component="[a-z-]+"\} [1-9]/);
+      assert.match(text, /process_resident_memory_bytes/);
+    }
+  } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("readiness follows the database; requests during an outage are 503 JSON", async () => {
+  const real = new URL(Deno.env.get("DATABASE_URL") ?? "postgres://127.0.0.1:5432/postgres");
+  const proxy = startTcpProxy({ hostname: real.hostname, port: Number(real.port || 5432) });
+  const stack = await startStack({
+    serviceDatabaseUrl: (url) => {
+      const u = new URL(url);
+      u.hostname = "127.0.0.1";
+      u.port = String(proxy.port);
+      return u.toString();
+    },
+  });
+  try {
+    const api = httpClient(stack.gatewayUrl);
+    const token = await stack.token({ sub: "u", projects: ["r"] });
+    proxy.cut();
+    const down = await until(
+      async () => (await status(`${stack.oauthHttp}/readyz`)) === 503,
+      10_000,
+      "not ready",
+    );
+    assert.equal(await status(`${stack.gatewayUrl}/readyz`), 503);
+    const res = await api("GET", "/v1/projects/r/config", { token });
+    assert.equal(res.status, 503, res.text);
+    assert.equal(res.body.error.code, "unavailable");
+    proxy.restore();
+    const up = await until(
+      async () => (await status(`${stack.oauthHttp}/readyz`)) === 200,
+      10_000,
+      "ready",
+    );
+    await waitReady(stack.gatewayUrl);
+    assert.equal(
+      (await api("GET", "/v1/projects/r/config", { token })).status,
+      404,
+      "serves again",
+    );
+    // deno-lint-ignore no-console
+    console.log(`not ready ${down} ms after the cut; ready ${up} ms after the restore`);
+  } finally {
+    await stack.stop();
+    await proxy.close();
+  }
+});
+
+Deno.test("SIGTERM to the gateway with 100 requests in flight fails none of them", async () => {
+  const stack = await startStack();
+  try {
+    const token = await stack.token({ sub: "u", projects: ["t"] });
+    const api = httpClient(stack.gatewayUrl);
+    await api("PATCH", "/v1/projects/t/config", { token, json: { application_name: "T" } });
+    // Freeze the backend so that the requests stay in flight inside the gateway.
+    stack.procs.oauth.child.kill("SIGSTOP");
+    const calls = Array.from({ length: 100 }, () => api("GET", "/v1/projects/t/config", { token }));
+    try {
+      await until(
+        async () => {
+          const text = await (await fetch(`${stack.gatewayUrl}/metrics`)).text();
+          const n = Number(/http_requests_in_flight\{component="gateway"\} (\d+)/.exec(text)?.[1]);
+          return n >= 101; // the 100 calls and this scrape
+        },
+        10_000,
+        "100 requests in flight",
+      );
+      stack.procs.gateway.child.kill("SIGTERM");
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      stack.procs.oauth.child.kill("SIGCONT");
+    }
+    const results = await Promise.all(calls);
+    assert.deepEqual(results.map((r) => r.status), Array(100).fill(200));
+    const exit = await stack.procs.gateway.child.status;
+    assert.equal(exit.code, 0);
+    assert.ok(logLines(stack.procs.gateway).some((l) => l.msg === "stopped"));
+    assert.equal(await status(`${stack.gatewayUrl}/healthz`), 0, "the gateway is gone");
+  } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("a backend killed under load: 503 JSON meanwhile, served again soon after it returns", async () => {
+  const stack = await startStack({ env: { RPC_TIMEOUT_MS: "2000" } });
+  try {
+    const token = await stack.token({ sub: "u", projects: ["k"] });
+    const api = httpClient(stack.gatewayUrl);
+    await api("PATCH", "/v1/projects/k/config", { token, json: { application_name: "K" } });
+    let running = true;
+    const seen: { at: number; status: number; code?: string; message?: string }[] = [];
+    const workers = Array.from({ length: 8 }, async () => {
+      while (running) {
+        const res = await api("GET", "/v1/projects/k/config", { token });
+        seen.push({
+          at: Date.now(),
+          status: res.status,
+          code: res.body?.error?.code,
+          message: res.body?.error?.message,
+        });
+      }
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    await stack.kill("oauth");
+    const killedAt = Date.now();
+    await until(() => seen.some((s) => s.at > killedAt && s.status === 503), 5000, "a 503");
+    await new Promise((r) => setTimeout(r, 500));
+    const respawnedAt = Date.now();
+    const proc = stack.respawn("oauth");
+    await proc.serving;
+    await waitReady(stack.oauthHttp);
+    const readyAt = Date.now();
+    await until(
+      () => seen.some((s) => s.at > readyAt && s.status === 200),
+      5000,
+      "a 200 after the restart",
+    );
+    running = false;
+    await Promise.all(workers);
+    const firstOk = seen.find((s) => s.at > readyAt && s.status === 200)!.at;
+    const during = seen.filter((s) => s.at > killedAt && s.at < readyAt);
+    assert.ok(during.length > 0);
+    for (const s of during) {
+      assert.ok(
+        s.status === 503 || s.status === 200,
+        `status ${s.status} while the backend was down: ${s.code} ${s.message}`,
+      );
+      if (s.status === 503) assert.equal(s.code, "unavailable");
+    }
+    assert.ok(
+      firstOk - readyAt <= 2000,
+      `served again ${firstOk - readyAt} ms after the backend was ready`,
+    );
+    // deno-lint-ignore no-console
+    console.log(
+      `${seen.length} requests; ${
+        during.filter((s) => s.status === 503).length
+      } answered 503 while down; ` +
+        `first 200 ${firstOk - readyAt} ms after the backend was ready (${
+          firstOk - respawnedAt
+        } ms after respawn)`,
+    );
+  } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("gRPC clients that close their connections never take a service down", async () => {
+  const { grpcTestClient } = await import("../lib/testing/grpc_client.ts");
+  const { OAuthRegistryService } = await import(
+    "../gen/registry/oauth/v1/oauth_registry_service_pb.ts"
+  );
+  const stack = await startStack();
+  try {
+    const metadata = {
+      authorization: `Bearer ${await stack.token({ sub: "u", projects: ["g"] })}`,
+    };
+    let answered = 0;
+    for (let round = 0; round < 4; round++) {
+      const clients = Array.from({ length: 32 }, () => grpcTestClient(stack.oauthGrpc));
+      await Promise.all(clients.map(async (client) => {
+        for (let i = 0; i < 10; i++) {
+          // NOT_FOUND (no config yet) is an answer: what matters is that the process answers.
+          await client.call(
+            OAuthRegistryService.method.getOAuthConfig,
+            { projectId: "g" },
+            metadata,
+          )
+            .catch((e: { code: number }) => assert.equal(e.code, 5));
+          answered++;
+        }
+        client.close();
+      }));
+    }
+    assert.equal(answered, 4 * 32 * 10);
+    assert.equal(await status(`${stack.oauthHttp}/readyz`), 200, "the service is still up");
+  } finally {
+    await stack.stop();
+  }
+});

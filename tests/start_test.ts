@@ -1,0 +1,153 @@
+/**
+ * `deno task start`: with no DATABASE_URL, the whole stack in one process on embedded PGlite, and
+ * a client created with the README's curl is still there after a restart; with DATABASE_URL, one
+ * process per component, and one that dies is restarted.
+ */
+
+import assert from "node:assert/strict";
+import { componentFlags } from "../lib/run_flags.ts";
+import { httpClient } from "../lib/testing/http.ts";
+
+const root = new URL("../", import.meta.url);
+
+function freePort(): string {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return String(port);
+}
+
+interface Started {
+  child: Deno.ChildProcess;
+  token: string;
+  banner: string;
+  output: string[];
+}
+
+async function start(env: Record<string, string>): Promise<Started> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", ...componentFlags, "--allow-write", "--allow-run", "tools/start.ts"],
+    cwd: root,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output: string[] = [];
+  child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+    new WritableStream({ write: (chunk) => void output.push(chunk) }),
+  );
+  let text = "";
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  while (!/export TOKEN=\S+/.test(text)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`start exited early:\n${text}\n${output.join("")}`);
+    text += value;
+  }
+  reader.releaseLock();
+  child.stdout.cancel().catch(() => {});
+  return { child, token: /export TOKEN=(\S+)/.exec(text)![1]!, banner: text, output };
+}
+
+Deno.test("the embedded stack keeps its data across a restart", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "embedded-" });
+  const env = {
+    DATABASE_URL: "",
+    START_DATA_DIR: dir,
+    GATEWAY_PORT: freePort(),
+    OAUTH_GRPC_PORT: freePort(),
+    OAUTH_HTTP_PORT: freePort(),
+    CORE_GRPC_PORT: freePort(),
+    CORE_HTTP_PORT: freePort(),
+    LOG_LEVEL: "warn",
+  };
+  const api = httpClient(`http://127.0.0.1:${env.GATEWAY_PORT}`);
+  try {
+    const first = await start(env);
+    assert.ok(first.banner.includes("database: embedded PGlite"), first.banner);
+    const config = await api("PATCH", "/v1/projects/demo/config", {
+      token: first.token,
+      json: { application_name: "Demo" },
+    });
+    assert.equal(config.status, 200, config.text);
+    const client = await api("POST", "/v1/projects/demo/clients", {
+      token: first.token,
+      json: { name: "Web app", type: "web", redirect_uris: ["https://app.example.com/callback"] },
+    });
+    assert.equal(client.status, 201, client.text);
+    const journey = await api("POST", "/v1/core/journeys", {
+      token: first.token,
+      json: { name: "J" },
+    });
+    assert.equal(journey.status, 201, journey.text);
+    first.child.kill("SIGTERM");
+    assert.equal((await first.child.status).code, 0, first.output.join(""));
+
+    const second = await start(env);
+    assert.equal(second.token.split(".")[0], first.token.split(".")[0]);
+    const again = await api("GET", `/v1/projects/demo/clients/${client.body.id}`, {
+      token: second.token,
+    });
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(again.body, client.body);
+    assert.equal(
+      (await api("GET", `/v1/core/journeys/${journey.body.id}`, { token: second.token })).status,
+      200,
+    );
+    second.child.kill("SIGTERM");
+    assert.equal((await second.child.status).code, 0, second.output.join(""));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("with DATABASE_URL, each component is a process and a dead one is restarted", async () => {
+  const { createTestDatabase } = await import("../lib/testing/database.ts");
+  const db = await createTestDatabase();
+  const dir = await Deno.makeTempDir({ prefix: "supervised-" });
+  const env = {
+    DATABASE_URL: db.url,
+    START_DATA_DIR: dir,
+    GATEWAY_PORT: freePort(),
+    OAUTH_GRPC_PORT: freePort(),
+    OAUTH_HTTP_PORT: freePort(),
+    CORE_GRPC_PORT: freePort(),
+    CORE_HTTP_PORT: freePort(),
+    LOG_LEVEL: "warn",
+  };
+  const gateway = `http://127.0.0.1:${env.GATEWAY_PORT}`;
+  const started = await start(env);
+  try {
+    assert.ok(started.banner.includes("one process per component"), started.banner);
+    const pgrep = await new Deno.Command("pgrep", {
+      args: ["-P", String(started.child.pid), "-f", "services/oauth/main.ts"],
+      stdout: "piped",
+    }).output();
+    const pid = Number(new TextDecoder().decode(pgrep.stdout).trim().split("\n")[0]);
+    assert.ok(pid > 0, "the oauth-registry process is a child of the supervisor");
+    Deno.kill(pid, "SIGKILL");
+    const ready = async () => (await fetch(`${gateway}/readyz`).then(
+      async (r) => (await r.body?.cancel(), r.status),
+      () => 0,
+    ));
+    let sawDown = false;
+    const until = Date.now() + 15_000;
+    let back = false;
+    while (Date.now() < until) {
+      const status = await ready();
+      if (status !== 200) sawDown = true;
+      else if (sawDown) {
+        back = true;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(sawDown && back, "the gateway went not ready and came back after the restart");
+    const res = await httpClient(gateway)("GET", "/v1/projects/p/config", { token: started.token });
+    assert.equal(res.status, 404, res.text);
+  } finally {
+    started.child.kill("SIGTERM");
+    assert.equal((await started.child.status).code, 0, started.output.join(""));
+    await Deno.remove(dir, { recursive: true });
+    await db.drop();
+  }
+});
