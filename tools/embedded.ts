@@ -1,0 +1,93 @@
+/**
+ * The default mode of `deno task start` (no DATABASE_URL): the whole stack in this one process on
+ * an embedded PGlite database persisted in the data folder.
+ *
+ * All database traffic goes through ONE connection: PGlite is single-user, and
+ * `@electric-sql/pglite-socket` 0.2.17 with more than one connection failed within seconds here
+ * under two postgres.js clients (`portal "" does not exist`: its multiplexer interleaves
+ * extended-protocol messages). So this process owns the PGlite instance and its socket server,
+ * and the oauth-registry and core services share one postgres.js pool of size 1. Fine for a
+ * laptop; use Postgres (DATABASE_URL) for anything else.
+ *
+ * @module
+ */
+
+import { PGlite } from "@electric-sql/pglite";
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
+import * as v from "valibot";
+import { gatewaySettings, startGateway } from "../gateway/main.ts";
+import { readConfig } from "../lib/config.ts";
+import { connect } from "../lib/db.ts";
+import { readServiceConfig, startService } from "../lib/service_main.ts";
+import { coreService } from "../services/core/main.ts";
+import { oauthRegistryService } from "../services/oauth/main.ts";
+
+/** Where and how to run. */
+export interface EmbeddedOptions {
+  /** The folder of the PGlite data files. */
+  pgdata: URL;
+  /** Settings shared by every component (secrets, HOST, LOG_LEVEL...). */
+  env: Record<string, string>;
+  /** Ports. */
+  ports: {
+    gateway: string;
+    oauthGrpc: string;
+    oauthHttp: string;
+    coreGrpc: string;
+    coreHttp: string;
+  };
+}
+
+/** Starts the stack; resolves once it is migrated and listening. */
+export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): Promise<void> }> {
+  await Deno.mkdir(options.pgdata, { recursive: true });
+  const db = await PGlite.create({ dataDir: options.pgdata.pathname });
+  const socket = new PGLiteSocketServer({ db, port: 0, host: "127.0.0.1", maxConnections: 1 });
+  await socket.start();
+  const databaseUrl = `postgres://postgres@${socket.getServerConn()}/postgres`;
+  const applicationName = `embedded/${Deno.pid}`;
+  const sql = connect(databaseUrl, { max: 1, applicationName });
+  const env: Record<string, string> = {
+    ...options.env,
+    DATABASE_URL: databaseUrl,
+    DB_POOL_MAX: "1",
+  };
+  const { ports } = options;
+  const oauth = await startService(
+    oauthRegistryService,
+    readServiceConfig(oauthRegistryService, {
+      ...env,
+      GRPC_PORT: ports.oauthGrpc,
+      HTTP_PORT: ports.oauthHttp,
+    }),
+    sql,
+    applicationName,
+  );
+  const core = await startService(
+    coreService,
+    readServiceConfig(coreService, {
+      ...env,
+      GRPC_PORT: ports.coreGrpc,
+      HTTP_PORT: ports.coreHttp,
+    }),
+    sql,
+    applicationName,
+  );
+  await Promise.all([oauth.migrated, core.migrated]);
+  const host = env.HOST ?? "127.0.0.1";
+  const gateway = startGateway(readConfig("gateway", v.object(gatewaySettings), {
+    ...env,
+    GATEWAY_PORT: ports.gateway,
+    OAUTH_REGISTRY_URL: `http://${host}:${ports.oauthHttp}`,
+    CORE_URL: `http://${host}:${ports.coreHttp}`,
+  }));
+  return {
+    async stop() {
+      await gateway.shutdown(10_000);
+      await Promise.all([oauth.server.shutdown(10_000), core.server.shutdown(10_000)]);
+      await sql.end({ timeout: 5 });
+      await socket.stop();
+      await db.close();
+    },
+  };
+}
