@@ -1,0 +1,560 @@
+/**
+ * `deno task bench [--quick]`: measures the stack against the least work a request can do.
+ *
+ * Starts the real processes (gateway, oauth-registry, core) and the reference (bench/reference.ts:
+ * Deno.serve + postgres.js running the same repository code) against a throwaway database in the
+ * server named by DATABASE_URL, seeds data, and drives every operation with h2load at a fixed
+ * concurrency, after a warm-up, through three paths: the gateway (HTTP/JSON), the service directly
+ * (gRPC over HTTP/2), and the reference. Rounds are interleaved (every path of every operation in
+ * each round) and the median of the rounds is reported, with ratios to the reference measured in
+ * the same round. Then the growth checks: a page of 100 at the start, middle and end of 1,000,000
+ * clients of one project, and GET by id at 1,000 and 1,000,000 rows.
+ *
+ * Writes bench/results/<date>.json and .md (the full run) and prints the table. `--quick` runs
+ * one short round on 10,000 rows, writes to a temporary folder, and finishes in under a minute:
+ * CI runs it to check the harness, never a timing.
+ *
+ * @module
+ */
+
+import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
+import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { idKind } from "../lib/ids.ts";
+import { httpClient } from "../lib/testing/http.ts";
+import { spawn, startStack } from "../lib/testing/stack.ts";
+import { ensureH2load, h2load, type LoadResult, type LoadSpec } from "./h2load.ts";
+
+const { values: flags } = parseArgs({
+  args: Deno.args[0] === "--" ? Deno.args.slice(1) : Deno.args,
+  options: {
+    quick: { type: "boolean", default: false },
+    rounds: { type: "string" },
+    seconds: { type: "string" },
+    concurrency: { type: "string", default: "32" },
+    "growth-rows": { type: "string" },
+  },
+});
+const quick = flags.quick;
+const rounds = Number(flags.rounds ?? (quick ? 1 : 3));
+const seconds = Number(flags.seconds ?? (quick ? 0.7 : 8));
+const warmup = quick ? 0.3 : 1;
+const concurrency = Number(flags.concurrency);
+const growthRows = Number(flags["growth-rows"] ?? (quick ? 10_000 : 1_000_000));
+
+// deno-lint-ignore no-console
+const say = (text: string) => console.error(`bench: ${text}`);
+
+if (!Deno.env.get("DATABASE_URL")) {
+  // deno-lint-ignore no-console
+  console.error(
+    "bench: set DATABASE_URL to a Postgres server (e.g. postgres://postgres@127.0.0.1:5432/postgres)",
+  );
+  Deno.exit(2);
+}
+await ensureH2load();
+
+// --- the processes -------------------------------------------------------------------------
+
+say("starting the stack and the reference");
+// Secrets are created by the tens of thousands for a few thousand clients.
+const maxSecrets = "1000000";
+const stack = await startStack({ env: { LOG_LEVEL: "warn", MAX_SECRETS_PER_CLIENT: maxSecrets } });
+const refPort = (() => {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const p = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return p;
+})();
+const hmacKey = "bench-hmac-key-".padEnd(40, "k");
+const reference = spawn("bench/reference.ts", {
+  DATABASE_URL: stack.databaseUrl,
+  PORT: String(refPort),
+  CLIENT_SECRET_HMAC_KEY: hmacKey,
+  MAX_SECRETS_PER_CLIENT: maxSecrets,
+});
+await reference.serving;
+const refUrl = `http://127.0.0.1:${refPort}`;
+const sql = postgres(stack.databaseUrl, { max: 2, onnotice: () => {} });
+
+// The reference hashes secrets with its own key; the services with theirs. Verification of the
+// seeded secret is measured on each path with a secret hashed under that path's key.
+const ids = { client: idKind("cli"), journey: idKind("journey"), unit: idKind("unit") };
+
+// --- seed ----------------------------------------------------------------------------------
+
+say("seeding");
+const token = await stack.token({
+  sub: "bench-account",
+  projects: ["bench", "growth", "small"],
+  space: "bench",
+});
+const api = httpClient(stack.gatewayUrl);
+const auth = { authorization: `Bearer ${token}` };
+await api("PATCH", "/v1/projects/bench/config", { token, json: { application_name: "Bench" } });
+
+async function bulkClients(project: string, n: number, name: string): Promise<string[]> {
+  const out: string[] = [];
+  for (let start = 0; start < n; start += 5000) {
+    const rows = Array.from({ length: Math.min(5000, n - start) }, (_, i) => {
+      const id = ids.client.generate();
+      out.push(id.id);
+      return { id: id.uuid, project_id: project, name: `${name}${start + i}`, type: "web" };
+    });
+    await sql`insert into oauth.clients ${sql(rows)}`;
+  }
+  return out;
+}
+const readClients = await bulkClients("bench", 1000, "read");
+const secretClients = await bulkClients("bench", quick ? 2000 : 8000, "secret");
+const verifyClient = (await api("POST", "/v1/projects/bench/clients", {
+  token,
+  json: { name: "verify", type: "web" },
+})).body.id as string;
+const serviceSecret =
+  (await api("POST", `/v1/projects/bench/clients/${verifyClient}/secrets`, { token }))
+    .body.secret as string;
+const refSecret =
+  (await (await fetch(`${refUrl}/clients/${verifyClient}/secrets`, { method: "POST" })).json())
+    .secret as string;
+const journey =
+  (await api("POST", "/v1/core/journeys", { token, json: { name: "bench" } })).body.id;
+const listJourney =
+  (await api("POST", "/v1/core/journeys", { token, json: { name: "list" } })).body.id;
+const readUnits: string[] = [];
+for (let i = 0; i < 100; i++) {
+  readUnits.push(
+    (await api("POST", "/v1/core/units", { token, json: { journey: listJourney, title: `u${i}` } }))
+      .body.id,
+  );
+}
+
+// --- the operations ------------------------------------------------------------------------
+
+const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+const h1 = (
+  urls: string[],
+  method: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Target => ({
+  urls,
+  method,
+  ...(body !== undefined ? { body: json(body) } : {}),
+  headers: { ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+  h1: true,
+});
+function grpc<I extends DescMessage>(
+  address: string,
+  method: { parent: { typeName: string }; name: string; input: I },
+  request: MessageInitShape<I>,
+): Target {
+  const bytes = toBinary(method.input, create(method.input, request));
+  const body = new Uint8Array(5 + bytes.length);
+  new DataView(body.buffer).setUint32(1, bytes.length);
+  body.set(bytes, 5);
+  return {
+    urls: [`http://${address}/${method.parent.typeName}/${method.name}`],
+    method: "POST",
+    body,
+    headers: { "content-type": "application/grpc", te: "trailers", ...auth },
+    h1: false,
+  };
+}
+
+type Target = Omit<LoadSpec, "concurrency" | "seconds" | "warmupSeconds">;
+type Path = "gateway" | "grpc" | "reference";
+interface Op {
+  name: string;
+  kind: "read" | "write";
+  paths: Partial<Record<Path, Target>>;
+  /** Runs before each measured run (e.g. to make room for new secrets). */
+  before?: () => Promise<unknown>;
+}
+
+const gw = stack.gatewayUrl;
+const oauth = OAuthRegistryService.method;
+const core = CoreService.method;
+const ops: Op[] = [
+  {
+    name: "create client",
+    kind: "write",
+    paths: {
+      gateway: h1(
+        [`${gw}/v1/projects/bench/clients`],
+        "POST",
+        { name: "bench", type: "web" },
+        auth,
+      ),
+      grpc: grpc(stack.oauthGrpc, oauth.createClient, {
+        projectId: "bench",
+        client: { name: "bench", type: ClientType.WEB },
+      }),
+      reference: h1([`${refUrl}/clients`], "POST", { name: "bench", type: "web" }),
+    },
+  },
+  {
+    name: "get client",
+    kind: "read",
+    paths: {
+      gateway: h1(
+        readClients.map((id) => `${gw}/v1/projects/bench/clients/${id}`),
+        "GET",
+        undefined,
+        auth,
+      ),
+      grpc: grpc(stack.oauthGrpc, oauth.getClient, {
+        projectId: "bench",
+        clientId: readClients[0]!,
+      }),
+      reference: h1(readClients.map((id) => `${refUrl}/clients/${id}`), "GET"),
+    },
+  },
+  {
+    name: "list clients (100)",
+    kind: "read",
+    paths: {
+      gateway: h1([`${gw}/v1/projects/bench/clients?limit=100`], "GET", undefined, auth),
+      grpc: grpc(stack.oauthGrpc, oauth.listClients, { projectId: "bench", limit: 100 }),
+      reference: h1([`${refUrl}/clients?limit=100`], "GET"),
+    },
+  },
+  {
+    name: "patch client",
+    kind: "write",
+    paths: {
+      gateway: h1(readClients.map((id) => `${gw}/v1/projects/bench/clients/${id}`), "PATCH", {
+        name: "renamed",
+      }, auth),
+      grpc: grpc(stack.oauthGrpc, oauth.updateClient, {
+        projectId: "bench",
+        clientId: readClients[0]!,
+        client: { name: "renamed" },
+        updateMask: { paths: ["name"] },
+      }),
+      reference: h1(readClients.map((id) => `${refUrl}/clients/${id}`), "PATCH", {
+        name: "renamed",
+      }),
+    },
+  },
+  {
+    name: "create secret",
+    kind: "write",
+    before: () =>
+      sql`delete from oauth.client_secrets where client_id <> ${ids.client.toUuid(verifyClient)!}`,
+    paths: {
+      gateway: h1(
+        secretClients.map((id) => `${gw}/v1/projects/bench/clients/${id}/secrets`),
+        "POST",
+        undefined,
+        auth,
+      ),
+      reference: h1(secretClients.map((id) => `${refUrl}/clients/${id}/secrets`), "POST"),
+    },
+  },
+  {
+    name: "verify secret (internal RPC)",
+    kind: "read",
+    paths: {
+      grpc: grpc(stack.oauthGrpc, oauth.verifyClientSecret, {
+        clientId: verifyClient,
+        secret: serviceSecret,
+      }),
+      reference: h1([`${refUrl}/verify`], "POST", { client_id: verifyClient, secret: refSecret }),
+    },
+  },
+  {
+    name: "consent",
+    kind: "write",
+    paths: {
+      gateway: h1(
+        [`${gw}/v1/installations`],
+        "POST",
+        { project_id: "bench", scopes: ["openid"] },
+        auth,
+      ),
+      grpc: grpc(stack.oauthGrpc, oauth.consentInstallation, {
+        projectId: "bench",
+        scopes: ["openid"],
+      }),
+      reference: h1([`${refUrl}/installations`], "POST", {
+        project_id: "bench",
+        scopes: ["openid"],
+      }),
+    },
+  },
+  {
+    name: "create unit",
+    kind: "write",
+    paths: {
+      gateway: h1([`${gw}/v1/core/units`], "POST", { journey, title: "bench" }, auth),
+      grpc: grpc(stack.coreGrpc, core.createUnit, { unit: { journey, title: "bench" } }),
+      reference: h1([`${refUrl}/units`], "POST", { journey, title: "bench" }),
+    },
+  },
+  {
+    name: "get unit",
+    kind: "read",
+    paths: {
+      gateway: h1(readUnits.map((id) => `${gw}/v1/core/units/${id}`), "GET", undefined, auth),
+      grpc: grpc(stack.coreGrpc, core.getUnit, { unitId: readUnits[0]! }),
+      reference: h1(readUnits.map((id) => `${refUrl}/units/${id}`), "GET"),
+    },
+  },
+  {
+    name: "list units (100)",
+    kind: "read",
+    paths: {
+      gateway: h1([`${gw}/v1/core/units?journey=${listJourney}&limit=100`], "GET", undefined, auth),
+      grpc: grpc(stack.coreGrpc, core.listUnits, { journey: listJourney, limit: 100 }),
+      reference: h1([`${refUrl}/units?journey=${listJourney}&limit=100`], "GET"),
+    },
+  },
+];
+
+// --- measuring -----------------------------------------------------------------------------
+
+const procs = () => ({
+  gateway: stack.procs.gateway.child.pid,
+  "oauth-registry": stack.procs.oauth.child.pid,
+  core: stack.procs.core.child.pid,
+  reference: reference.child.pid,
+});
+
+async function memory(pid: number): Promise<{ rssMb: number; peakMb: number }> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kb = (field: string) =>
+    Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
+  return { rssMb: kb("VmRSS") / 1024, peakMb: kb("VmHWM") / 1024 };
+}
+
+/** rpc_requests_total by code (not ok, not canceled), over the services' /metrics. */
+async function rpcErrors(): Promise<Map<string, number>> {
+  const codes = new Map<string, number>();
+  for (const url of [stack.oauthHttp, stack.coreHttp]) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    for (const m of text.matchAll(/^rpc_requests_total\{([^}]*)\} (\d+)/gm)) {
+      const code = /code="(\w+)"/.exec(m[1]!)?.[1] ?? "?";
+      // h2load cancels the calls still in flight when a run ends: those are not failures.
+      if (code !== "ok" && code !== "canceled") {
+        codes.set(code, (codes.get(code) ?? 0) + Number(m[2]));
+      }
+    }
+  }
+  return codes;
+}
+
+const idle = Object.fromEntries(
+  await Promise.all(
+    Object.entries(procs()).map(async ([name, pid]) => [name, (await memory(pid)).rssMb]),
+  ),
+) as Record<string, number>;
+
+type Sample = LoadResult & { round: number };
+const samples = new Map<string, Sample[]>();
+const key = (op: string, path: Path) => `${op}|${path}`;
+
+for (let round = 1; round <= rounds; round++) {
+  for (const op of ops) {
+    for (const [path, target] of Object.entries(op.paths) as [Path, Target][]) {
+      await op.before?.();
+      const before = path === "grpc" ? await rpcErrors() : new Map<string, number>();
+      const result = await h2load({ ...target, concurrency, seconds, warmupSeconds: warmup });
+      if (path === "grpc") {
+        for (const [code, n] of await rpcErrors()) {
+          const added = n - (before.get(code) ?? 0);
+          if (added > 0) say(`  ${added} x ${code}`);
+          result.errors += added;
+        }
+      }
+      const list = samples.get(key(op.name, path)) ?? [];
+      list.push({ ...result, round });
+      samples.set(key(op.name, path), list);
+      say(
+        `round ${round} ${op.name} via ${path}: ${result.rps.toFixed(0)} req/s, p50 ${
+          result.p50.toFixed(2)
+        } ms, p99 ${result.p99.toFixed(2)} ms, ${result.errors} errors`,
+      );
+      if (result.errorDetail) say(`  h2load: ${result.errorDetail}`);
+    }
+  }
+}
+
+const peak = Object.fromEntries(
+  await Promise.all(
+    Object.entries(procs()).map(async ([name, pid]) => [name, (await memory(pid)).peakMb]),
+  ),
+) as Record<string, number>;
+
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+interface Row {
+  op: string;
+  kind: string;
+  path: Path;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  ratio?: number;
+}
+const rows: Row[] = [];
+for (const op of ops) {
+  for (const path of Object.keys(op.paths) as Path[]) {
+    const list = samples.get(key(op.name, path))!;
+    const ref = samples.get(key(op.name, "reference"))!;
+    // The ratio of each round against the reference of the same round, then the median.
+    const ratios = list.map((s) => s.rps / ref.find((r) => r.round === s.round)!.rps);
+    rows.push({
+      op: op.name,
+      kind: op.kind,
+      path,
+      rps: median(list.map((s) => s.rps)),
+      p50: median(list.map((s) => s.p50)),
+      p99: median(list.map((s) => s.p99)),
+      errors: list.reduce((n, s) => n + s.errors, 0),
+      ...(path === "reference" ? {} : { ratio: median(ratios) }),
+    });
+  }
+}
+
+// --- growth --------------------------------------------------------------------------------
+
+say(`growth: seeding ${growthRows.toLocaleString("en")} clients`);
+await sql`insert into oauth.configs (project_id, application_name, audience) values
+  ('growth', 'Growth', 'external'), ('small', 'Small', 'external')`;
+async function series(project: string, n: number, base: number): Promise<void> {
+  await sql`
+    insert into oauth.clients (id, project_id, name, type)
+    select (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' ||
+            substr(h, 17, 4) || '-' || substr(h, 21, 12))::uuid, ${project}, 'c' || i, 'web'
+    from (
+      select i, lpad(to_hex(${base}::bigint + i), 12, '0') || '7000' || '8000' || lpad(to_hex(i), 12, '0') as h
+      from generate_series(1, ${n}::int) i
+    ) s`;
+}
+const seedStart = performance.now();
+await series("small", 1000, 1_500_000_000_000);
+await series("growth", growthRows, 1_600_000_000_000);
+await sql`analyze oauth.clients`;
+const seedSeconds = (performance.now() - seedStart) / 1000;
+const idAt = async (project: string, n: number) => {
+  const [row] =
+    await sql`select id from oauth.clients where project_id = ${project} order by id offset ${
+      n - 1
+    } limit 1`;
+  return ids.client.fromUuid(row!.id);
+};
+const growthSeconds = quick ? 0.7 : 4;
+const measure = (urls: string[]) =>
+  h2load({
+    ...h1(urls, "GET", undefined, auth),
+    concurrency,
+    seconds: growthSeconds,
+    warmupSeconds: warmup,
+  });
+const pages = {
+  start: await measure([`${gw}/v1/projects/growth/clients?limit=100`]),
+  middle: await measure([
+    `${gw}/v1/projects/growth/clients?limit=100&after=${await idAt("growth", growthRows / 2)}`,
+  ]),
+  end: await measure([
+    `${gw}/v1/projects/growth/clients?limit=100&after=${await idAt("growth", growthRows - 100)}`,
+  ]),
+};
+const pick = async (project: string, n: number) => {
+  const rows =
+    await sql`select id from oauth.clients where project_id = ${project} order by random() limit 100`;
+  return rows.map((r) => `${gw}/v1/projects/${project}/clients/${ids.client.fromUuid(r.id)}`).slice(
+    0,
+    n,
+  );
+};
+const gets = {
+  small: await measure(await pick("small", 100)),
+  large: await measure(await pick("growth", 100)),
+};
+
+// --- report --------------------------------------------------------------------------------
+
+const machine = {
+  date: new Date().toISOString(),
+  cores: navigator.hardwareConcurrency,
+  memory_gib: Math.round(Deno.systemMemoryInfo().total / 2 ** 30),
+  os: `${Deno.build.os} ${Deno.osRelease()}`,
+  deno: Deno.version.deno,
+  postgres: (await sql`show server_version`)[0]!.server_version,
+  load_tool: new TextDecoder().decode(
+    (await new Deno.Command("h2load", { args: ["--version"], stdout: "piped" }).output()).stdout,
+  ).trim(),
+};
+const settings = { rounds, seconds, warmup, concurrency, growth_rows: growthRows, quick };
+const fmt = (n: number, d = 0) => Number.isFinite(n) ? n.toFixed(d) : "-";
+const table = [
+  `Machine: ${machine.cores} cores, ${machine.memory_gib} GiB, ${machine.os}; Deno ${machine.deno}; Postgres ${machine.postgres}; ${machine.load_tool}.`,
+  `Load: h2load, ${concurrency} connections, ${seconds} s per run after ${warmup} s warm-up; ${rounds} interleaved round(s), medians.`,
+  "",
+  "| operation | path | req/s | x reference | p50 ms | p99 ms | errors |",
+  "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+  ...rows.map((r) =>
+    `| ${r.op} | ${r.path} | ${fmt(r.rps)} | ${r.ratio === undefined ? "" : fmt(r.ratio, 2)} | ${
+      fmt(r.p50, 2)
+    } | ${fmt(r.p99, 2)} | ${r.errors} |`
+  ),
+  "",
+  `Growth (${growthRows.toLocaleString("en")} clients in one project, seeded in ${
+    fmt(seedSeconds, 1)
+  } s; gateway):`,
+  "",
+  "| measure | req/s | p50 ms | p99 ms |",
+  "| --- | ---: | ---: | ---: |",
+  ...Object.entries(pages).map(([k, r]) =>
+    `| page of 100 at the ${k} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} |`
+  ),
+  `| GET by id, 1,000 rows | ${fmt(gets.small.rps)} | ${fmt(gets.small.p50, 2)} | ${
+    fmt(gets.small.p99, 2)
+  } |`,
+  `| GET by id, ${growthRows.toLocaleString("en")} rows | ${fmt(gets.large.rps)} | ${
+    fmt(gets.large.p50, 2)
+  } | ${fmt(gets.large.p99, 2)} |`,
+  "",
+  `Last page / first page p50: ${fmt(pages.end.p50 / pages.start.p50, 2)}; GET p50 at ${
+    growthRows.toLocaleString("en")
+  } / 1,000 rows: ${fmt(gets.large.p50 / gets.small.p50, 2)}.`,
+  "",
+  "| process | idle RSS MB | peak RSS MB |",
+  "| --- | ---: | ---: |",
+  ...Object.keys(idle).map((p) => `| ${p} | ${fmt(idle[p]!)} | ${fmt(peak[p]!)} |`),
+].join("\n");
+
+const result = {
+  machine,
+  settings,
+  rows,
+  growth: { pages, gets, seed_seconds: seedSeconds },
+  memory: { idle, peak },
+};
+const outDir = quick
+  ? await Deno.makeTempDir({ prefix: "bench-" })
+  : new URL("./results/", import.meta.url).pathname;
+await Deno.mkdir(outDir, { recursive: true });
+const stamp = machine.date.slice(0, 10);
+await Deno.writeTextFile(`${outDir}/${stamp}.json`, JSON.stringify(result, null, 2) + "\n");
+await Deno.writeTextFile(`${outDir}/${stamp}.md`, table + "\n");
+// deno-lint-ignore no-console
+console.log(table);
+say(`wrote ${outDir}/${stamp}.json and .md`);
+
+await sql.end();
+reference.child.kill("SIGTERM");
+await reference.child.status;
+await stack.stop();
+const errors = rows.reduce((n, r) => n + r.errors, 0);
+if (errors > 0) say(`${errors} requests failed`);
+Deno.exit(errors > 0 ? 1 : 0);
