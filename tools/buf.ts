@@ -71,6 +71,7 @@ async function git(args: string[]): Promise<string> {
  */
 async function breaking(buf: string[], rest: string[]): Promise<number> {
   if ((await git(["rev-parse", "--is-shallow-repository"])).trim() === "true") {
+    // deno-lint-ignore no-console
     console.error("buf breaking: this clone is shallow; fetch the history (git fetch --unshallow)");
     return 1;
   }
@@ -98,7 +99,10 @@ async function breaking(buf: string[], rest: string[]): Promise<number> {
     }
     await Deno.copyFile(new URL("buf.yaml", root), `${tmp}/buf.yaml`);
     await run("cp", ["-r", depsDir.pathname, `${tmp}/.proto_deps`]);
-    console.error(`buf breaking: against the first committed version of ${firstVersion.size} files`);
+    // deno-lint-ignore no-console
+    console.error(
+      `buf breaking: against the first committed version of ${firstVersion.size} files`,
+    );
     if (firstVersion.size === 0) return 0;
     const image = `${tmp}/baseline.binpb`;
     if ((await run(Deno.execPath(), [...buf, "build", tmp, "-o", image])) !== 0) return 1;
