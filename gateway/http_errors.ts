@@ -7,6 +7,7 @@
 
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { codeName, type FieldViolation, fieldViolations } from "../lib/errors.ts";
+import { hasReason, keyReusedReason } from "../lib/idempotency.ts";
 
 /** HTTP status per RPC code. FAILED_PRECONDITION is 409 here (a state conflict), not 400. */
 const statusOf: Record<Code, number> = {
@@ -59,5 +60,7 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
   const headers: Record<string, string> = error.code === Code.Unauthenticated
     ? { "www-authenticate": 'Bearer error="invalid_token"' }
     : {};
-  return errorResponse(statusOf[error.code] ?? 500, error.code, message, details, headers);
+  // An idempotency key reused with another request: 422, as Stripe answers.
+  const status = hasReason(error, keyReusedReason) ? 422 : statusOf[error.code] ?? 500;
+  return errorResponse(status, error.code, message, details, headers);
 }

@@ -4,7 +4,9 @@
  *
  * Order of checks: route (404/405) -> token (401) -> body size (413) -> content type (415) ->
  * JSON shape (400) -> the service (authorization 403, validation 400, the rest). Status codes:
- * POST 201, DELETE 204 without a body, others 200.
+ * POST 201, DELETE 204 without a body, others 200. An `Idempotency-Key` header goes to the
+ * service as `idempotency-key` metadata (lib/idempotency.ts); a replayed outcome is answered with
+ * `Idempotent-Replayed: true`.
  *
  * @module
  */
@@ -15,6 +17,7 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { TokenVerifier } from "../lib/auth.ts";
 import type { FieldViolation } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
+import { keyHeader, replayedHeader } from "../lib/idempotency.ts";
 import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
 import { buildRoutes, type Match, matchRoute, type Route } from "./routes.ts";
@@ -242,6 +245,8 @@ export function createTranscoder(
         "x-request-id": correlation.requestId,
         traceparent: correlation.traceparent,
       });
+      const key = req.headers.get(keyHeader);
+      if (key !== null) header.set(keyHeader, key);
       const response = await transports.get(route.service)!.unary(
         route.method,
         undefined,
@@ -259,6 +264,7 @@ export function createTranscoder(
       }
       return Response.json(encodeMessage(schema, out), {
         status: route.httpMethod === "POST" ? 201 : 200,
+        headers: replayed(response.header),
       });
     } catch (error) {
       if (error instanceof HttpError) {
@@ -275,7 +281,16 @@ export function createTranscoder(
           error: err.cause ?? err,
         });
       }
-      return rpcErrorResponse(err, bodyField);
+      const res = rpcErrorResponse(err, bodyField);
+      for (const [name, value] of Object.entries(replayed(err.metadata))) {
+        res.headers.set(name, value);
+      }
+      return res;
     }
   }
+}
+
+/** `Idempotent-Replayed: true` when the service replayed a stored outcome. */
+function replayed(header: Headers): Record<string, string> {
+  return header.get(replayedHeader) === "true" ? { "idempotent-replayed": "true" } : {};
 }

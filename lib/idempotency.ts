@@ -1,0 +1,392 @@
+/**
+ * Idempotency keys with Stripe's semantics, enforced by the services (internal gRPC callers never
+ * pass the gateway): a create RPC called with `idempotency-key` metadata (the gateway forwards the
+ * HTTP `Idempotency-Key` header) runs at most once per caller, RPC and key within the key's
+ * lifetime (`IDEMPOTENCY_TTL_SECONDS`, default 24 h):
+ *
+ * - the same key with the same request message replays the stored outcome, the response or the
+ *   error, with `idempotent-replayed: true` response metadata (the gateway answers the same status
+ *   with an `Idempotent-Replayed: true` header);
+ * - the same key with a different request message is INVALID_ARGUMENT with a google.rpc.ErrorInfo
+ *   whose reason is {@link keyReusedReason} (HTTP 422);
+ * - while the first request with a key is still running, a duplicate is ABORTED with reason
+ *   {@link keyInUseReason} (HTTP 409, "a request with this key is in progress"), as Stripe does;
+ *   it is safe to retry it, and the retry replays the outcome once it is stored;
+ * - a key is 1..255 printable ASCII characters (else INVALID_ARGUMENT, HTTP 400);
+ * - a key older than the lifetime is forgotten: the request runs again as a new one.
+ *
+ * What is stored (as Stripe: an outcome is saved once the endpoint started executing): the response,
+ * or an error that says something about the state (NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+ * INTERNAL...). Not saved, so a retry with the same key runs again: INVALID_ARGUMENT (validation),
+ * UNAUTHENTICATED and PERMISSION_DENIED (rejected before executing) and the transient codes
+ * (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELED, ABORTED, RESOURCE_EXHAUSTED), which our handlers
+ * raise with their transaction rolled back.
+ *
+ * Keys are scoped by the caller's tenancy claims (`sub`, `account_id`, `space`: the same `sub` in
+ * another space or account is another caller), by the RPC and by the key. A method can re-run its
+ * authorization before a replay (`authorize`), so that a token that lost access to a project does
+ * not get the project's record back, and can leave secrets out of what is stored (`redact`).
+ *
+ * Each service stores its keys in its own schema, table `idempotency_keys` (a migration of each
+ * service), as (caller, rpc, key, request hash, response bytes or error, created_at). Expired rows
+ * are purged opportunistically, at most once a minute per process, a thousand at a time.
+ *
+ * A crash between the handler's commit and the storing of its outcome leaves the key "in progress"
+ * ({@link IdempotencyOptions.lockSeconds}, 60 s); after that a retry with the same request takes
+ * the key over and runs again (the handler's effect and the stored outcome are not one
+ * transaction).
+ *
+ * @module
+ */
+
+import {
+  clone,
+  create,
+  type DescMethodUnary,
+  type DescService,
+  fromBinary,
+  getOption,
+  hasOption,
+  type Message,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import * as v from "valibot";
+import { http } from "../gen/google/api/annotations_pb.ts";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
+import type { Caller } from "./auth.ts";
+import { positiveInt } from "./config.ts";
+import type { Sql } from "./db.ts";
+import { toConnectError } from "./errors.ts";
+import type { Logger } from "./log.ts";
+import { callerOf } from "./rpc.ts";
+
+/** The metadata (and, through the gateway, HTTP header) carrying the key. */
+export const keyHeader = "idempotency-key";
+/** The response metadata set on a replayed outcome. */
+export const replayedHeader = "idempotent-replayed";
+/** ErrorInfo reason: the key was used with a different request (HTTP 422). */
+export const keyReusedReason = "IDEMPOTENCY_KEY_REUSED";
+/** ErrorInfo reason: a request with the key is still running (HTTP 409). */
+export const keyInUseReason = "IDEMPOTENCY_KEY_IN_USE";
+/** ErrorInfo domain of both reasons. */
+export const errorDomain = "registry.example.com";
+
+/** The settings of the services that store keys. */
+export const idempotencySettings = {
+  /** How long a key is remembered (default 24 h). */
+  IDEMPOTENCY_TTL_SECONDS: positiveInt(24 * 60 * 60),
+};
+
+const keyPattern = /^[\x20-\x7e]{1,255}$/;
+
+/** Outcomes that are not stored: nothing ran, or what ran was rolled back, so retrying is safe. */
+const notStored = new Set<Code>([
+  Code.InvalidArgument,
+  Code.Unauthenticated,
+  Code.PermissionDenied,
+  Code.Unavailable,
+  Code.DeadlineExceeded,
+  Code.Canceled,
+  Code.Aborted,
+  Code.ResourceExhausted,
+]);
+
+/** Options of {@link createIdempotencyStore}. */
+export interface IdempotencyOptions {
+  /** The service's schema, holding the `idempotency_keys` table. */
+  schema: string;
+  /** How long a key is remembered, in seconds. */
+  ttlSeconds: number;
+  /** How long a key whose request never finished stays locked, in seconds (default 60). */
+  lockSeconds?: number;
+  /** Least time between two purges of expired keys, in milliseconds (default 60,000). */
+  purgeIntervalMs?: number;
+  /** Where failures to store an outcome are reported. */
+  log: Logger;
+}
+
+/** A stored error: code, message and the details as (type, base64 bytes). */
+interface StoredError {
+  code: number;
+  message: string;
+  details: { type: string; value: string }[];
+}
+
+/** What a claim found. */
+type Claim =
+  | { kind: "owner"; owner: string }
+  | {
+    kind: "existing";
+    hash: Uint8Array;
+    response: Uint8Array | null;
+    error: StoredError | null;
+    completed: boolean;
+  }
+  | { kind: "gone" };
+
+/** A service's key table. */
+export interface IdempotencyStore {
+  /** Takes the key (a new or expired one), or returns the row that holds it. */
+  claim(caller: string, rpc: string, key: string, hash: Uint8Array): Promise<Claim>;
+  /** Stores the outcome of the owner's execution. */
+  complete(
+    caller: string,
+    rpc: string,
+    key: string,
+    owner: string,
+    outcome: { response: Uint8Array } | { error: StoredError },
+  ): Promise<void>;
+  /** Forgets a key whose outcome is not stored. */
+  release(caller: string, rpc: string, key: string, owner: string): Promise<void>;
+  /** Deletes up to 1,000 expired keys; returns how many. */
+  purge(): Promise<number>;
+  /** Options, for the wrapper. */
+  readonly options: IdempotencyOptions;
+}
+
+/** Creates the store of a service's `<schema>.idempotency_keys` table. */
+export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): IdempotencyStore {
+  if (!/^[a-z_][a-z0-9_]*$/.test(options.schema)) {
+    throw new Error(`Cannot store idempotency keys in schema ${options.schema}`);
+  }
+  const table = sql(`${options.schema}.idempotency_keys`);
+  const ttl = options.ttlSeconds;
+  const lock = options.lockSeconds ?? 60;
+  return {
+    options,
+    async claim(caller, rpc, key, hash) {
+      const owner = crypto.randomUUID();
+      // A new key, an expired one, or one whose request died with the same body: take it.
+      const [taken] = await sql<{ owner: string }[]>`
+        insert into ${table} as k (caller, rpc, key, request_hash, owner)
+        values (${caller}, ${rpc}, ${key}, ${hash}, ${owner})
+        on conflict (caller, rpc, key) do update
+          set request_hash = excluded.request_hash, owner = excluded.owner, response = null,
+              error = null, created_at = now(), completed_at = null
+          where k.created_at <= now() - make_interval(secs => ${ttl})
+             or (k.completed_at is null and k.request_hash = excluded.request_hash
+                 and k.created_at <= now() - make_interval(secs => ${lock}))
+        returning k.owner`;
+      if (taken?.owner === owner) return { kind: "owner", owner };
+      const [row] = await sql<
+        {
+          request_hash: Uint8Array;
+          response: Uint8Array | null;
+          error: StoredError | null;
+          completed: boolean;
+        }[]
+      >`
+        select request_hash, response, error, completed_at is not null as completed
+        from ${table} where caller = ${caller} and rpc = ${rpc} and key = ${key}`;
+      if (!row) return { kind: "gone" };
+      return {
+        kind: "existing",
+        hash: row.request_hash,
+        response: row.response,
+        error: row.error,
+        completed: row.completed,
+      };
+    },
+    async complete(caller, rpc, key, owner, outcome) {
+      const response = "response" in outcome ? outcome.response : null;
+      const error = "error" in outcome ? outcome.error : null;
+      await sql`
+        update ${table} set response = ${response}, error = ${
+        error ? sql.json(error as never) : null
+      },
+          completed_at = now(), owner = null
+        where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}`;
+    },
+    async release(caller, rpc, key, owner) {
+      await sql`
+        delete from ${table}
+        where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}`;
+    },
+    async purge() {
+      const rows = await sql`
+        delete from ${table} where ctid = any(array(
+          select ctid from ${table}
+          where created_at <= now() - make_interval(secs => ${ttl}) limit 1000))`;
+      return rows.count;
+    },
+  };
+}
+
+/** The key of the request, undefined without one; INVALID_ARGUMENT when malformed. */
+export function requestKey(ctx: HandlerContext): string | undefined {
+  const key = ctx.requestHeader.get(keyHeader);
+  if (key === null) return undefined;
+  if (!keyPattern.test(key)) {
+    throw new ConnectError(
+      "The Idempotency-Key must be 1 to 255 printable ASCII characters",
+      Code.InvalidArgument,
+    );
+  }
+  return key;
+}
+
+/** The caller's scope of keys: its tenancy claims, unambiguously joined. */
+export function callerScope(caller: Caller): string {
+  return JSON.stringify([caller.subject, caller.accountId, caller.space ?? null]);
+}
+
+/** Whether an error (from a service, or off the wire) carries the ErrorInfo `reason`. */
+export function hasReason(error: ConnectError, reason: string): boolean {
+  return error.findDetails(ErrorInfoSchema).some((d) => d.reason === reason);
+}
+
+function reasoned(message: string, code: Code, reason: string): ConnectError {
+  return new ConnectError(message, code, undefined, [
+    { desc: ErrorInfoSchema, value: { reason, domain: errorDomain } },
+  ]);
+}
+
+function toStored(error: ConnectError): StoredError {
+  return {
+    code: error.code,
+    message: error.rawMessage,
+    details: error.details.map((d) => {
+      const bytes = "desc" in d ? toBinary(d.desc, create(d.desc, d.value)) : d.value;
+      return {
+        type: "desc" in d ? d.desc.typeName : d.type,
+        value: btoa(String.fromCharCode(...bytes)),
+      };
+    }),
+  };
+}
+
+function fromStored(stored: StoredError): ConnectError {
+  const error = new ConnectError(stored.message, stored.code as Code, {
+    [replayedHeader]: "true",
+  });
+  for (const d of stored.details) {
+    error.details.push({
+      type: d.type,
+      value: Uint8Array.from(atob(d.value), (c) => c.charCodeAt(0)),
+    });
+  }
+  return error;
+}
+
+async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+}
+
+/** Per-method options of {@link idempotent}. */
+export interface IdempotentMethod {
+  /**
+   * Checks the caller may make this request, run before a stored outcome is replayed (the handler
+   * does not run then); throws as the handler would (e.g. PERMISSION_DENIED).
+   */
+  authorize?: (req: Message, caller: Caller) => void;
+  /** Returns what to store of a response (e.g. without a secret); the caller gets it whole. */
+  redact?: (res: Message) => Message;
+}
+
+/** The unary methods of a service that `google.api.http` maps to POST: the creates. */
+export function postMethods(service: DescService): DescMethodUnary[] {
+  return service.methods.filter((m): m is DescMethodUnary =>
+    m.methodKind === "unary" && hasOption(m, http) && getOption(m, http).pattern.case === "post"
+  );
+}
+
+/**
+ * Wraps the POST methods of a service implementation (see {@link postMethods}) with idempotency
+ * keys. Must run inside lib/rpc.ts's `secureService` (it reads the authenticated caller).
+ */
+export function idempotent<S extends DescService>(
+  service: S,
+  impl: ServiceImpl<S>,
+  store: IdempotencyStore,
+  methods: Partial<Record<keyof ServiceImpl<S>, IdempotentMethod>> = {},
+): ServiceImpl<S> {
+  const posts = postMethods(service);
+  for (const name of Object.keys(methods)) {
+    if (!posts.some((m) => m.localName === name)) {
+      throw new Error(`Cannot make ${name} idempotent: it is not a POST method`);
+    }
+  }
+  const out = { ...impl } as Record<string, unknown>;
+  const purgeEvery = store.options.purgeIntervalMs ?? 60_000;
+  let lastPurge = 0;
+  const log = store.options.log;
+
+  for (const method of posts) {
+    const handler = (impl as Record<string, (req: Message, ctx: HandlerContext) => unknown>)[
+      method.localName
+    ]!;
+    const hooks = (methods as Record<string, IdempotentMethod | undefined>)[method.localName] ?? {};
+    const rpc = `${service.typeName}/${method.name}`;
+    out[method.localName] = async (req: Message, ctx: HandlerContext) => {
+      const key = requestKey(ctx);
+      if (key === undefined) return await handler(req, ctx);
+      const caller = callerOf(ctx);
+      hooks.authorize?.(req, caller);
+      const scope = callerScope(caller);
+      const hash = await sha256(toBinary(method.input, req));
+      if (Date.now() - lastPurge >= purgeEvery) {
+        lastPurge = Date.now();
+        store.purge().then(
+          (n) => n > 0 && log.info("purged expired idempotency keys", { count: n }),
+          (error) => log.warn("cannot purge idempotency keys", { error }),
+        );
+      }
+      let claim: Claim = { kind: "gone" };
+      // "gone": the owner released the key between our two statements; claim it again.
+      for (let attempt = 0; attempt < 3 && claim.kind !== "owner"; attempt++) {
+        claim = await store.claim(scope, rpc, key, hash);
+        if (claim.kind === "gone") continue;
+        if (claim.kind === "existing") {
+          if (!equal(claim.hash, hash)) {
+            throw reasoned(
+              "This Idempotency-Key was used with a different request; use a new key",
+              Code.InvalidArgument,
+              keyReusedReason,
+            );
+          }
+          if (!claim.completed) {
+            throw reasoned(
+              "A request with this Idempotency-Key is in progress; retry later",
+              Code.Aborted,
+              keyInUseReason,
+            );
+          }
+          if (claim.error) throw fromStored(claim.error);
+          ctx.responseHeader.set(replayedHeader, "true");
+          return fromBinary(method.output, claim.response ?? new Uint8Array());
+        }
+      }
+      if (claim.kind !== "owner") {
+        throw new ConnectError("The Idempotency-Key is contended; retry", Code.Aborted);
+      }
+      const owner = claim.owner;
+      let result: Message;
+      try {
+        result = create(method.output, await handler(req, ctx) as never) as Message;
+      } catch (error) {
+        const err = toConnectError(error);
+        await (notStored.has(err.code)
+          ? store.release(scope, rpc, key, owner)
+          : store.complete(scope, rpc, key, owner, { error: toStored(err) })).catch((e) =>
+            log.warn("cannot store an idempotent outcome", { rpc, error: e })
+          );
+        throw error;
+      }
+      const stored = hooks.redact ? hooks.redact(clone(method.output, result)) : result;
+      await store.complete(scope, rpc, key, owner, { response: toBinary(method.output, stored) })
+        .catch((e) => log.warn("cannot store an idempotent outcome", { rpc, error: e }));
+      return result;
+    };
+  }
+  return out as ServiceImpl<S>;
+}
+
+function equal(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** valibot type of the parsed {@link idempotencySettings}. */
+export type IdempotencyConfig = v.InferOutput<
+  v.ObjectSchema<typeof idempotencySettings, undefined>
+>;
