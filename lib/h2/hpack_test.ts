@@ -49,6 +49,18 @@ Deno.test("HpackDecoder decodes every byte value of a Huffman string", () => {
   assert.deepEqual(new HpackDecoder().decode(block), [["x-all", value]]);
 });
 
+Deno.test("HpackDecoder's memory of Huffman strings never mixes up strings of one length", () => {
+  // Ten values of the same length, three times over in different orders: more than the memory
+  // keeps per length, so each is found, missed and decoded again.
+  const values = Array.from({ length: 10 }, (_, i) => `/svc.v1.S/Method${i}`);
+  const order = [...values, ...values.toReversed(), ...values.filter((_, i) => i % 3 === 0)];
+  for (const value of order) {
+    const compressor = hpack.compressor.create({ table: { size: 4096 } });
+    const block = reference([[":path", value]], { huffman: true }, compressor);
+    assert.deepEqual(new HpackDecoder().decode(block), [[":path", value]]);
+  }
+});
+
 Deno.test("hpackEncode output is read back by a reference decoder", () => {
   const block = hpackEncode([[":status", "200"], ["content-type", "application/grpc"], [
     "grpc-status",
