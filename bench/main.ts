@@ -14,6 +14,9 @@
  * one short round on 10,000 rows, writes to a temporary folder, and finishes in under a minute:
  * CI runs it to check the harness, never a timing.
  *
+ * For profiling: `--only REGEX` (operations), `--paths gateway,grpc,reference` and
+ * `--cpu-prof DIR` (a V8 CPU profile per component) run a part and write no results.
+ *
  * @module
  */
 
@@ -36,6 +39,9 @@ const { values: flags } = parseArgs({
     seconds: { type: "string" },
     concurrency: { type: "string", default: "32" },
     "growth-rows": { type: "string" },
+    only: { type: "string" },
+    paths: { type: "string" },
+    "cpu-prof": { type: "string" },
   },
 });
 const quick = flags.quick;
@@ -62,7 +68,14 @@ await ensureH2load();
 say("starting the stack and the reference");
 // Secrets are created by the tens of thousands for a few thousand clients.
 const maxSecrets = "1000000";
-const stack = await startStack({ env: { LOG_LEVEL: "warn", MAX_SECRETS_PER_CLIENT: maxSecrets } });
+const stack = await startStack({
+  env: { LOG_LEVEL: "warn", MAX_SECRETS_PER_CLIENT: maxSecrets },
+  // --cpu-prof DIR: every component writes a V8 CPU profile there when it stops (open it in
+  // Chrome DevTools); profile one operation at a time with --only.
+  ...(flags["cpu-prof"]
+    ? { denoFlags: ["--cpu-prof", `--cpu-prof-dir=${flags["cpu-prof"]}`] }
+    : {}),
+});
 const refPort = (() => {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const p = (l.addr as Deno.NetAddr).port;
@@ -357,9 +370,13 @@ type Sample = LoadResult & { round: number };
 const samples = new Map<string, Sample[]>();
 const key = (op: string, path: Path) => `${op}|${path}`;
 
+// --only REGEX measures the operations whose name matches (e.g. --only "get client").
+const selected = flags.only ? ops.filter((op) => new RegExp(flags.only!).test(op.name)) : ops;
 for (let round = 1; round <= rounds; round++) {
-  for (const op of ops) {
+  for (const op of selected) {
     for (const [path, target] of Object.entries(op.paths) as [Path, Target][]) {
+      // --paths gateway,grpc leaves out the others (the ratios need the reference).
+      if (flags.paths && !flags.paths.split(",").includes(path)) continue;
       await op.before?.();
       const before = path === "grpc" ? await rpcErrors() : new Map<string, number>();
       const result = await h2load({ ...target, concurrency, seconds, warmupSeconds: warmup });
@@ -381,6 +398,19 @@ for (let round = 1; round <= rounds; round++) {
       if (result.errorDetail) say(`  h2load: ${result.errorDetail}`);
     }
   }
+}
+
+async function stopAll(): Promise<void> {
+  await sql.end();
+  reference.child.kill("SIGTERM");
+  await reference.child.status;
+  await stack.stop();
+}
+
+// A partial run (--only, --paths; for profiling) prints its runs and writes no results.
+if (flags.only || flags.paths) {
+  await stopAll();
+  Deno.exit(0);
 }
 
 const peak = Object.fromEntries(
@@ -405,7 +435,7 @@ interface Row {
   ratio?: number;
 }
 const rows: Row[] = [];
-for (const op of ops) {
+for (const op of selected) {
   for (const path of Object.keys(op.paths) as Path[]) {
     const list = samples.get(key(op.name, path))!;
     const ref = samples.get(key(op.name, "reference"))!;
@@ -551,10 +581,7 @@ await Deno.writeTextFile(`${outDir}/${stamp}.md`, table + "\n");
 console.log(table);
 say(`wrote ${outDir}/${stamp}.json and .md`);
 
-await sql.end();
-reference.child.kill("SIGTERM");
-await reference.child.status;
-await stack.stop();
+await stopAll();
 const errors = rows.reduce((n, r) => n + r.errors, 0);
 if (errors > 0) say(`${errors} requests failed`);
 Deno.exit(errors > 0 ? 1 : 0);

@@ -21,10 +21,13 @@ export interface Proc {
 
 const root = new URL("../../", import.meta.url);
 
-/** Spawns a component (`services/oauth/main.ts`, `gateway/main.ts`) with the given environment. */
-export function spawn(entry: string, env: Record<string, string>): Proc {
+/**
+ * Spawns a component (`services/oauth/main.ts`, `gateway/main.ts`) with the given environment and,
+ * optionally, extra `deno run` flags (e.g. `--cpu-prof`).
+ */
+export function spawn(entry: string, env: Record<string, string>, denoFlags: string[] = []): Proc {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...componentFlags, entry],
+    args: ["run", ...componentFlags, ...denoFlags, entry],
     cwd: root,
     env,
     stdout: "piped",
@@ -110,6 +113,8 @@ export interface StackOptions {
   serviceDatabaseUrl?: (url: string) => string;
   /** Extra settings for every component. */
   env?: Record<string, string>;
+  /** Extra `deno run` flags for every component (the benchmark's `--cpu-prof`). */
+  denoFlags?: string[];
 }
 
 function randomSecret(): string {
@@ -136,6 +141,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     CLIENT_SECRET_HMAC_KEY: randomSecret(),
     HOST: "127.0.0.1",
     LOG_LEVEL: "debug",
+    // The tests push thousands of requests a second with one token: no rate limit unless a test
+    // sets one (tests/limits_test.ts).
+    RATE_LIMIT_PER_SECOND: "0",
     ...options.env,
   };
   const serviceDb = options.serviceDatabaseUrl?.(db.url) ?? db.url;
@@ -179,9 +187,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     },
   };
   const procs = {
-    oauth: spawn(components.oauth.entry, components.oauth.env),
-    core: spawn(components.core.entry, components.core.env),
-    gateway: spawn(components.gateway.entry, components.gateway.env),
+    oauth: spawn(components.oauth.entry, components.oauth.env, options.denoFlags),
+    core: spawn(components.core.entry, components.core.env, options.denoFlags),
+    gateway: spawn(components.gateway.entry, components.gateway.env, options.denoFlags),
   };
   // Ready, not merely listening (any LOG_LEVEL); a process that exits fails the start at once.
   let started = false;
@@ -219,7 +227,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       await procs[name].child.status;
     },
     respawn(name) {
-      procs[name] = spawn(components[name].entry, components[name].env);
+      procs[name] = spawn(components[name].entry, components[name].env, options.denoFlags);
       return procs[name];
     },
     async stop() {
