@@ -29,8 +29,14 @@ import { createLogger } from "../lib/log.ts";
 import { createMetrics } from "../lib/metrics.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/trace.ts";
 import { errorResponse } from "./http_errors.ts";
+import { createRateLimiter } from "./rate_limit.ts";
 import { type Backend, createTranscoder } from "./transcoder.ts";
 
+const nonNegativeInt = (fallback: number) =>
+  v.optional(
+    v.pipe(v.string(), v.regex(/^\d{1,9}$/, "must be a whole number"), v.transform(Number)),
+    String(fallback),
+  );
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
 
 /** The gateway's settings. */
@@ -47,6 +53,9 @@ export const gatewaySettings = {
     "0",
   ),
   SHUTDOWN_GRACE_MS: positiveInt(10_000),
+  // Per-caller (token `sub`) token bucket of this replica; 0 = off (gateway/rate_limit.ts).
+  RATE_LIMIT_PER_SECOND: nonNegativeInt(100),
+  RATE_LIMIT_BURST: positiveInt(200),
 };
 
 /** The gateway's settings, parsed. */
@@ -104,6 +113,10 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     verify: createTokenVerifier(authOptions(config)),
     log,
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
+    rateLimit: createRateLimiter({
+      perSecond: config.RATE_LIMIT_PER_SECOND,
+      burst: config.RATE_LIMIT_BURST,
+    }),
   });
   let draining = false;
 

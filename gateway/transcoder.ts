@@ -2,11 +2,11 @@
  * The generic transcoder: `/v1` JSON over HTTP in, one RPC to the owning service, JSON out. Every
  * route comes from a `google.api.http` annotation; nothing here knows a particular endpoint.
  *
- * Order of checks: route (404/405) -> token (401) -> body size (413) -> content type (415) ->
- * JSON shape (400) -> the service (authorization 403, validation 400, the rest). Status codes:
- * POST 201, DELETE 204 without a body, others 200. An `Idempotency-Key` header goes to the
- * service as `idempotency-key` metadata (lib/idempotency.ts); a replayed outcome is answered with
- * `Idempotent-Replayed: true`.
+ * Order of checks: route (404/405) -> token (401) -> rate limit (429) -> body size (413) ->
+ * content type (415) -> JSON shape (400) -> the service (authorization 403, validation 400, the
+ * rest). Status codes: POST 201, DELETE 204 without a body, others 200. An `Idempotency-Key`
+ * header goes to the service as `idempotency-key` metadata (lib/idempotency.ts); a replayed
+ * outcome is answered with `Idempotent-Replayed: true`.
  *
  * @module
  */
@@ -20,6 +20,7 @@ import type { Logger } from "../lib/log.ts";
 import { keyHeader, replayedHeader } from "../lib/idempotency.ts";
 import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
+import type { RateLimiter } from "./rate_limit.ts";
 import { buildRoutes, type Match, matchRoute, type Route } from "./routes.ts";
 
 /** A backend: the services it serves and the transport that reaches it. */
@@ -42,6 +43,8 @@ export interface TranscoderOptions {
   maxBodyBytes?: number;
   /** Deadline of each RPC, in milliseconds (default 10 s). */
   rpcTimeoutMs?: number;
+  /** Per-caller rate limit (gateway/rate_limit.ts): seconds to wait, or undefined to go on. */
+  rateLimit?: RateLimiter | undefined;
 }
 
 const jsonContentType = /^application\/json\s*(;|$)/i;
@@ -238,7 +241,13 @@ export function createTranscoder(
     const bodyField = route.body.kind === "field" ? route.body.field.name : undefined;
     try {
       const authorization = req.headers.get("authorization");
-      await options.verify(authorization);
+      const caller = await options.verify(authorization);
+      const wait = options.rateLimit?.(caller.subject);
+      if (wait !== undefined) {
+        return errorResponse(429, Code.ResourceExhausted, "Too many requests; retry later", [], {
+          "retry-after": String(wait),
+        });
+      }
       const input = await buildRequest(route, params, url, req, maxBodyBytes);
       const header = new Headers({
         authorization: authorization!,
