@@ -775,6 +775,20 @@ export const DeleteUnitResponseSchema: GenMessage<DeleteUnitResponse> = /*@__PUR
  * roles or journeys, the journey's units; filters aside), else INVALID_ARGUMENT; `has_more` is
  * true iff more records follow.
  *
+ * Idempotency: every create (the RPCs mapped to HTTP POST) accepts `idempotency-key` metadata
+ * (HTTP: the `Idempotency-Key` header), 1..255 printable ASCII characters (else
+ * INVALID_ARGUMENT). Within 24 hours, the same key with the same request replays the stored
+ * outcome (response or error) with `idempotent-replayed: true` metadata; the same key with another
+ * request is INVALID_ARGUMENT with a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP
+ * 422); while the first request with the key runs, a duplicate is ABORTED with reason
+ * IDEMPOTENCY_KEY_IN_USE (HTTP 409), safe to retry. Keys are scoped by the caller's `sub`,
+ * `account_id` and `space` and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED
+ * and UNAVAILABLE outcomes are not stored.
+ *
+ * Limits: request messages up to 4 MiB (RESOURCE_EXHAUSTED above; 1 MiB JSON bodies, HTTP 413,
+ * through the gateway); the gateway also limits each caller's request rate (HTTP 429 with
+ * Retry-After).
+ *
  * @generated from service registry.core.v1.CoreService
  */
 export const CoreService: GenService<{

@@ -807,6 +807,20 @@ export const RevokeInstallationResponseSchema: GenMessage<RevokeInstallationResp
  * INVALID_ARGUMENT. Each RPC's google.api.http option is the /v1 JSON route the gateway serves;
  * an RPC without one is internal (gRPC and Connect only).
  *
+ * Idempotency: every create (the RPCs mapped to HTTP POST) accepts `idempotency-key` metadata
+ * (HTTP: the `Idempotency-Key` header), 1..255 printable ASCII characters (else
+ * INVALID_ARGUMENT). Within 24 hours, the same key with the same request replays the stored
+ * outcome (response or error) with `idempotent-replayed: true` metadata; the same key with another
+ * request is INVALID_ARGUMENT with a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP
+ * 422); while the first request with the key runs, a duplicate is ABORTED with reason
+ * IDEMPOTENCY_KEY_IN_USE (HTTP 409), safe to retry. Keys are scoped by the caller's `sub`,
+ * `account_id` and `space` and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED
+ * and UNAVAILABLE outcomes are not stored.
+ *
+ * Limits: request messages up to 4 MiB (RESOURCE_EXHAUSTED above; 1 MiB JSON bodies, HTTP 413,
+ * through the gateway); the gateway also limits each caller's request rate (HTTP 429 with
+ * Retry-After).
+ *
  * @generated from service registry.oauth.v1.OAuthRegistryService
  */
 export const OAuthRegistryService: GenService<{
@@ -888,7 +902,8 @@ export const OAuthRegistryService: GenService<{
   },
   /**
    * Creates a secret and returns its plaintext, once. FAILED_PRECONDITION when the client
-   * already holds 10 secrets.
+   * already holds 10 secrets. The plaintext is never stored, so a replay under the same
+   * idempotency key returns the secret without `secret`: delete it and create another.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.CreateClientSecret
    */
