@@ -375,11 +375,18 @@ export function createOAuthRegistry(
       const caller = callerOf(ctx);
       const uuid = ids.client.toUuid(req.clientId);
       const row = uuid === undefined ? undefined : await secrets.clientWithHashes(uuid);
-      if (!row) {
+      if (!row || !administers(caller, row.project_id)) {
         deps.hasher.matches(req.secret, []); // same work as for a known client
+        // Unknown and out-of-reach clients answer alike (and name no project): otherwise the
+        // answer would tell a caller that an id exists in a project it cannot see.
+        if (caller.projects !== "*") {
+          throw new ConnectError(
+            `No client ${req.clientId} in a project the token grants access to`,
+            Code.PermissionDenied,
+          );
+        }
         return { valid: false };
       }
-      requireProject(caller, row.project_id);
       const matches = deps.hasher.matches(req.secret, row.hashes);
       if (!matches || row.status !== "active") return { valid: false };
       return { valid: true, client: toClient(row) };

@@ -1,0 +1,268 @@
+/**
+ * Issue 6, part 2: the authorization matrix through the gateway. Every route of the gateway's
+ * route table (built from the google.api.http annotations, as the gateway builds it) meets every
+ * case: no token, an expired token, `alg: none`, a wrong key or algorithm, a malformed bearer, bad
+ * claims (all 401); another tenant (403 for a project not in the token, 404 for another account's
+ * installation or another space's record, or a success that shows none of the owner's records);
+ * foreign references in the path, the body, the query and the `after` cursor (404, and a foreign
+ * cursor answers exactly like one that names nothing); and mass assignment of output-only fields
+ * (400). After all of them the owner's view of what the route touches is unchanged, and then the
+ * owner's own request succeeds, so no denial above was an accident of a broken fixture.
+ *
+ * The gRPC side of the same matrix is tests/authorization_grpc_test.ts.
+ */
+
+import assert from "node:assert/strict";
+import type { Route } from "../gateway/routes.ts";
+import { httpClient, type HttpResult } from "../lib/testing/http.ts";
+import { startStack } from "../lib/testing/stack.ts";
+import {
+  allMethods,
+  allRoutes,
+  badCredentials,
+  baseCall,
+  buildWorld,
+  type Call,
+  type Case,
+  cases,
+  type HttpRequest,
+  isOutputOnly,
+  type Kind,
+  namesRecords,
+  nonexistent,
+  pool,
+  protectedNames,
+  readBackRoute,
+  refSlots,
+  tenancy,
+  toHttp,
+  withoutId,
+  withSlot,
+  type World,
+} from "./authorization_matrix.ts";
+import { hasOption } from "@bufbuild/protobuf";
+import { http } from "../gen/google/api/annotations_pb.ts";
+
+function assertError(res: HttpResult, status: number, code: string, what: string): void {
+  assert.equal(res.status, status, `${what}: ${res.status} ${res.text}`);
+  assert.equal(res.body?.error?.code, code, `${what}: ${res.text}`);
+  assert.ok(typeof res.body.error.message === "string", `${what}: no message`);
+  assert.ok(Array.isArray(res.body.error.details), `${what}: no details`);
+}
+
+function violates(res: HttpResult, field: string, what: string): void {
+  assertError(res, 400, "invalid_argument", what);
+  const fields = res.body.error.details.map((d: { field: string }) => d.field);
+  assert.ok(fields.includes(field), `${what}: expected a violation of ${field}: ${res.text}`);
+}
+
+function hostileJson(name: string, world: World, kind: Kind | undefined): unknown {
+  switch (name) {
+    case "id":
+      return kind ? world.foreign.ids[kind] : nonexistent("client");
+    case "project_id":
+      return world.foreign.project;
+    case "account_id":
+      return world.foreign.account;
+    case "originator":
+      return world.foreign.sub;
+    case "created_at":
+    case "updated_at":
+      return "2000-01-01T00:00:00.000Z";
+    case "secret":
+      return "ocs_" + "A".repeat(43);
+    case "secret_hint":
+      return "ocs_****AAAA";
+    case "object":
+      return kind ?? "role";
+    case "publishing_status":
+      return "production";
+    default:
+      return "hostile";
+  }
+}
+
+Deno.test("authorization matrix over the gateway: every route x every case", async () => {
+  const stack = await startStack();
+  const api = httpClient(stack.gatewayUrl);
+  const routes = allRoutes();
+  const annotated = allMethods().filter((m) => hasOption(m, http));
+  const failures: string[] = [];
+  const ran = new Map<Case, number>();
+  const notApplicable = new Map<Case, number>();
+  let requests = 0;
+
+  const send = async (req: HttpRequest, authorization: string | undefined) => {
+    requests++;
+    return await api(req.method, req.path, {
+      ...(authorization !== undefined ? { headers: { authorization } } : {}),
+      ...(req.json !== undefined ? { json: req.json } : {}),
+    });
+  };
+  const bearer = (token: string) => `Bearer ${token}`;
+
+  async function runRoute(route: Route, index: number): Promise<void> {
+    const name = `${route.httpMethod} ${route.template}`;
+    const world = await buildWorld(stack, route.method, `h${index}`);
+    const { owner } = world;
+    const base = baseCall(route.method, owner);
+    const req = toHttp(route, base);
+    const back = readBackRoute(routes, route);
+    assert.ok(back, `${name}: no GET shows what it changes`);
+    const readBack = toHttp(back, baseCall(back.method, owner));
+    const before = await send(readBack, bearer(owner.token));
+    assert.equal(before.status, 200, `${name}: read-back ${readBack.path}: ${before.text}`);
+    const credentials = await badCredentials(stack, owner);
+
+    const run = async (c: Case, body: () => Promise<boolean | void>) => {
+      try {
+        if ((await body()) === false) {
+          notApplicable.set(c, (notApplicable.get(c) ?? 0) + 1);
+        } else ran.set(c, (ran.get(c) ?? 0) + 1);
+      } catch (error) {
+        failures.push(`${name} [${c}]: ${(error as Error).message}`);
+      }
+    };
+
+    for (const c of cases) {
+      await run(c, async () => {
+        if (c in credentials) {
+          for (const value of credentials[c as keyof typeof credentials]) {
+            const res = await send(req, value);
+            assertError(res, 401, "unauthenticated", `authorization ${JSON.stringify(value)}`);
+            assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer/);
+          }
+          return;
+        }
+        if (c === "another tenant") return await anotherTenant(world, route, req);
+        if (c === "foreign references") return await foreignReferences(world, route, base);
+        return await massAssignment(world, route, base, req);
+      });
+    }
+
+    // Nothing above changed what the owner sees.
+    const after = await send(readBack, bearer(owner.token));
+    try {
+      assert.deepEqual(after.body, before.body);
+    } catch {
+      failures.push(`${name}: the owner's ${readBack.path} changed: ${after.text}`);
+    }
+
+    const control = await send(req, bearer(owner.token));
+    const expected = route.httpMethod === "POST" ? 201 : route.httpMethod === "DELETE" ? 204 : 200;
+    if (control.status !== expected) {
+      failures.push(`${name}: the owner's own request answered ${control.status}: ${control.text}`);
+    }
+  }
+
+  async function anotherTenant(world: World, route: Route, req: HttpRequest): Promise<void> {
+    const kind = tenancy(route.method);
+    for (
+      const [who, token] of [["foreign", world.foreign.token], ["claimless", world.claimless]]
+    ) {
+      const res = await send(req, bearer(token!));
+      const what = `${who} token`;
+      if (kind === "project") assertError(res, 403, "permission_denied", what);
+      else if (kind === "account") assertError(res, 404, "not_found", what);
+      else if (kind === "space" && who === "claimless") {
+        assertError(res, 403, "permission_denied", what);
+      } else if (kind === "space" && namesRecords(route.method)) {
+        assertError(res, 404, "not_found", what);
+      } else {
+        assert.ok(res.status >= 200 && res.status < 300, `${what}: ${res.status} ${res.text}`);
+        for (const id of world.ownerIds) {
+          assert.ok(!res.text.includes(id), `${what} sees the owner's ${id}: ${res.text}`);
+        }
+      }
+    }
+  }
+
+  async function foreignReferences(world: World, route: Route, base: Call): Promise<boolean> {
+    const slots = refSlots(route.method);
+    if (slots.length === 0) return false;
+    const token = bearer(tenancy(route.method) === "project" ? world.both : world.owner.token);
+    for (const slot of slots) {
+      const none = nonexistent(slot.kind);
+      const nothing = await send(toHttp(route, withSlot(base, slot, none)), token);
+      const foreignIds = [world.foreign.ids[slot.kind]];
+      if (slot.cursor && world.foreign.deleted[slot.kind]) {
+        foreignIds.push(world.foreign.deleted[slot.kind]!);
+      }
+      for (const id of foreignIds) {
+        const res = await send(toHttp(route, withSlot(base, slot, id)), token);
+        const what = `a foreign ${slot.kind} as ${slot.name}`;
+        if (slot.cursor) {
+          assertError(res, 400, "invalid_argument", what);
+          assert.equal(res.status, nothing.status, `${what} answers unlike a nonexistent id`);
+          assert.deepEqual(res.body, nothing.body, `${what} answers unlike a nonexistent id`);
+        } else {
+          assertError(res, 404, "not_found", what);
+          assert.equal(
+            withoutId(res.text, id),
+            withoutId(nothing.text, none),
+            `${what} answers unlike a nonexistent id`,
+          );
+        }
+      }
+      if (slot.cursor) {
+        // The control: the owner's own records, present or deleted, are cursors of this list.
+        for (const id of [world.owner.ids[slot.kind], world.owner.deleted[slot.kind]]) {
+          if (!id) continue;
+          const res = await send(toHttp(route, withSlot(base, slot, id)), token);
+          assert.equal(res.status, 200, `the owner's ${id} as a cursor: ${res.text}`);
+        }
+      }
+    }
+    return true;
+  }
+
+  async function massAssignment(
+    world: World,
+    route: Route,
+    base: Call,
+    req: HttpRequest,
+  ): Promise<void> {
+    const target = route.body.kind === "field"
+      ? route.body.field.message!
+      : route.body.kind === "whole"
+      ? route.method.input
+      : undefined;
+    const kind = target?.name.toLowerCase() as Kind | undefined;
+    const names = new Set(protectedNames);
+    for (const f of target?.fields ?? []) {
+      if (isOutputOnly(f)) names.add(f.name);
+      else names.delete(f.name); // a real input of this request (consent's project_id)
+    }
+    const token = bearer(world.owner.token);
+    for (const name of names) {
+      const value = hostileJson(name, world, kind && kind in world.owner.ids ? kind : undefined);
+      if (target) {
+        const res = await send({ ...req, json: { ...(req.json as object), [name]: value } }, token);
+        violates(res, name, `${name} in the body`);
+      } else if (route.httpMethod !== "GET") {
+        const res = await send({ ...req, json: { [name]: value } }, token);
+        assertError(res, 400, "invalid_argument", `${name} in a body of a body-less route`);
+      }
+      const res = await send(toHttp(route, base, [[name, String(value)]]), token);
+      violates(res, name, `${name} in the query`);
+    }
+  }
+
+  try {
+    assert.ok(routes.length >= 29, `only ${routes.length} routes: the matrix would be empty`);
+    assert.equal(routes.length, annotated.length, "every annotated RPC has a route");
+    await pool(routes, 4, runRoute);
+    const total = [...ran.values()].reduce((a, b) => a + b, 0);
+    const na = [...notApplicable.values()].reduce((a, b) => a + b, 0);
+    assert.deepEqual(failures, [], `${failures.length} failures:\n${failures.join("\n")}`);
+    assert.equal(total + na, routes.length * cases.length, "every route met every case");
+    // deno-lint-ignore no-console
+    console.log(
+      `authorization matrix (HTTP): ${routes.length} routes x ${cases.length} cases = ` +
+        `${routes.length * cases.length} route-cases (${na} not applicable: no record ` +
+        `reference to substitute), ${requests} HTTP requests checked`,
+    );
+  } finally {
+    await stack.stop();
+  }
+});
