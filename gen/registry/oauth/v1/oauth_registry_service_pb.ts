@@ -937,7 +937,9 @@ export const OAuthRegistryService: GenService<{
    * Internal (no /v1 route): checks a client_id and secret pair, for a token service. Compares
    * keyed hashes in constant time. valid is false for an unknown or deleted client, a suspended
    * client, or a wrong or deleted secret; it never says which. The caller needs access to the
-   * client's project (PERMISSION_DENIED otherwise).
+   * client's project (PERMISSION_DENIED otherwise); unless its token covers every project ("*"),
+   * an unknown client is PERMISSION_DENIED too, so the answer never tells whether a client exists
+   * in a project the caller cannot see.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.VerifyClientSecret
    */
