@@ -9,8 +9,8 @@
  * @module
  */
 
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-web";
+import { Code, type Transport } from "@connectrpc/connect";
+import { backendTransport } from "./backend.ts";
 import * as v from "valibot";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
@@ -69,35 +69,8 @@ export interface RunningGateway {
   shutdown(graceMs: number): Promise<void>;
 }
 
-/**
- * fetch for the backends: a connection failure is UNAVAILABLE (HTTP 503), not UNKNOWN. The body is
- * read here, whole (unary messages are small), so that a backend that dies after its headers and
- * before the end of its body is UNAVAILABLE too; read later by the transport, that failure was
- * UNKNOWN and answered 500 (seen once in CI, killing a backend under load).
- */
-const backendFetch: typeof fetch = async (input, init) => {
-  try {
-    const res = await fetch(input, init);
-    const body = await res.arrayBuffer();
-    return new Response(body, {
-      status: res.status,
-      statusText: res.statusText,
-      headers: res.headers,
-    });
-  } catch (error) {
-    if (init?.signal?.aborted) throw error;
-    throw new ConnectError(
-      "The backend service is unreachable",
-      Code.Unavailable,
-      undefined,
-      undefined,
-      error,
-    );
-  }
-};
-
 function transport(baseUrl: string): Transport {
-  return createConnectTransport({ baseUrl, useBinaryFormat: true, fetch: backendFetch });
+  return backendTransport(baseUrl);
 }
 
 /** Starts the gateway. */

@@ -22,14 +22,9 @@ import {
   type Message,
   toBinary,
 } from "@bufbuild/protobuf";
-import {
-  Code,
-  ConnectError,
-  createContextValues,
-  type HandlerContext,
-  type ServiceImpl,
-} from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { CallHeaders, createCallContext } from "./call_context.ts";
 import type { HeaderField } from "./h2/hpack.ts";
 import { type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
 
@@ -76,59 +71,6 @@ interface Route {
   method: DescMethod;
   fn: MethodFn | undefined;
 }
-
-/**
- * The header map of a call: a `Headers` without the WebIDL checks and copies of the built-in one,
- * which took ~8% of a service's CPU under gRPC load (the fields come from our HPACK decoder, names
- * already lower case). Repeated names are joined with ", " as `Headers` does. It has every method of
- * `Headers`; the cast to `Headers` below is only for `HandlerContext`'s type.
- */
-class FieldHeaders {
-  readonly #map = new Map<string, string>();
-
-  append(name: string, value: string): void {
-    const key = name.toLowerCase();
-    const had = this.#map.get(key);
-    this.#map.set(key, had === undefined ? value : `${had}, ${value}`);
-  }
-  delete(name: string): void {
-    this.#map.delete(name.toLowerCase());
-  }
-  get(name: string): string | null {
-    return this.#map.get(name.toLowerCase()) ?? null;
-  }
-  getSetCookie(): string[] {
-    const value = this.#map.get("set-cookie");
-    return value === undefined ? [] : [value];
-  }
-  has(name: string): boolean {
-    return this.#map.has(name.toLowerCase());
-  }
-  set(name: string, value: string): void {
-    this.#map.set(name.toLowerCase(), value);
-  }
-  forEach(
-    fn: (value: string, name: string, parent: FieldHeaders) => void,
-    thisArg?: unknown,
-  ): void {
-    for (const [name, value] of this.entries()) fn.call(thisArg, value, name, this);
-  }
-  *entries(): IterableIterator<[string, string]> {
-    yield* [...this.#map].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  }
-  *keys(): IterableIterator<string> {
-    for (const [name] of this.entries()) yield name;
-  }
-  *values(): IterableIterator<string> {
-    for (const [, value] of this.entries()) yield value;
-  }
-  [Symbol.iterator](): IterableIterator<[string, string]> {
-    return this.entries();
-  }
-}
-
-/** What the handler's signal aborts with once the call is over (one instance: no stack trace each). */
-const callEnded = new ConnectError("the call has ended", Code.Canceled);
 
 const grpcContentType = /^application\/grpc(\+proto)?(;.*)?$/i;
 
@@ -223,7 +165,7 @@ async function handle(
   req: H2Request,
   res: H2Response,
 ): Promise<void> {
-  const header = new FieldHeaders();
+  const header = new CallHeaders();
   let path = "";
   let httpMethod = "";
   for (const [name, value] of req.headers) {
@@ -262,32 +204,16 @@ async function handle(
   const timeout = parseTimeout(header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER);
   if (timeout.error) return trailersOnly(timeout.error);
   // The stream's end, a reset by the client or a lost connection: CANCELED for the handler.
-  // (The stream's signal also fires when the stream ends normally: the listener goes before that.)
-  const cancel = new AbortController();
-  const onCancel = () => cancel.abort(new ConnectError("the call was cancelled", Code.Canceled));
-  req.signal.addEventListener("abort", onCancel, { once: true });
-  // The deadline aborts the call as connect's own handlers do.
-  const timeoutMs = timeout.timeoutMs;
-  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-  const expire = () =>
-    cancel.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
-  const timer = timeoutMs === undefined || timeoutMs <= 0
-    ? undefined
-    : setTimeout(expire, timeoutMs);
-  if (timeoutMs !== undefined && timeoutMs <= 0) expire();
-  const ctx: HandlerContext = {
+  const call = createCallContext({
     service: route.service,
     method: route.method,
     protocolName: "grpc",
-    requestMethod: "POST",
     url: path,
-    requestHeader: header as unknown as Headers,
-    responseHeader: new FieldHeaders() as unknown as Headers,
-    responseTrailer: new FieldHeaders() as unknown as Headers,
-    signal: cancel.signal,
-    timeoutMs: () => deadline === undefined ? undefined : deadline - Date.now(),
-    values: createContextValues(),
-  };
+    requestHeader: header,
+    timeoutMs: timeout.timeoutMs,
+    requestSignal: req.signal,
+  });
+  const ctx = call.ctx;
   let headersSent = false;
   const sendHeaders = () => {
     if (headersSent) return;
@@ -329,7 +255,7 @@ async function handle(
         await res.data(frame(route.method, output));
       }
     }
-    req.signal.removeEventListener("abort", onCancel);
+    call.detach();
     const trailers = [...okTrailers];
     ctx.responseTrailer.forEach((value, name) => trailers.push([name, value]));
     if (!headersSent) {
@@ -342,9 +268,7 @@ async function handle(
     if (headersSent) res.trailers(statusFields(err));
     else trailersOnly(err);
   } finally {
-    clearTimeout(timer);
-    req.signal.removeEventListener("abort", onCancel);
-    cancel.abort(callEnded);
+    call.end();
   }
 }
 

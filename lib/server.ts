@@ -18,6 +18,7 @@ import { createConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { createFetchHandler, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
+import { serveConnectUnary, unaryRoutes } from "./connect_unary.ts";
 import { serveGrpc } from "./grpc_server.ts";
 import { createHealthImpl } from "./health.ts";
 import type { Logger } from "./log.ts";
@@ -108,12 +109,19 @@ export function serve(options: ServeOptions): RunningServer {
   const routes = new Map<string, (req: Request) => Promise<Response>>(
     router.handlers.map((h: UniversalHandler) => [h.requestPath, createFetchHandler(h)]),
   );
+  // Binary unary Connect calls (the gateway's) take the lean path; the rest, connect's router.
+  const unary = unaryRoutes([...options.bindings, health]);
   const httpServer = Deno.serve({
     port: options.httpPort,
     hostname: options.hostname,
     onListen: () => {},
   }, async (req) => {
     const path = new URL(req.url).pathname;
+    const call = unary.get(path);
+    if (call) {
+      const response = await serveConnectUnary(call, req, maxMessageBytes);
+      if (response) return response;
+    }
     const route = routes.get(path);
     if (route) return await route(req);
     if (path === "/healthz") return Response.json({ status: "ok" });
