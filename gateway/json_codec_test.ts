@@ -32,7 +32,7 @@ import {
   ListClientsRequestSchema,
   ListClientsResponseSchema,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
+import { decodeMessage, decodeScalarParam, encodeMessage, isoMillis } from "./json_codec.ts";
 
 const wkts = [
   file_google_protobuf_duration,
@@ -850,4 +850,15 @@ Deno.test("encode then decode round-trips an input message", () => {
   const { message, violations } = decodeMessage(ClientSchema, JSON.parse(JSON.stringify(json)));
   assert.deepEqual(violations, []);
   assert.deepEqual(message, original);
+});
+
+Deno.test("isoMillis writes what Date.prototype.toISOString writes, at every year and hour", () => {
+  const samples = [-62_135_596_800_000, -1, 0, 1, 999, 86_399_999, 86_400_000, 253_402_300_799_999];
+  // A pseudo-random walk over the whole range, crossing days back and forth (the cache's edges).
+  let x = 1_795_231_394_589;
+  for (let i = 0; i < 20_000; i++) {
+    x = (x * 48_271 + 12_345) % 253_402_300_799_999;
+    samples.push(x - (i % 2 ? 62_135_596_800_000 : 0), x + 86_400_000 * (i % 3) - 1);
+  }
+  for (const ms of samples) assert.equal(isoMillis(ms), new Date(ms).toISOString(), String(ms));
 });
