@@ -90,18 +90,35 @@ function decodeBase32(text: string): Uint8Array | undefined {
   return bytes;
 }
 
-function bytesToUuid(bytes: Uint8Array): string {
-  let hex = "";
-  for (const byte of bytes) hex += byte.toString(16).padStart(2, "0");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
-    hex.slice(20)
-  }`;
+const hexByte = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+function bytesToUuid(b: Uint8Array): string {
+  const h = (i: number) => hexByte[b[i]!]!;
+  return `${h(0)}${h(1)}${h(2)}${h(3)}-${h(4)}${h(5)}-${h(6)}${h(7)}-${h(8)}${h(9)}-${h(10)}${
+    h(11)
+  }${h(12)}${h(13)}${h(14)}${h(15)}`;
 }
 
+/** Hex digit values by char code (-1: not a hex digit). */
+const hexValue = Int8Array.from({ length: 128 }, (_, c) => {
+  const ch = String.fromCharCode(c);
+  return /[0-9a-fA-F]/.test(ch) ? parseInt(ch, 16) : -1;
+});
+
+/**
+ * The 16 bytes of a UUID as Postgres writes it (`8-4-4-4-12` hex digits). A byte-at-a-time parse
+ * (no slices, no parseInt): it ran for every id of every record read, ~4.6% of a service's CPU
+ * under GetClient load before.
+ */
 function uuidToBytes(uuid: string): Uint8Array {
-  const hex = uuid.replaceAll("-", "");
   const bytes = new Uint8Array(16);
-  for (let i = 0; i < 16; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  let j = 0;
+  for (let i = 0; i < uuid.length && j < 16; i++) {
+    const hi = hexValue[uuid.charCodeAt(i)] ?? -1;
+    if (hi < 0) continue; // a dash
+    const lo = hexValue[uuid.charCodeAt(++i)] ?? -1;
+    bytes[j++] = (hi << 4) | (lo < 0 ? 0 : lo);
+  }
   return bytes;
 }
 

@@ -38,3 +38,14 @@ Deno.test("idKind().toUuid() rejects other kinds and malformed text", () => {
   assert.equal(clients.toUuid("cli_" + "u".repeat(26)), undefined); // u is not base32
   assert.equal(clients.toUuid(""), undefined);
 });
+
+Deno.test("fromUuid and toUuid are inverse on any UUID, every byte value included", () => {
+  const uuids = Array.from({ length: 2000 }, () => crypto.randomUUID());
+  uuids.push("00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff");
+  for (const uuid of uuids) {
+    const id = clients.fromUuid(uuid);
+    assert.match(id, /^cli_[0-7][0-9a-hjkmnp-tv-z]{25}$/);
+    assert.equal(clients.toUuid(id), uuid);
+  }
+  assert.notEqual(clients.fromUuid(uuids[0]!), clients.fromUuid(uuids[1]!));
+});
