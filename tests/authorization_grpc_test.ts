@@ -110,6 +110,7 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
     method: DescMethodUnary,
     init: Record<string, unknown>,
     authorization: string | undefined,
+    metadata: Record<string, string> = {},
   ): Promise<{ code: number; response?: Record<string, unknown>; failure?: GrpcFailure }> {
     calls++;
     const client = isCore(method) ? clients.core : clients.oauth;
@@ -117,7 +118,7 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
       const response = await client.call(
         method,
         init,
-        authorization === undefined ? {} : { authorization },
+        { ...metadata, ...(authorization === undefined ? {} : { authorization }) },
       );
       return { code: 0, response: response as Record<string, unknown> };
     } catch (error) {
@@ -154,6 +155,7 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
     };
 
     for (const c of cases) {
+      if (c === "idempotent replay") continue; // after the control
       if (c === "mass assignment") {
         // What the denials did not change, before mass assignment may legitimately update.
         if (readBack) {
@@ -198,24 +200,44 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
       });
     }
 
-    const control = await call(method, toGrpc(baseCall(method, owner)), bearer(owner.token));
+    const key = { "idempotency-key": `matrix-${index}` };
+    const controlInit = toGrpc(baseCall(method, owner));
+    const control = await call(method, controlInit, bearer(owner.token), key);
     if (control.code !== code.ok) {
       failures.push(`${name}: the owner's own call failed: ${describe(control)}`);
     } else if (method.name === "VerifyClientSecret" && control.response!.valid !== true) {
       failures.push(`${name}: the owner's own secret did not verify`);
     }
+
+    // Whatever an idempotency key stores, it never answers another caller.
+    await run("idempotent replay", async () => {
+      if (route?.httpMethod === "POST") {
+        const again = await call(method, controlInit, bearer(owner.token), key);
+        const id = (r: typeof again) =>
+          stringify(Object.values(r.response ?? {}).find((v) => v && typeof v === "object"))
+            .match(/"id":"([^"]+)"/)?.[1];
+        assert.equal(again.code, code.ok, `the owner's replay: ${describe(again)}`);
+        assert.equal(id(again), id(control), "the owner's replay is not the stored outcome");
+      }
+      await anotherTenant(world, method, controlInit, key);
+      if (route?.segments.some((s) => typeof s !== "string" && s.name === "project_id")) {
+        const res = await call(method, controlInit, bearer(world.lostAccess), key);
+        assert.equal(res.code, code.permissionDenied, `without the project: ${describe(res)}`);
+      }
+    });
   }
 
   async function anotherTenant(
     world: World,
     method: DescMethodUnary,
     init: Record<string, unknown>,
+    metadata: Record<string, string> = {},
   ): Promise<void> {
     const kind = tenancy(method);
     for (
       const [who, token] of [["foreign", world.foreign.token], ["claimless", world.claimless]]
     ) {
-      const res = await call(method, init, bearer(token!));
+      const res = await call(method, init, bearer(token!), metadata);
       const what = `${who} token: ${describe(res)}`;
       if (kind === "project") assert.equal(res.code, code.permissionDenied, what);
       else if (kind === "account") assert.equal(res.code, code.notFound, what);

@@ -45,7 +45,10 @@ export function allRoutes(): Route[] {
   return buildRoutes(services);
 }
 
-/** The matrix's cases, in the order they run. The owner's control request runs last. */
+/**
+ * The matrix's cases, in the order they run. The owner's control request (with an
+ * Idempotency-Key) runs after "mass assignment", and "idempotent replay" replays its key.
+ */
 export const cases = [
   "no token",
   "expired token",
@@ -56,6 +59,7 @@ export const cases = [
   "another tenant",
   "foreign references",
   "mass assignment",
+  "idempotent replay",
 ] as const;
 
 /** A case of the matrix. */
@@ -145,11 +149,21 @@ export interface World {
   both: string;
   /** A valid token with no projects, no account_id and no space. */
   claimless: string;
+  /** The owner's `sub`, account and space, but no longer any project. */
+  lostAccess: string;
   /** Every id of the owner's records, for leak checks. */
   ownerIds: string[];
 }
 
 let unique = 0;
+
+/** `iss` and `aud` every token carries, when the stack requires them (AUTH_ISSUER/AUDIENCE). */
+export interface TokenScope {
+  /** `iss`. */
+  issuer?: string;
+  /** `aud`. */
+  audience?: string;
+}
 
 /** A valid body for a resource message, as gateway JSON and as a protobuf init object. */
 export interface Resource {
@@ -410,9 +424,15 @@ function b64url(value: unknown): string {
 }
 
 /** The owner's claims as a JWT payload. */
-function payloadOf(t: Tenant, extra: Record<string, unknown> = {}): Record<string, unknown> {
+function payloadOf(
+  t: Tenant,
+  scope: TokenScope,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   const now = Math.floor(Date.now() / 1000);
   return {
+    ...(scope.issuer === undefined ? {} : { iss: scope.issuer }),
+    ...(scope.audience === undefined ? {} : { aud: scope.audience }),
     sub: t.sub,
     account_id: t.account,
     projects: [t.project],
@@ -437,37 +457,43 @@ async function sign(
 export async function badCredentials(
   stack: Stack,
   t: Tenant,
+  scope: TokenScope = {},
 ): Promise<
   Record<
-    Exclude<Case, "another tenant" | "foreign references" | "mass assignment">,
+    Exclude<
+      Case,
+      "another tenant" | "foreign references" | "mass assignment" | "idempotent replay"
+    >,
     (string | undefined)[]
   >
 > {
   const now = Math.floor(Date.now() / 1000);
-  const good = await sign(stack.jwtSecret, payloadOf(t));
+  const good = await sign(stack.jwtSecret, payloadOf(t, scope));
   const [, goodPayload, goodSig] = good.split(".");
   const noneHeader = (alg: string) => b64url({ alg, typ: "JWT" });
-  const forged = b64url(payloadOf(t, { projects: ["*"], space: "any" }));
+  const forged = b64url(payloadOf(t, scope, { projects: ["*"], space: "any" }));
   const without = (claim: string) => {
-    const p = payloadOf(t);
+    const p = payloadOf(t, scope);
     delete p[claim];
     return sign(stack.jwtSecret, p);
   };
   return {
     "no token": [undefined, ""],
     "expired token": [
-      await sign(stack.jwtSecret, payloadOf(t, { iat: now - 7200, exp: now - 10 })).then(bearer),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { iat: now - 7200, exp: now - 10 })).then(
+        bearer,
+      ),
     ],
     "alg none": [
-      `${noneHeader("none")}.${b64url(payloadOf(t))}.`,
+      `${noneHeader("none")}.${b64url(payloadOf(t, scope))}.`,
       `${noneHeader("none")}.${goodPayload}.${goodSig}`,
-      `${noneHeader("NONE")}.${b64url(payloadOf(t))}.`,
-      `${noneHeader("none")}.${b64url(payloadOf(t))}`,
+      `${noneHeader("NONE")}.${b64url(payloadOf(t, scope))}.`,
+      `${noneHeader("none")}.${b64url(payloadOf(t, scope))}`,
     ].map(bearer),
     "wrong key or algorithm": [
-      await sign("a-different-secret-of-at-least-32-characters!", payloadOf(t)),
-      await sign(stack.jwtSecret, payloadOf(t), "HS512"),
-      await sign(stack.jwtSecret, payloadOf(t), "HS384"),
+      await sign("a-different-secret-of-at-least-32-characters!", payloadOf(t, scope)),
+      await sign(stack.jwtSecret, payloadOf(t, scope), "HS512"),
+      await sign(stack.jwtSecret, payloadOf(t, scope), "HS384"),
       `${good.split(".")[0]}.${forged}.${goodSig}`, // claims changed after signing
     ].map(bearer),
     "malformed bearer": [
@@ -486,13 +512,21 @@ export async function badCredentials(
     "bad claims": [
       await without("sub"),
       await without("exp"),
-      await sign(stack.jwtSecret, payloadOf(t, { sub: 42 })),
-      await sign(stack.jwtSecret, payloadOf(t, { sub: "" })),
-      await sign(stack.jwtSecret, payloadOf(t, { projects: t.project })),
-      await sign(stack.jwtSecret, payloadOf(t, { space: "" })),
-      await sign(stack.jwtSecret, payloadOf(t, { account_id: ["a", "b"] })),
-      await sign(stack.jwtSecret, payloadOf(t, { nbf: now + 600 })),
-      await sign(stack.jwtSecret, payloadOf(t, { exp: "never" })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { sub: 42 })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { sub: "" })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { projects: t.project })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { space: "" })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { account_id: ["a", "b"] })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { nbf: now + 600 })),
+      await sign(stack.jwtSecret, payloadOf(t, scope, { exp: "never" })),
+      ...(scope.issuer === undefined ? [] : [
+        await without("iss"),
+        await sign(stack.jwtSecret, payloadOf(t, scope, { iss: `${scope.issuer}.evil` })),
+      ]),
+      ...(scope.audience === undefined ? [] : [
+        await without("aud"),
+        await sign(stack.jwtSecret, payloadOf(t, scope, { aud: "another-service" })),
+      ]),
     ].map(bearer),
   };
 }
@@ -515,6 +549,7 @@ async function tenantOf(
   stack: Stack,
   name: string,
   area: "oauth" | "core",
+  scope: TokenScope,
 ): Promise<Tenant> {
   const api = httpClient(stack.gatewayUrl);
   const t: Tenant = {
@@ -529,6 +564,7 @@ async function tenantOf(
     secret: "",
   };
   t.token = await stack.token({
+    ...scope,
     sub: t.sub,
     accountId: t.account,
     projects: [t.project],
@@ -574,22 +610,30 @@ export async function buildWorld(
   stack: Stack,
   method: DescMethodUnary,
   label: string,
+  scope: TokenScope = {},
 ): Promise<World> {
   const area = method.parent.typeName === CoreService.typeName ? "core" : "oauth";
   const [owner, foreign] = await Promise.all([
-    tenantOf(stack, `${label}-own`, area),
-    tenantOf(stack, `${label}-other`, area),
+    tenantOf(stack, `${label}-own`, area, scope),
+    tenantOf(stack, `${label}-other`, area, scope),
   ]);
   return {
     owner,
     foreign,
     both: await stack.token({
+      ...scope,
       sub: owner.sub,
       accountId: owner.account,
       projects: [owner.project, foreign.project],
       space: owner.space,
     }),
-    claimless: await stack.token({ sub: `${label}-nobody` }),
+    claimless: await stack.token({ ...scope, sub: `${label}-nobody` }),
+    lostAccess: await stack.token({
+      ...scope,
+      sub: owner.sub,
+      accountId: owner.account,
+      space: owner.space,
+    }),
     ownerIds: [
       ...Object.values(owner.ids),
       owner.unitJourney,

@@ -83,7 +83,12 @@ function hostileJson(name: string, world: World, kind: Kind | undefined): unknow
 }
 
 Deno.test("authorization matrix over the gateway: every route x every case", async () => {
-  const stack = await startStack();
+  // Tokens must name this issuer and audience: the matrix runs with both checks switched on
+  // (tests/authorization_grpc_test.ts runs without them).
+  const scope = { issuer: "https://issuer.example.com", audience: "oauth-registry" };
+  const stack = await startStack({
+    env: { AUTH_ISSUER: scope.issuer, AUTH_AUDIENCE: scope.audience },
+  });
   const api = httpClient(stack.gatewayUrl);
   const routes = allRoutes();
   const annotated = allMethods().filter((m) => hasOption(m, http));
@@ -92,10 +97,14 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
   const notApplicable = new Map<Case, number>();
   let requests = 0;
 
-  const send = async (req: HttpRequest, authorization: string | undefined) => {
+  const send = async (
+    req: HttpRequest,
+    authorization: string | undefined,
+    headers: Record<string, string> = {},
+  ) => {
     requests++;
     return await api(req.method, req.path, {
-      ...(authorization !== undefined ? { headers: { authorization } } : {}),
+      headers: { ...headers, ...(authorization !== undefined ? { authorization } : {}) },
       ...(req.json !== undefined ? { json: req.json } : {}),
     });
   };
@@ -103,7 +112,7 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
 
   async function runRoute(route: Route, index: number): Promise<void> {
     const name = `${route.httpMethod} ${route.template}`;
-    const world = await buildWorld(stack, route.method, `h${index}`);
+    const world = await buildWorld(stack, route.method, `h${index}`, scope);
     const { owner } = world;
     const base = baseCall(route.method, owner);
     const req = toHttp(route, base);
@@ -112,7 +121,7 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
     const readBack = toHttp(back, baseCall(back.method, owner));
     const before = await send(readBack, bearer(owner.token));
     assert.equal(before.status, 200, `${name}: read-back ${readBack.path}: ${before.text}`);
-    const credentials = await badCredentials(stack, owner);
+    const credentials = await badCredentials(stack, owner, scope);
 
     const run = async (c: Case, body: () => Promise<boolean | void>) => {
       try {
@@ -125,6 +134,7 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
     };
 
     for (const c of cases) {
+      if (c === "idempotent replay") continue; // after the control
       await run(c, async () => {
         if (c in credentials) {
           for (const value of credentials[c as keyof typeof credentials]) {
@@ -134,7 +144,11 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
           }
           return;
         }
-        if (c === "another tenant") return await anotherTenant(world, route, req);
+        if (c === "another tenant") {
+          // A fresh body: a create that another tenant may make in its own space must not
+          // collide with the one replayed below.
+          return await anotherTenant(world, route, toHttp(route, baseCall(route.method, owner)));
+        }
         if (c === "foreign references") return await foreignReferences(world, route, base);
         return await massAssignment(world, route, base, req);
       });
@@ -148,19 +162,39 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
       failures.push(`${name}: the owner's ${readBack.path} changed: ${after.text}`);
     }
 
-    const control = await send(req, bearer(owner.token));
+    const key = { "idempotency-key": `matrix-${index}` };
+    const control = await send(req, bearer(owner.token), key);
     const expected = route.httpMethod === "POST" ? 201 : route.httpMethod === "DELETE" ? 204 : 200;
     if (control.status !== expected) {
       failures.push(`${name}: the owner's own request answered ${control.status}: ${control.text}`);
     }
+
+    // Whatever an Idempotency-Key stores, it never answers another caller.
+    await run("idempotent replay", async () => {
+      if (route.httpMethod === "POST") {
+        const again = await send(req, bearer(owner.token), key);
+        assert.equal(again.status, control.status, `the owner's replay: ${again.text}`);
+        assert.equal(again.headers.get("idempotent-replayed"), "true", "the key was not stored");
+      }
+      await anotherTenant(world, route, req, key);
+      if (route.segments.some((s) => typeof s !== "string" && s.name === "project_id")) {
+        const res = await send(req, bearer(world.lostAccess), key);
+        assertError(res, 403, "permission_denied", "the owner's identity without the project");
+      }
+    });
   }
 
-  async function anotherTenant(world: World, route: Route, req: HttpRequest): Promise<void> {
+  async function anotherTenant(
+    world: World,
+    route: Route,
+    req: HttpRequest,
+    headers: Record<string, string> = {},
+  ): Promise<void> {
     const kind = tenancy(route.method);
     for (
       const [who, token] of [["foreign", world.foreign.token], ["claimless", world.claimless]]
     ) {
-      const res = await send(req, bearer(token!));
+      const res = await send(req, bearer(token!), headers);
       const what = `${who} token`;
       if (kind === "project") assertError(res, 403, "permission_denied", what);
       else if (kind === "account") assertError(res, 404, "not_found", what);
