@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { componentFlags } from "../lib/run_flags.ts";
+import { componentFlags, heapLimitFlag } from "../lib/run_flags.ts";
 import { httpClient } from "../lib/testing/http.ts";
 
 const root = new URL("../", import.meta.url);
@@ -26,7 +26,15 @@ interface Started {
 
 async function start(env: Record<string, string>): Promise<Started> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...componentFlags, "--allow-write", "--allow-run", "tools/start.ts"],
+    // As `deno task start` runs it: one process for the embedded stack, without a component's
+    // heap bound.
+    args: [
+      "run",
+      ...componentFlags.filter((f) => f !== heapLimitFlag),
+      "--allow-write",
+      "--allow-run",
+      "tools/start.ts",
+    ],
     cwd: root,
     env,
     stdout: "piped",
