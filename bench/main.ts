@@ -563,6 +563,70 @@ const table = [
   ...Object.keys(idle).map((p) => `| ${p} | ${fmt(idle[p]!)} | ${fmt(peak[p]!)} |`),
 ].join("\n");
 
+// --- the targets of issue 5, each with its measured figure ----------------------------------
+
+const target = (met: boolean, text: string) => `- ${met ? "met" : "NOT met"}: ${text}`;
+const worst = (list: Row[], f: (r: Row) => number, pick: "min" | "max") =>
+  list.reduce((w, r) => (pick === "min" ? f(r) < f(w) : f(r) > f(w)) ? r : w, list[0]!);
+const gwReads = rows.filter((r) => r.path === "gateway" && r.kind === "read");
+const gwWrites = rows.filter((r) => r.path === "gateway" && r.kind === "write");
+const grpcReads = rows.filter((r) => r.path === "grpc" && r.kind === "read");
+const gwAll = [...gwReads, ...gwWrites];
+const rowOf = (op: string, path: Path) => rows.find((r) => r.op === op && r.path === path);
+const verify = rowOf("verify secret (internal RPC)", "grpc");
+const getGrpc = rowOf("get client", "grpc");
+const lines: string[] = [];
+if (gwReads.length > 0) {
+  const w = worst(gwReads, (r) => r.ratio!, "min");
+  lines.push(
+    target(
+      w.ratio! >= 0.5,
+      `gateway reads >= 0.5 x reference (lowest: ${w.op}, ${fmt(w.ratio!, 2)})`,
+    ),
+  );
+}
+if (gwWrites.length > 0) {
+  const w = worst(gwWrites, (r) => r.ratio!, "min");
+  lines.push(
+    target(
+      w.ratio! >= 0.6,
+      `gateway writes >= 0.6 x reference (lowest: ${w.op}, ${fmt(w.ratio!, 2)})`,
+    ),
+  );
+}
+if (gwAll.length > 0) {
+  const w = worst(gwAll, (r) => r.p99, "max");
+  lines.push(target(w.p99 <= 25, `gateway p99 <= 25 ms (highest: ${w.op}, ${fmt(w.p99, 1)} ms)`));
+}
+if (grpcReads.length > 0) {
+  const w = worst(grpcReads, (r) => r.ratio!, "min");
+  lines.push(
+    target(
+      w.ratio! >= 0.8,
+      `direct gRPC reads >= 0.8 x reference (lowest: ${w.op}, ${fmt(w.ratio!, 2)})`,
+    ),
+  );
+}
+const allErrors = rows.reduce((n, r) => n + r.errors, 0);
+lines.push(target(allErrors === 0, `zero errors (${allErrors})`));
+const pageRatio = pages.end.p50 / pages.start.p50;
+lines.push(target(pageRatio <= 1.2, `last page within 1.2 x the first (${fmt(pageRatio, 2)})`));
+const getRatio = gets.large.p50 / gets.small.p50;
+lines.push(
+  target(getRatio <= 1.2, `GET by id flat with table size (p50 ratio ${fmt(getRatio, 2)})`),
+);
+const maxIdle = Math.max(...Object.values(idle));
+const maxPeak = Math.max(...["gateway", "oauth-registry", "core"].map((p) => peak[p] ?? 0));
+lines.push(target(maxIdle < 120, `idle RSS < 120 MB per process (highest ${fmt(maxIdle)} MB)`));
+lines.push(
+  target(maxPeak < 250, `RSS under load < 250 MB per component (highest ${fmt(maxPeak)} MB)`),
+);
+if (verify && getGrpc) {
+  const r = verify.rps / getGrpc.rps;
+  lines.push(target(r >= 0.8, `verify secret >= 0.8 x gRPC get client (${fmt(r, 2)})`));
+}
+const targets = ["Targets (issue 5):", "", ...lines].join("\n");
+
 const result = {
   machine,
   settings,
@@ -576,9 +640,25 @@ const outDir = quick
 await Deno.mkdir(outDir, { recursive: true });
 const stamp = machine.date.slice(0, 10);
 await Deno.writeTextFile(`${outDir}/${stamp}.json`, JSON.stringify(result, null, 2) + "\n");
-await Deno.writeTextFile(`${outDir}/${stamp}.md`, table + "\n");
+await Deno.writeTextFile(`${outDir}/${stamp}.md`, `${table}\n\n${targets}\n`);
 // deno-lint-ignore no-console
-console.log(table);
+console.log(`${table}\n\n${targets}`);
+if (!quick) {
+  // The README shows the latest full run, between its bench markers.
+  const readme = new URL("../README.md", import.meta.url);
+  const text = await Deno.readTextFile(readme);
+  const start = "<!-- bench:start -->";
+  const end = "<!-- bench:end -->";
+  const a = text.indexOf(start);
+  const b = text.indexOf(end);
+  if (a >= 0 && b > a) {
+    await Deno.writeTextFile(
+      readme,
+      `${text.slice(0, a + start.length)}\n${table}\n\n${targets}\n${text.slice(b)}`,
+    );
+    say("updated the table in README.md");
+  }
+}
 say(`wrote ${outDir}/${stamp}.json and .md`);
 
 await stopAll();
