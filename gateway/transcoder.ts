@@ -69,17 +69,32 @@ function invalid(violations: FieldViolation[], message?: string): HttpError {
   return new HttpError(400, Code.InvalidArgument, text, violations);
 }
 
-/** Reads the body up to the limit; undefined when it is empty. */
+/**
+ * Reads the body up to the limit; undefined when it is empty. A body that cannot be read to its
+ * end (the client went away mid-body, or broke the chunked framing) is the client's fault: 400,
+ * never a 500 in the logs and metrics.
+ */
 async function readBody(req: Request, max: number): Promise<Uint8Array | undefined> {
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > max) throw tooLarge(max);
-  if (!req.body) return undefined;
+  if (!req.body) {
+    // Deno.serve hides the body of a GET; one that was sent is refused like any unwanted body.
+    if ((declared !== null && declared !== "0") || req.headers.has("transfer-encoding")) {
+      throw invalid([], "This operation takes no request body");
+    }
+    return undefined;
+  }
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of req.body) {
-    size += chunk.byteLength;
-    if (size > max) throw tooLarge(max);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req.body) {
+      size += chunk.byteLength;
+      if (size > max) throw tooLarge(max);
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof HttpError) throw error;
+    throw invalid([], "The request body could not be read to its end");
   }
   if (size === 0) return undefined;
   if (chunks.length === 1) return chunks[0];
@@ -163,6 +178,15 @@ async function buildRequest(
     }
   }
 
+  // URLSearchParams turns a malformed escape into U+FFFD or keeps it as text; refuse it instead,
+  // as a malformed path is refused (a Latin-1 `%E9` must not silently become another value).
+  for (const part of url.search.slice(1).split("&")) {
+    try {
+      decodeURIComponent(part.replaceAll("+", " "));
+    } catch {
+      throw invalid([], "The query string has a malformed percent-encoding");
+    }
+  }
   const seen = new Set<string>();
   for (const [key, raw] of url.searchParams) {
     const field = route.method.input.fields.find((f) => f.name === key);
