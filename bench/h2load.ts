@@ -40,6 +40,8 @@ export interface LoadResult {
   errors: number;
   /** When there were errors: h2load's own request and status-code counts, to tell them apart. */
   errorDetail?: string | undefined;
+  /** CPU ms per request by process (filled in by the caller, which knows the processes). */
+  cpu?: Record<string, number>;
 }
 
 /** Makes sure h2load is installed (Debian's nghttp2-client), installing it when missing. */

@@ -337,6 +337,31 @@ const procs = () => ({
   reference: reference.child.pid,
 });
 
+/** CPU time (user + system) of a process so far, in ms; 0 if it is gone. */
+async function cpuMs(pid: number): Promise<number> {
+  try {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10; // clock ticks of 10 ms (USER_HZ 100)
+  } catch {
+    return 0;
+  }
+}
+
+/** The CPU time of each of our processes and of all Postgres processes together, in ms. */
+async function cpuNow(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(procs())) out[name] = await cpuMs(pid);
+  let postgresMs = 0;
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const comm = await Deno.readTextFile(`/proc/${entry.name}/comm`).catch(() => "");
+    if (comm.trim() === "postgres") postgresMs += await cpuMs(Number(entry.name));
+  }
+  out.postgres = postgresMs;
+  return out;
+}
+
 async function memory(pid: number): Promise<{ rssMb: number; peakMb: number }> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
   const kb = (field: string) =>
@@ -379,7 +404,14 @@ for (let round = 1; round <= rounds; round++) {
       if (flags.paths && !flags.paths.split(",").includes(path)) continue;
       await op.before?.();
       const before = path === "grpc" ? await rpcErrors() : new Map<string, number>();
+      const cpuBefore = await cpuNow();
       const result = await h2load({ ...target, concurrency, seconds, warmupSeconds: warmup });
+      // CPU per request by process, over warm-up and run (at the measured rate): where time goes.
+      const cpuAfter = await cpuNow();
+      const served = result.rps * (seconds + warmup);
+      result.cpu = Object.fromEntries(
+        Object.keys(cpuAfter).map((k) => [k, (cpuAfter[k]! - cpuBefore[k]!) / served]),
+      );
       if (path === "grpc") {
         for (const [code, n] of await rpcErrors()) {
           const added = n - (before.get(code) ?? 0);
@@ -433,6 +465,8 @@ interface Row {
   p99: number;
   errors: number;
   ratio?: number;
+  /** CPU ms per request by process, median of the rounds. */
+  cpu: Record<string, number>;
 }
 const rows: Row[] = [];
 for (const op of selected) {
@@ -450,6 +484,9 @@ for (const op of selected) {
       p99: median(list.map((s) => s.p99)),
       errors: list.reduce((n, s) => n + s.errors, 0),
       ...(path === "reference" ? {} : { ratio: median(ratios) }),
+      cpu: Object.fromEntries(
+        Object.keys(list[0]!.cpu ?? {}).map((k) => [k, median(list.map((s) => s.cpu?.[k] ?? 0))]),
+      ),
     });
   }
 }
@@ -537,6 +574,18 @@ const table = [
       fmt(r.p50, 2)
     } | ${fmt(r.p99, 2)} | ${r.errors} |`
   ),
+  "",
+  "CPU ms per request, by process (over warm-up and run; median of the rounds): where the time goes.",
+  "",
+  "| operation | path | gateway | oauth-registry | core | reference | postgres | total |",
+  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ...rows.map((r) => {
+    const c = (k: string) => fmt(r.cpu[k] ?? NaN, 3);
+    const total = Object.values(r.cpu).reduce((a, b) => a + b, 0);
+    return `| ${r.op} | ${r.path} | ${c("gateway")} | ${c("oauth-registry")} | ${c("core")} | ${
+      c("reference")
+    } | ${c("postgres")} | ${fmt(total, 3)} |`;
+  }),
   "",
   `Growth (${growthRows.toLocaleString("en")} clients in one project, seeded in ${
     fmt(seedSeconds, 1)

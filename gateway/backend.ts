@@ -34,13 +34,20 @@ export function backendTransport(baseUrl: string): Transport {
   const base = baseUrl.replace(/\/$/, "");
   return {
     async unary(method, signal, timeoutMs, header, input) {
-      const headers = new Headers(header);
-      headers.set("content-type", "application/proto");
-      headers.set("connect-protocol-version", "1");
+      // A plain record: fetch converts it once (a Headers built here would be converted again).
+      const headers: Record<string, string> = {};
+      if (header instanceof Headers) header.forEach((value, name) => headers[name] = value);
+      else if (Array.isArray(header)) {
+        for (const [name, value] of header) {
+          headers[name!] = value!;
+        }
+      } else if (header) Object.assign(headers, header);
+      headers["content-type"] = "application/proto";
+      headers["connect-protocol-version"] = "1";
       const deadline = new AbortController();
       let timer: ReturnType<typeof setTimeout> | undefined;
       if (timeoutMs !== undefined) {
-        headers.set("connect-timeout-ms", String(timeoutMs));
+        headers["connect-timeout-ms"] = String(timeoutMs);
         timer = setTimeout(() => deadline.abort(), timeoutMs);
       }
       const onAbort = () => deadline.abort();
@@ -93,8 +100,8 @@ export function backendTransport(baseUrl: string): Transport {
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
       }
-      const [responseHeader, trailer] = demux(responseHeaders);
       if (status !== 200) {
+        const [responseHeader, trailer] = demux(responseHeaders);
         const metadata = new Headers(responseHeader);
         trailer.forEach((value, name) => metadata.append(name, value));
         const fallback = new ConnectError(
@@ -123,13 +130,14 @@ export function backendTransport(baseUrl: string): Transport {
           error,
         );
       }
+      // The gateway reads no trailers of a success: the headers are passed on as they came.
       return {
         stream: false,
         service: method.parent,
         method,
-        header: responseHeader,
+        header: responseHeaders,
         message,
-        trailer,
+        trailer: new Headers(),
       };
     },
     stream() {

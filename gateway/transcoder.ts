@@ -273,13 +273,13 @@ export function createTranscoder(
         });
       }
       const input = await buildRequest(route, params, url, req, maxBodyBytes);
-      const header = new Headers({
+      const header: Record<string, string> = {
         authorization: authorization!,
         "x-request-id": correlation.requestId,
         traceparent: correlation.traceparent,
-      });
+      };
       const key = req.headers.get(keyHeader);
-      if (key !== null) header.set(keyHeader, key);
+      if (key !== null) header[keyHeader] = key;
       const response = await transports.get(route.service)!.unary(
         route.method,
         undefined,
