@@ -415,6 +415,7 @@ class Connection {
         }
         if (!stream.ended) {
           this.#write(frame(FrameType.WINDOW_UPDATE, 0, stream.id, u32(chunk.length)));
+          stream.recvWindow += chunk.length; // else a body over 256 KiB was a FLOW_CONTROL_ERROR
         }
         yield chunk;
         continue;
@@ -607,6 +608,14 @@ class Connection {
     if (stream.closed) return;
     stream.closed = true;
     this.#streams.delete(stream.id);
+    if (stream.buffered > 0) {
+      // Received bytes no handler will read (an answer sent before the body was read, e.g. a
+      // message over the size limit): give them back to the connection's window, or a few such
+      // calls stall every other stream of the connection until their deadlines.
+      this.#write(frame(FrameType.WINDOW_UPDATE, 0, 0, u32(stream.buffered)));
+      stream.buffered = 0;
+      stream.chunks = [];
+    }
     // The handler's signal fires on every end, as connect's HandlerContext signal does.
     stream.abort.abort(reason ?? streamEnded);
     stream.wake?.();
