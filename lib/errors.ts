@@ -88,13 +88,31 @@ const unavailableErrnos = new Set([
   "CONNECTION_DESTROYED",
 ]);
 
+/** The longest error message sent to a caller, in UTF-16 code units. */
+export const maxMessageLength = 1024;
+
+/**
+ * Bounds the message of an error: messages quote what the caller sent (`No client with id ...`),
+ * and a 10^6-character id quoted, then percent-encoded into `grpc-message` (up to 12 bytes per
+ * character), took a service past its heap limit with a few such calls at once; a grpc-js client
+ * also cancels a call whose trailers are that large. Code, details and cause are kept.
+ */
+export function boundedMessage(error: ConnectError): ConnectError {
+  if (error.rawMessage.length <= maxMessageLength) return error;
+  const message = `${error.rawMessage.slice(0, maxMessageLength).toWellFormed()}… (truncated)`;
+  const bounded = new ConnectError(message, error.code, error.metadata, undefined, error.cause);
+  bounded.details.push(...error.details);
+  return bounded;
+}
+
 /**
  * Converts anything a handler threw into a ConnectError that is safe to send: ConnectErrors pass
- * through; database outages become UNAVAILABLE; everything else becomes INTERNAL with a generic
- * message (the cause is kept on the error for logging, never sent).
+ * through (their message bounded by {@link boundedMessage}); database outages become UNAVAILABLE;
+ * everything else becomes INTERNAL with a generic message (the cause is kept on the error for
+ * logging, never sent).
  */
 export function toConnectError(error: unknown): ConnectError {
-  if (error instanceof ConnectError) return error;
+  if (error instanceof ConnectError) return boundedMessage(error);
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === "string" && (unavailableStates.has(code) || unavailableErrnos.has(code))) {
     return new ConnectError(
