@@ -40,9 +40,14 @@ export async function dbDigest(sql: Sql): Promise<string> {
 
 /** Whether a child process is still running (its status has not settled). */
 export async function isRunning(child: Deno.ChildProcess): Promise<boolean> {
-  const pending = Symbol("pending");
-  const settled = await Promise.race([child.status.then(() => true), Promise.resolve(pending)]);
-  return settled === pending;
+  // A timer, not a resolved promise: a status that has settled must win the race.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const exited = await Promise.race([
+    child.status.then(() => true),
+    new Promise<boolean>((r) => timer = setTimeout(() => r(false), 10)),
+  ]);
+  clearTimeout(timer);
+  return !exited;
 }
 
 /** Asserts that every process of the stack runs and that the gateway's `/readyz` answers 200. */
