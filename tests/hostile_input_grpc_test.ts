@@ -402,6 +402,27 @@ function caseArbitrary(rpc: Rpc): fc.Arbitrary<GrpcCase> {
     );
   }
 
+  // A page size out of 1..100 (0 is "unset" in proto3, so the default).
+  const limit = rpc.method.input.fields.find((f) => f.name === "limit");
+  if (limit) {
+    add(
+      3,
+      fc.oneof(
+        fc.constant(101),
+        fc.integer({ min: 101, max: 2 ** 31 - 1 }),
+        fc.integer({ min: -(2 ** 31), max: -1 }),
+      ).map((n) =>
+        described({
+          kind: `limit = ${n}`,
+          bytes: encode({ ...rpc.valid, limit: n }),
+          strict: true,
+          code: Status.INVALID_ARGUMENT,
+          field: "limit",
+        })
+      ),
+    );
+  }
+
   // Wire level: a known field with a wrong wire type (top level or in the body).
   const fieldNumbers = [
     ...rpc.method.input.fields.map((f) => ({ path: [] as number[], f })),
@@ -651,6 +672,10 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
     [CoreService.typeName]: new grpc.Client(stack.coreGrpc, grpc.credentials.createInsecure()),
   };
   const counts = new Map<string, number>();
+  let failures = 0;
+  const step = async (name: string, fn: () => Promise<void>) => {
+    if (!(await t.step(name, fn))) failures++;
+  };
   let acceptedByChance = 0;
   let connections = 0;
   try {
@@ -688,7 +713,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
     };
     const rpcs = rpcsOf(fx);
 
-    await t.step("control: the valid requests the cases start from succeed", async () => {
+    await step("control: the valid requests the cases start from succeed", async () => {
       for (const rpc of rpcs.filter((r) => !/^(Delete|Revoke)/.test(r.method.name))) {
         const bytes = toBinary(rpc.method.input, create(rpc.method.input, rpc.valid as never));
         const out = await rawCall(raw[rpc.service.typeName]!, rpc.method, bytes, auth);
@@ -703,7 +728,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
       )
     ) {
       const name = `${rpc.service.name}/${rpc.method.name}`;
-      await t.step(`${name}: generated hostile requests`, async () => {
+      await step(`${name}: generated hostile requests`, async () => {
         const client = raw[rpc.service.typeName]!;
         await fc.assert(
           fc.asyncProperty(
@@ -762,7 +787,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
     const ports = [grpcPort(stack.oauthGrpc), grpcPort(stack.coreGrpc)];
 
     const beforeRaw = await dbDigest(sql);
-    await t.step("raw TCP: garbage instead of the HTTP/2 preface", async () => {
+    await step("raw TCP: garbage instead of the HTTP/2 preface", async () => {
       await fc.assert(
         fc.asyncProperty(
           fc.constantFrom(...ports),
@@ -784,7 +809,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
       await healthy(stack, stack.coreGrpc);
     });
 
-    await t.step("raw TCP: random and truncated HTTP/2 frames after the preface", async () => {
+    await step("raw TCP: random and truncated HTTP/2 frames after the preface", async () => {
       const frameArb = fc.record({
         type: fc.oneof(fc.integer({ min: 0, max: 9 }), fc.integer({ min: 10, max: 255 })),
         flags: fc.integer({ min: 0, max: 255 }),
@@ -821,7 +846,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
       await healthy(stack, stack.coreGrpc);
     });
 
-    await t.step(
+    await step(
       "raw HTTP/2: a gRPC message whose prefix lies or whose stream ends early",
       async () => {
         const oauthPort = ports[0]!;
@@ -885,7 +910,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
       },
     );
 
-    await t.step("every process survived; /readyz is 200; no server fault was logged", async () => {
+    await step("every process survived; /readyz is 200; no server fault was logged", async () => {
       await assertStackAlive(stack);
       await healthy(stack, stack.oauthGrpc);
       await healthy(stack, stack.coreGrpc);
@@ -904,7 +929,8 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
     console.log(
       `hostile input (gRPC): ${total} cases over ${counts.size} RPCs ` +
         `(${acceptedByChance} random encodings decoded into valid requests), ` +
-        `${connections} raw HTTP/2 connections, in ${seconds} s, seed ${seed}`,
+        `${connections} raw HTTP/2 connections, ${failures} failures, in ${seconds} s, ` +
+        `seed ${seed}`,
     );
   }
 });

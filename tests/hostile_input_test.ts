@@ -1028,6 +1028,10 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
   const routes = routesOf();
   const counts = new Map<string, number>();
   let framing = 0;
+  let failures = 0;
+  const step = async (name: string, fn: () => Promise<void>) => {
+    if (!(await t.step(name, fn))) failures++;
+  };
   const gatewayPort = Number(new URL(stack.gatewayUrl).port);
   const send = async (c: HttpCase): Promise<HttpResult> => {
     if (c.method === "GET" && c.body !== undefined) {
@@ -1076,7 +1080,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
       },
     };
 
-    await t.step("control: the valid requests the cases start from succeed", async () => {
+    await step("control: the valid requests the cases start from succeed", async () => {
       assert.ok(routes.length >= 29, `only ${routes.length} routes`);
       for (const route of routes) {
         if (route.verb === "DELETE") continue;
@@ -1088,7 +1092,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
       }
     });
 
-    await t.step("wrong JSON types for every field of every body", async () => {
+    await step("wrong JSON types for every field of every body", async () => {
       const baseline = await dbDigest(sql);
       for (const route of routes.filter((r) => r.body)) {
         const [valid] = fc.sample(validBody(route, fx), { numRuns: 1, seed });
@@ -1113,7 +1117,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
     });
 
     for (const route of routes) {
-      await t.step(`${keyOf(route)}: generated hostile requests`, async () => {
+      await step(`${keyOf(route)}: generated hostile requests`, async () => {
         const arbitrary = fc.array(caseArbitrary(route, fx), {
           minLength: batchSize / 2,
           maxLength: batchSize,
@@ -1138,7 +1142,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
       });
     }
 
-    await t.step(
+    await step(
       "a body cut short by the client is a 400 in the gateway, never a 500",
       async () => {
         // The client declares a length, sends part of the body and goes away: no one reads the
@@ -1192,7 +1196,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
       },
     );
 
-    await t.step(
+    await step(
       "requests past the HTTP server's own limits: a bare 4xx, never a 5xx",
       async () => {
         // Deno.serve (hyper) answers these itself, before the gateway's handler runs, with an empty
@@ -1235,7 +1239,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
       },
     );
 
-    await t.step("every process survived; /readyz is 200; no server fault was logged", async () => {
+    await step("every process survived; /readyz is 200; no server fault was logged", async () => {
       await assertStackAlive(stack);
       assert.deepEqual(serverFaults(stack), []);
     });
@@ -1247,7 +1251,8 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
     // deno-lint-ignore no-console
     console.log(
       `hostile input (HTTP): ${total} cases over ${counts.size} routes ` +
-        `(+${framing} past the HTTP server's limits) in ${seconds} s, seed ${seed}`,
+        `(+${framing} past the HTTP server's limits), ${failures} failures, in ${seconds} s, ` +
+        `seed ${seed}`,
     );
   }
 });
