@@ -70,6 +70,7 @@ Deno.test("the oauth migrations apply to an empty database", async () => {
       "clients",
       "configs",
       "deleted_clients",
+      "idempotency_keys",
       "installations",
       "schema_migrations",
     ]);
