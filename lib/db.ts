@@ -11,6 +11,7 @@
  * @module
  */
 
+import { Socket } from "node:net";
 import postgres from "postgres";
 import { Gauge, type Registry } from "prom-client";
 
@@ -27,14 +28,102 @@ export interface ConnectOptions {
 
 /** Opens a pool. Connections are made lazily, on the first query. */
 export function connect(url: string, options: ConnectOptions): Sql {
-  return postgres(url, {
+  // `socket` is documented by postgres.js but missing from its type definitions.
+  const settings = {
     max: options.max ?? 10,
     idle_timeout: 60,
     connect_timeout: 5,
     max_lifetime: 30 * 60,
     onnotice: () => {},
     connection: { application_name: options.applicationName },
-  });
+    socket: socketOpener(),
+    // Seconds before a closed connection is opened again (each waiting query gets its own attempt,
+    // which fails at once while the database is down): postgres.js's default grows to 20 s, which
+    // would keep a service unready long after its database is back.
+    backoff: () => 0.05 + Math.random() * 0.05,
+  };
+  return postgres(url, settings);
+}
+
+/** What postgres.js passes to its `socket` option (the parsed connection settings). */
+interface SocketTarget {
+  host: string[];
+  port: number[];
+  path: string | false;
+  connect_timeout: number;
+}
+
+/**
+ * Opens the connections of a pool (postgres.js's `socket` option) so that a lost connection fails
+ * its queries (UNAVAILABLE) instead of hanging them. Three gaps of postgres.js 3.4.9 made queries
+ * wait forever during a database outage (seen in tests/faults_test.ts):
+ *
+ * - a server side that closes cleanly (FIN) during start-up, what a proxy or pooler in front of a
+ *   Postgres that is down does, left the connection's first query pending and reconnected in a
+ *   loop with no delay (porsager/postgres#1193). Here a close this side did not start is an
+ *   ECONNRESET error;
+ * - a `close` event with `hadError` set does not fail the queries handed to the connection after
+ *   its `error` event (the pool still counts it as busy in between). Here `close` always reports
+ *   false, the case in which postgres.js fails every query still on the connection;
+ * - postgres.js listens only a few ticks after the hand-over, and a refusing proxy closes the
+ *   socket within those ticks: such early events are passed on, in order, once it listens; and a
+ *   failed connect is handed over as a socket that reports the error (see below).
+ *
+ * A custom socket must be connected when handed over, and postgres.js times only what follows, so
+ * the TCP connect is bounded here by connect_timeout.
+ */
+function socketOpener(): (target: SocketTarget) => Promise<Socket> {
+  let next = 0;
+  return (target) =>
+    new Promise((resolve) => {
+      const socket = new Socket({ allowHalfOpen: true });
+      const i = next++ % target.host.length;
+      // `error` and `close` go to postgres.js in order, once it listens, and never after `close`.
+      const emit = socket.emit.bind(socket);
+      const held: [string, unknown[]][] = [];
+      let closed = false;
+      const listening = () => socket.listenerCount("close") > 0;
+      const deliver = (event: string, args: unknown[]) => {
+        if (closed || socket.listenerCount("error") === 0) return;
+        closed = event === "close";
+        emit(event, ...args);
+      };
+      const flush = (tries: number) => {
+        if (!listening() && tries < 1000) return void setTimeout(() => flush(tries + 1), 0);
+        for (const [event, args] of held.splice(0)) deliver(event, args);
+      };
+      // Failing to connect is handed over too, as events: a rejected promise would leave the
+      // connection in postgres.js's `connecting` queue for good, one pool slot less each time.
+      const timer = setTimeout(() => {
+        resolve(socket);
+        socket.destroy(Object.assign(new Error("Cannot connect to Postgres: timed out"), {
+          code: "CONNECT_TIMEOUT",
+        }));
+      }, (target.connect_timeout || 30) * 1000);
+      socket.emit = (event: string | symbol, ...args: unknown[]) => {
+        if (event !== "error" && event !== "close") return emit(event, ...args);
+        if (event === "close") args = [false];
+        else {
+          clearTimeout(timer);
+          resolve(socket);
+        }
+        if (listening() && held.length === 0) deliver(event, args);
+        else if (held.push([event, args]) === 1) setTimeout(() => flush(0), 0);
+        return true;
+      };
+      socket.on("end", () => {
+        if (socket.writableEnded) return void socket.destroy(); // this side ended it first
+        socket.destroy(Object.assign(new Error("Postgres closed the connection"), {
+          code: "ECONNRESET",
+        }));
+      });
+      socket.once("connect", () => {
+        clearTimeout(timer);
+        resolve(socket);
+      });
+      if (target.path) socket.connect(target.path);
+      else socket.connect(target.port[i] ?? 5432, target.host[i] ?? "localhost");
+    });
 }
 
 /** One migration file. */
