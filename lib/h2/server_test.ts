@@ -249,3 +249,71 @@ Deno.test("protocol abuse ends the connection with the right GOAWAY, never the s
     await server.close(0);
   }
 });
+
+Deno.test("a graceful close serves the streams a client sent before it learned of it", async () => {
+  const server = healthServer(300);
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  const frames: Frame[] = [];
+  let buf = new Uint8Array();
+  const reader = conn.readable.getReader();
+  /** Reads frames until `until` finds one (or 5 s pass). */
+  const waitFor = async (until: (f: Frame) => boolean): Promise<Frame> => {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const found = frames.find(until);
+      if (found) return found;
+      if (Date.now() > deadline) throw new Error("no such frame");
+      const { value, done } = await reader.read();
+      if (done) throw new Error("closed");
+      const joined = new Uint8Array(buf.length + value.length);
+      joined.set(buf);
+      joined.set(value, buf.length);
+      buf = joined;
+      while (buf.length >= 9) {
+        const length = (buf[0]! << 16) | (buf[1]! << 8) | buf[2]!;
+        if (buf.length < 9 + length) break;
+        frames.push({
+          type: buf[3]!,
+          flags: buf[4]!,
+          stream: new DataView(buf.buffer, buf.byteOffset + 5, 4).getUint32(0),
+          payload: buf.slice(9, 9 + length),
+        });
+        buf = buf.slice(9 + length);
+      }
+    }
+  };
+  const call = (stream: number) => [
+    frame(1, 0x4, stream, requestHeaders),
+    frame(0, 0x1, stream, new Uint8Array(5)),
+  ];
+  const lastId = (f: Frame) => new DataView(f.payload.buffer, f.payload.byteOffset).getUint32(0);
+  const ended = (stream: number) => (f: Frame) =>
+    f.stream === stream && f.type === 1 && !!(f.flags & 1);
+  try {
+    for (const b of [preface, frame(4, 0, 0), ...call(1)]) await conn.write(b);
+    await waitFor((f) => f.type === 4 && !(f.flags & 1)); // the server's SETTINGS
+    const closed = server.close(5000);
+    // Step one: a GOAWAY that refuses nothing, and a PING.
+    const first = await waitFor((f) => f.type === 7);
+    assert.equal(lastId(first), 0x7fffffff);
+    const ping = await waitFor((f) => f.type === 6 && !(f.flags & 1));
+    // A stream sent before the PING's answer is served.
+    for (const b of call(3)) await conn.write(b);
+    await conn.write(frame(6, 1, 0, ping.payload));
+    // Step two: a GOAWAY naming the last stream received; later streams are refused.
+    const second = await waitFor((f) => f.type === 7 && f !== first);
+    assert.equal(lastId(second), 3);
+    for (const b of call(5)) await conn.write(b);
+    const refused = await waitFor((f) => f.type === 3 && f.stream === 5);
+    assert.equal(new DataView(refused.payload.buffer).getUint32(0), 7); // REFUSED_STREAM
+    await waitFor(ended(1));
+    await waitFor(ended(3));
+    await closed;
+  } finally {
+    reader.releaseLock();
+    try {
+      conn.close();
+    } catch { /* closed by the server */ }
+    await server.close(0);
+  }
+});
