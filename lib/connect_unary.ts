@@ -94,9 +94,16 @@ export async function serveConnectUnary(
     if (declared > maxBytes) throw tooLarge(declared, maxBytes);
     // With a Content-Length the body cannot be longer; without one (chunked) it is read only up
     // to the limit: read whole first, 200 MB took a service to ~300 MB resident (256 Mi in k8s).
-    const bytes = length !== null
-      ? new Uint8Array(await req.arrayBuffer())
-      : await readBounded(req, maxBytes);
+    let bytes: Uint8Array;
+    try {
+      bytes = length !== null
+        ? new Uint8Array(await req.arrayBuffer())
+        : await readBounded(req, maxBytes);
+    } catch (error) {
+      if (error instanceof ConnectError) throw error;
+      // The client went away mid-body or broke the chunked framing: its fault, not INTERNAL.
+      throw new ConnectError("the request body could not be read", Code.InvalidArgument);
+    }
     if (bytes.length > maxBytes) throw tooLarge(bytes.length, maxBytes);
     let input: unknown;
     try {
