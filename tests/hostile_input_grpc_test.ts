@@ -49,7 +49,7 @@ import {
 import { type Stack, startStack } from "../lib/testing/stack.ts";
 
 const seed = Number(Deno.env.get("HOSTILE_SEED") ?? Math.floor(Math.random() * 2 ** 31));
-const batchesPerRpc = Number(Deno.env.get("HOSTILE_RUNS") ?? 25);
+const batchesPerRpc = Number(Deno.env.get("HOSTILE_RUNS") ?? 20);
 const batchSize = 8;
 
 const Status = { OK: 0, UNKNOWN: 2, INVALID_ARGUMENT: 3, INTERNAL: 13 } as const;
