@@ -117,35 +117,58 @@ async function* messages(
   method: DescMethod,
   maxBytes: number,
 ): AsyncGenerator<Message> {
-  let buffer = new Uint8Array(0);
+  // Chunks are kept as they come and joined once per message: joining on every chunk copied the
+  // whole buffer each time (a 4 MiB message in 16 KiB frames: ~500 MB of copying).
+  let chunks: Uint8Array[] = [];
+  let size = 0;
+  let expected: number | undefined; // 5 + the message length, once the prefix is in
+  const joined = () => chunks.length === 1 ? chunks[0]! : concatBytes(chunks, size);
   for await (const chunk of req.body) {
-    const joined = new Uint8Array(buffer.length + chunk.length);
-    joined.set(buffer);
-    joined.set(chunk, buffer.length);
-    buffer = joined;
-    while (buffer.length >= 5) {
-      const length = new DataView(buffer.buffer, buffer.byteOffset + 1, 4).getUint32(0);
-      if (buffer[0] !== 0) {
-        throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+    chunks.push(chunk);
+    size += chunk.length;
+    for (;;) {
+      if (expected === undefined) {
+        if (size < 5) break;
+        if (chunks[0]!.length < 5) chunks = [joined()];
+        const head = chunks[0]!;
+        if (head[0] !== 0) {
+          throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+        }
+        const length = new DataView(head.buffer, head.byteOffset + 1, 4).getUint32(0);
+        if (length > maxBytes) {
+          throw new ConnectError(
+            `message of ${length} bytes exceeds the limit of ${maxBytes}`,
+            Code.ResourceExhausted,
+          );
+        }
+        expected = 5 + length;
       }
-      if (length > maxBytes) {
-        throw new ConnectError(
-          `message of ${length} bytes exceeds the limit of ${maxBytes}`,
-          Code.ResourceExhausted,
-        );
-      }
-      if (buffer.length < 5 + length) break;
+      if (size < expected) break;
+      const all = joined();
       let message: Message;
       try {
-        message = fromBinary(method.input, buffer.subarray(5, 5 + length));
+        message = fromBinary(method.input, all.subarray(5, expected));
       } catch {
         throw new ConnectError("cannot decode the request message", Code.InvalidArgument);
       }
-      buffer = buffer.slice(5 + length);
+      const rest = all.subarray(expected);
+      chunks = rest.length > 0 ? [rest] : [];
+      size = rest.length;
+      expected = undefined;
       yield message;
     }
   }
-  if (buffer.length > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
+  if (size > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
+}
+
+function concatBytes(parts: Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
 }
 
 function frame(method: DescMethod, output: unknown): Uint8Array {
