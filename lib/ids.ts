@@ -154,3 +154,13 @@ export function idKind(prefix: string): IdKind {
     },
   };
 }
+
+/**
+ * The creation time inside a UUIDv7 (its first 48 bits, Unix milliseconds). Stored as a record's
+ * `created_at`, it keeps creation times in id order, which is list order: taken from the
+ * database clock at insert instead, concurrent inserts committed in another order than their
+ * ids were made showed `created_at` going back within a list.
+ */
+export function uuidTime(uuid: string): Date {
+  return new Date(parseInt(uuid.replaceAll("-", "").slice(0, 12), 16));
+}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { idKind, uuidv7Bytes } from "./ids.ts";
+import { idKind, uuidTime, uuidv7Bytes } from "./ids.ts";
 
 const clients = idKind("cli");
 
@@ -48,4 +48,15 @@ Deno.test("fromUuid and toUuid are inverse on any UUID, every byte value include
     assert.equal(clients.toUuid(id), uuid);
   }
   assert.notEqual(clients.fromUuid(uuids[0]!), clients.fromUuid(uuids[1]!));
+});
+
+Deno.test("uuidTime() reads the creation time out of a UUIDv7", () => {
+  // Ids stay increasing when the clock goes back (other tests here generate in the future), so a
+  // new id's time is never before now.
+  const before = Date.now();
+  assert.ok(uuidTime(idKind("cli").generate().uuid).getTime() >= before);
+  assert.equal(
+    uuidTime("0190a3c4-5e6f-7000-8000-000000000000").toISOString(),
+    "2024-07-11T21:47:53.839Z",
+  );
 });

@@ -53,8 +53,9 @@ async function walk(
   token: string,
   limit: number,
   onPage: (ids: string[]) => Promise<void> = async () => {},
-): Promise<{ ids: string[]; pages: number }> {
+): Promise<{ ids: string[]; created: string[]; pages: number }> {
   const ids: string[] = [];
+  const created: string[] = [];
   let after = "";
   let pages = 0;
   for (;;) {
@@ -67,16 +68,23 @@ async function walk(
     const page = (res.body.data as { id: string }[]).map((r) => r.id);
     assert.ok(page.length <= limit);
     ids.push(...page);
-    if (!res.body.has_more) return { ids, pages };
+    created.push(...(res.body.data as { created_at: string }[]).map((r) => r.created_at));
+    if (!res.body.has_more) return { ids, created, pages };
     assert.equal(page.length, limit, "a page with has_more is full");
     after = page.at(-1)!;
     await onPage(page);
   }
 }
 
-function assertStrictlyIncreasing(ids: string[], what: string): void {
+/** Ids strictly increasing; creation times (RFC 3339 UTC, fixed width) never going back. */
+function assertOrdered(list: { ids: string[]; created: string[] }, what: string): void {
+  const { ids, created } = list;
   for (let i = 1; i < ids.length; i++) {
     assert.ok(ids[i - 1]! < ids[i]!, `${what}: ${ids[i - 1]} then ${ids[i]} at ${i}`);
+    assert.ok(
+      created[i - 1]! <= created[i]!,
+      `${what}: created_at ${created[i - 1]} then ${created[i]} at ${i} (${ids[i]})`,
+    );
   }
 }
 
@@ -154,7 +162,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
 
       const clientWalk = await walk(api, "/v1/projects/race/clients", admin, 100);
       assert.deepEqual([...clientWalk.ids].sort(), [...clientIds].sort());
-      assertStrictlyIncreasing(clientWalk.ids, "client list");
+      assertOrdered(clientWalk, "client list");
       const unitWalk = await walk(
         api,
         `/v1/core/units?journey=${journeyId}`,
@@ -162,7 +170,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
         100,
       );
       assert.deepEqual([...unitWalk.ids].sort(), [...unitIds].sort());
-      assertStrictlyIncreasing(unitWalk.ids, "unit list");
+      assertOrdered(unitWalk, "unit list");
       report(
         `concurrency: 500 clients + 500 units created concurrently; 1000 records checked in ` +
           `the database and in ${clientWalk.pages + unitWalk.pages} list pages`,
@@ -513,7 +521,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
             deleted.add(id);
           }
         })();
-        const results: string[][] = [];
+        const results: { ids: string[]; created: string[] }[] = [];
         try {
           for (let w = 0; w < 3; w++) {
             const result = await walk(api, list.path, list.token, 7, async (page) => {
@@ -526,16 +534,17 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
                 deletedCursors++;
               }
             });
-            results.push(result.ids);
+            results.push(result);
             pages += result.pages;
           }
         } finally {
           running = false;
           await Promise.all([inserter, deleter]);
         }
-        for (const ids of results) {
+        for (const result of results) {
+          const { ids } = result;
           assert.equal(new Set(ids).size, ids.length, `${list.name}: no duplicates`);
-          assertStrictlyIncreasing(ids, list.name);
+          assertOrdered(result, list.name);
           const seen = new Set(ids);
           for (const id of stable) assert.ok(seen.has(id), `${list.name}: stable ${id} seen`);
           for (const id of ids) {

@@ -5,6 +5,7 @@
  */
 
 import type { Sql } from "../../../lib/db.ts";
+import { uuidTime } from "../../../lib/ids.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.journeys. */
@@ -66,7 +67,10 @@ export interface JourneyRepository {
 export function createJourneyRepository(sql: Sql): JourneyRepository {
   return {
     async create(journey) {
-      const [row] = await sql<JourneyRow[]>`insert into core.journeys ${sql(journey)} returning *`;
+      const at = uuidTime(journey.id); // creation time in id order
+      const [row] = await sql<JourneyRow[]>`
+        insert into core.journeys ${sql({ ...journey, created_at: at, updated_at: at })}
+        returning *`;
       return row!;
     },
     async get(space, id) {
@@ -104,7 +108,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           if (parent.cycle) return "cycle" as const;
         }
         const [row] = await tx<JourneyRow[]>`
-          update core.journeys set ${tx(journey)}, updated_at = now()
+          update core.journeys set ${tx(journey)}, updated_at = greatest(now(), created_at)
           where id = ${id} and space = ${space}
           returning *`;
         return row ?? "not_found" as const;

@@ -5,6 +5,7 @@
  */
 
 import type { Sql } from "../../../lib/db.ts";
+import { uuidTime } from "../../../lib/ids.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.roles. */
@@ -47,7 +48,10 @@ export interface RoleRepository {
 export function createRoleRepository(sql: Sql): RoleRepository {
   return {
     async create(role) {
-      const [row] = await sql<RoleRow[]>`insert into core.roles ${sql(role)} returning *`;
+      const at = uuidTime(role.id); // creation time in id order
+      const [row] = await sql<RoleRow[]>`
+        insert into core.roles ${sql({ ...role, created_at: at, updated_at: at })}
+        returning *`;
       return row!;
     },
     async get(space, id) {
@@ -71,7 +75,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
     },
     async replace(space, id, role) {
       const [row] = await sql<RoleRow[]>`
-        update core.roles set ${sql(role)}, updated_at = now()
+        update core.roles set ${sql(role)}, updated_at = greatest(now(), created_at)
         where id = ${id} and space = ${space}
         returning *`;
       return row;

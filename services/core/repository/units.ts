@@ -5,6 +5,7 @@
  */
 
 import type { Sql } from "../../../lib/db.ts";
+import { uuidTime } from "../../../lib/ids.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.units. */
@@ -62,7 +63,10 @@ export interface UnitRepository {
 export function createUnitRepository(sql: Sql): UnitRepository {
   return {
     async create(unit) {
-      const [row] = await sql<UnitRow[]>`insert into core.units ${sql(unit)} returning *`;
+      const at = uuidTime(unit.id); // creation time in id order
+      const [row] = await sql<UnitRow[]>`
+        insert into core.units ${sql({ ...unit, created_at: at, updated_at: at })}
+        returning *`;
       return row!;
     },
     async get(space, id) {
@@ -87,7 +91,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
     },
     async replace(space, id, unit) {
       const [row] = await sql<UnitRow[]>`
-        update core.units set ${sql(unit)}, updated_at = now()
+        update core.units set ${sql(unit)}, updated_at = greatest(now(), created_at)
         where id = ${id} and space = ${space}
         returning *`;
       return row;

@@ -5,6 +5,7 @@
  */
 
 import type { Sql } from "../../../lib/db.ts";
+import { uuidTime } from "../../../lib/ids.ts";
 import type { ClientRow } from "./clients.ts";
 
 /** A row of oauth.client_secrets, without the hash. */
@@ -60,7 +61,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
           where client_id = ${secret.client_id}`;
         if (held!.count >= max) return { kind: "full" } as const;
         const [row] = await tx<ClientSecretRow[]>`
-          insert into oauth.client_secrets ${tx(secret)}
+          insert into oauth.client_secrets ${tx({ ...secret, created_at: uuidTime(secret.id) })}
           returning id, client_id, secret_hint, created_at`;
         return { kind: "created", row: row! } as const;
       });

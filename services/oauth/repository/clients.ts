@@ -6,6 +6,7 @@
  */
 
 import type { Sql } from "../../../lib/db.ts";
+import { uuidTime } from "../../../lib/ids.ts";
 
 /** A row of oauth.clients. */
 export interface ClientRow {
@@ -51,7 +52,10 @@ export interface ClientRepository {
 export function createClientRepository(sql: Sql): ClientRepository {
   return {
     async create(client) {
-      const [row] = await sql<ClientRow[]>`insert into oauth.clients ${sql(client)} returning *`;
+      const at = uuidTime(client.id); // creation time in id order
+      const [row] = await sql<ClientRow[]>`
+        insert into oauth.clients ${sql({ ...client, created_at: at, updated_at: at })}
+        returning *`;
       return row!;
     },
     async get(projectId, id) {
@@ -79,7 +83,8 @@ export function createClientRepository(sql: Sql): ClientRepository {
         ? await sql<ClientRow[]>`
             select * from oauth.clients where id = ${id} and project_id = ${projectId}`
         : await sql<ClientRow[]>`
-            update oauth.clients set ${sql(changes, columns)}, updated_at = now()
+            update oauth.clients
+            set ${sql(changes, columns)}, updated_at = greatest(now(), created_at)
             where id = ${id} and project_id = ${projectId}
             returning *`;
       return row;

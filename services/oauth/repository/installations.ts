@@ -5,6 +5,7 @@
  */
 
 import type { Sql } from "../../../lib/db.ts";
+import { uuidTime } from "../../../lib/ids.ts";
 
 /** A row of oauth.installations. */
 export interface InstallationRow {
@@ -52,8 +53,11 @@ export interface InstallationRepository {
 export function createInstallationRepository(sql: Sql): InstallationRepository {
   return {
     async consent(consent) {
+      const at = uuidTime(consent.id); // creation time in id order
       const [row] = await sql<InstallationRow[]>`
-        insert into oauth.installations ${sql({ ...consent, status: "active" })}
+        insert into oauth.installations ${
+        sql({ ...consent, status: "active", created_at: at, authorized_at: at })
+      }
         on conflict (project_id, account_id) where status <> 'revoked' do update set
           scopes = excluded.scopes,
           application_name = excluded.application_name,
