@@ -8,7 +8,8 @@
  *   and no conflict is ever returned (asserted strictly: every PATCH is 200); a core PUT replaces
  *   the whole record in one statement, so the result is exactly one writer's body, never a mix;
  * - concurrent consent for one (project, account) makes one installation;
- * - concurrent parent changes of two journeys never build a cycle;
+ * - concurrent parent changes of two journeys never build a cycle; a journey delete racing the
+ *   insert of a child or a unit is refused (409) with the right reason;
  * - paginated walks (limit 7) while records are inserted and deleted (the walker's own cursor
  *   among them) see no duplicate, ids in strictly increasing order, and every record that
  *   existed throughout exactly once.
@@ -380,6 +381,43 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
       }
       report(`concurrency: ${trials} concurrent re-parenting races, no cycle`);
     });
+
+    await t.step(
+      "a journey delete racing a child or unit insert is 409 with its reason",
+      async () => {
+        // The racing insert is held open in a transaction of the test's own, so the delete's row
+        // lock waits for it and the delete then trips the foreign key: deterministic.
+        const token = await coreToken("admin");
+        for (const what of ["child journeys", "units"] as const) {
+          const parent = await api("POST", "/v1/core/journeys", { token, json: { name: "p" } });
+          ok(parent, 201, "journey");
+          const parentUuid = journeyUuid(parent.body.id);
+          const racing = db.begin(async (tx) => {
+            if (what === "units") {
+              await tx`
+              insert into core.units (id, space, journey_id, originator, title, status, priority)
+              values (gen_random_uuid(), 'race', ${parentUuid}, 'test', 'racing', 'todo', 'none')`;
+            } else {
+              await tx`
+              insert into core.journeys (id, space, owner, parent_id, name)
+              values (gen_random_uuid(), 'race', 'test', ${parentUuid}, 'racing')`;
+            }
+            await new Promise((r) => setTimeout(r, 300)); // the delete arrives and waits meanwhile
+          });
+          await new Promise((r) => setTimeout(r, 100));
+          const res = await api("DELETE", `/v1/core/journeys/${parent.body.id}`, { token });
+          await racing;
+          ok(res, 409, `delete racing an insert of ${what}`);
+          assert.match(res.body.error.message, new RegExp(`still has ${what}`));
+          ok(
+            await api("GET", `/v1/core/journeys/${parent.body.id}`, { token }),
+            200,
+            "the refused delete removed nothing",
+          );
+        }
+        report("concurrency: 2 deletes racing inserts into the journey, 409 with the reason");
+      },
+    );
 
     await t.step(
       "concurrent consent for one (project, account) makes one installation",

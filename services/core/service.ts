@@ -263,9 +263,13 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
     async deleteJourney(req, ctx) {
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
       const result = await journeys.delete(spaceOf(ctx), uuid).catch((e) => {
-        // A unit or child added while the delete ran trips the foreign key instead.
-        if ((e as { code?: string }).code === "23503") return "has_units" as const;
-        throw e;
+        // A unit or child added while the delete ran trips a foreign key instead: which one
+        // says which (tests/concurrency_test.ts).
+        const { code, constraint_name } = e as { code?: string; constraint_name?: string };
+        if (code !== "23503") throw e;
+        return constraint_name === "journeys_parent_id_fkey"
+          ? "has_children" as const
+          : "has_units" as const;
       });
       if (result === "not_found") throw notFound("journey", req.journeyId);
       if (result === "has_children" || result === "has_units") {
