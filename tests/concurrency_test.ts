@@ -7,6 +7,7 @@
  *   updates only the masked columns in one statement, so the rule is last writer wins per field
  *   and no conflict is ever returned (asserted strictly: every PATCH is 200); a core PUT replaces
  *   the whole record in one statement, so the result is exactly one writer's body, never a mix;
+ * - concurrent secret creates stop at the limit of 10; concurrent deletes of a client succeed once;
  * - concurrent consent for one (project, account) makes one installation;
  * - concurrent parent changes of two journeys never build a cycle; a journey delete racing the
  *   insert of a child or a unit is refused (409) with the right reason;
@@ -258,6 +259,48 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
       );
       report(`concurrency: ${patches} concurrent client PATCHes, no field lost`);
     });
+
+    await t.step(
+      "concurrent secret creates stop at 10; concurrent deletes succeed once",
+      async () => {
+        const created = await api("POST", "/v1/projects/race/clients", {
+          token: admin,
+          json: { name: "secrets race", type: "web" },
+        });
+        ok(created, 201, "client");
+        const id: string = created.body.id;
+        const uuid = idKind("cli").toUuid(id)!;
+        const results = await Promise.all(
+          Array.from(
+            { length: 30 },
+            () => api("POST", `/v1/projects/race/clients/${id}/secrets`, { token: admin }),
+          ),
+        );
+        const statuses = results.map((r) => r.status);
+        assert.equal(statuses.filter((s) => s === 201).length, 10, statuses.join(" "));
+        assert.equal(statuses.filter((s) => s === 409).length, 20, statuses.join(" "));
+        const [held] = await db<{ n: number }[]>`
+        select count(*)::int as n from oauth.client_secrets where client_id = ${uuid}`;
+        assert.equal(held!.n, 10);
+        const deletes = await Promise.all(
+          Array.from(
+            { length: 10 },
+            () => api("DELETE", `/v1/projects/race/clients/${id}`, { token: admin }),
+          ),
+        );
+        assert.deepEqual(
+          deletes.map((r) => r.status).sort(),
+          [204, ...Array(9).fill(404)],
+        );
+        const [gone] = await db<{ live: number; tombstones: number; secrets: number }[]>`
+        select
+          (select count(*)::int from oauth.clients where id = ${uuid}) as live,
+          (select count(*)::int from oauth.deleted_clients where id = ${uuid}) as tombstones,
+          (select count(*)::int from oauth.client_secrets where client_id = ${uuid}) as secrets`;
+        assert.deepEqual(gone, { live: 0, tombstones: 1, secrets: 0 });
+        report("concurrency: 30 concurrent secret creates (10 stored), 10 concurrent deletes (1)");
+      },
+    );
 
     await t.step(
       "concurrent PATCHes of one OAuth config: created once, no field lost",
