@@ -11,7 +11,9 @@
  * - a frozen backend (SIGSTOP): every gateway request still gets its JSON error within
  *   RPC_TIMEOUT_MS plus a margin (504 deadline_exceeded: the backend accepted the connection and
  *   did not answer in time; 503 is for a backend that cannot be reached), and the other backend
- *   keeps serving.
+ *   keeps serving;
+ * - SIGTERM to a service (operations_test covers the gateway) while 30 requests wait inside it on
+ *   a row lock the test holds: every one completes, then the process exits 0.
  */
 
 import assert from "node:assert/strict";
@@ -582,6 +584,76 @@ Deno.test("a frozen backend: every gateway request gets its JSON error within th
         `served meanwhile`,
     );
   } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("SIGTERM to a service with 30 requests in flight: all of them complete, then it exits 0", async () => {
+  // A pool as large as the load, so that every request waits inside the database, where the
+  // test can count it: in flight for sure.
+  const stack = await startStack({ env: { DB_POOL_MAX: "30" } });
+  const db = postgres(stack.databaseUrl, { max: 2, onnotice: () => {} });
+  let release = () => {};
+  try {
+    const api = httpClient(stack.gatewayUrl);
+    const token = await stack.token({ sub: "u", projects: ["t"] });
+    await api("PATCH", "/v1/projects/t/config", { token, json: { application_name: "T" } });
+    const client = await api("POST", "/v1/projects/t/clients", {
+      token,
+      json: { name: "held", type: "web" },
+    });
+    assert.equal(client.status, 201);
+    const { ids } = await import("../services/oauth/service.ts");
+    const uuid = ids.client.toUuid(client.body.id)!;
+    // The test holds the client's row lock, so the service's updates wait inside it (in flight).
+    const held = new Promise<void>((r) => release = r);
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((r) => locked = r);
+    const holding = db.begin(async (tx) => {
+      await tx`select id from oauth.clients where id = ${uuid} for update`;
+      locked();
+      await held;
+    });
+    await lockTaken;
+    const calls = Array.from(
+      { length: 30 },
+      (_, i) =>
+        api("PATCH", `/v1/projects/t/clients/${client.body.id}`, {
+          token,
+          json: { name: `name ${i}` },
+        }),
+    );
+    await until(
+      async () => {
+        const [row] = await db<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity
+          where wait_event_type = 'Lock' and query like '%update oauth.clients%'`;
+        return row!.n === 30;
+      },
+      10_000,
+      "30 updates waiting for the lock",
+    );
+    stack.procs.oauth.child.kill("SIGTERM");
+    await sleep(300);
+    release();
+    await holding;
+    const results = await Promise.all(calls);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      Array(30).fill(200),
+      results.map((r) => r.text).join("\n") + "\n" + stack.procs.oauth.lines.slice(-8).join("\n"),
+    );
+    const exit = await stack.procs.oauth.child.status;
+    assert.equal(exit.code, 0);
+    const [row] = await db<{ name: string }[]>`select name from oauth.clients where id = ${uuid}`;
+    assert.match(row!.name, /^name \d+$/);
+    report(
+      `faults: SIGTERM to oauth-registry with 30 requests in flight (1 fault): 30 of 30 ` +
+        `completed 200, exit 0`,
+    );
+  } finally {
+    release();
+    await db.end();
     await stack.stop();
   }
 });
