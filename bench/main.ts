@@ -348,17 +348,30 @@ async function cpuMs(pid: number): Promise<number> {
   }
 }
 
-/** The CPU time of each of our processes and of all Postgres processes together, in ms. */
+/**
+ * The CPU time of each of our processes, and of each Postgres process (`postgres:<pid>`), in ms.
+ * Postgres is summed per process over those alive at both ends of a run (see `cpuDelta`): a
+ * backend that exits takes its CPU time with it, which a plain sum would count as negative.
+ */
 async function cpuNow(): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const [name, pid] of Object.entries(procs())) out[name] = await cpuMs(pid);
-  let postgresMs = 0;
   for await (const entry of Deno.readDir("/proc")) {
     if (!/^\d+$/.test(entry.name)) continue;
     const comm = await Deno.readTextFile(`/proc/${entry.name}/comm`).catch(() => "");
-    if (comm.trim() === "postgres") postgresMs += await cpuMs(Number(entry.name));
+    if (comm.trim() === "postgres") out[`postgres:${entry.name}`] = await cpuMs(Number(entry.name));
   }
-  out.postgres = postgresMs;
+  return out;
+}
+
+/** CPU ms spent between two readings, by process, Postgres summed as `postgres`. */
+function cpuDelta(before: Record<string, number>, after: Record<string, number>) {
+  const out: Record<string, number> = { postgres: 0 };
+  for (const [k, v] of Object.entries(after)) {
+    if (before[k] === undefined) continue;
+    const key = k.startsWith("postgres:") ? "postgres" : k;
+    out[key] = (out[key] ?? 0) + v - before[k]!;
+  }
   return out;
 }
 
@@ -410,7 +423,7 @@ for (let round = 1; round <= rounds; round++) {
       const cpuAfter = await cpuNow();
       const served = result.rps * (seconds + warmup);
       result.cpu = Object.fromEntries(
-        Object.keys(cpuAfter).map((k) => [k, (cpuAfter[k]! - cpuBefore[k]!) / served]),
+        Object.entries(cpuDelta(cpuBefore, cpuAfter)).map(([k, ms]) => [k, ms / served]),
       );
       if (path === "grpc") {
         for (const [code, n] of await rpcErrors()) {
