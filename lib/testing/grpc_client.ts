@@ -63,3 +63,55 @@ export function grpcTestClient(address: string): GrpcTestClient {
     },
   };
 }
+
+/** What {@link grpcChurn} does: channels opened, used and closed, round after round. */
+export interface ChurnOptions<I extends DescMessage> {
+  /** `host:port`. */
+  address: string;
+  /** The method called. */
+  method: DescMethodUnary<I, DescMessage>;
+  /** Its request. */
+  request: MessageInitShape<I>;
+  /** Metadata sent with every call. */
+  metadata?: Record<string, string>;
+  /** Rounds. */
+  rounds: number;
+  /** Channels per round, all at once. */
+  clients: number;
+  /** Calls per channel, one after another, before it closes. */
+  calls: number;
+}
+
+/**
+ * Connection churn from stock @grpc/grpc-js running on Node.js (lib/testing/grpc_churn.mjs, see
+ * there why not in this process): resolves with the number of calls answered and their codes.
+ */
+export async function grpcChurn<I extends DescMessage>(
+  options: ChurnOptions<I>,
+): Promise<{ calls: number; codes: Record<string, number> }> {
+  const child = new Deno.Command("node", {
+    args: [new URL("./grpc_churn.mjs", import.meta.url).pathname],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(JSON.stringify({
+    address: options.address,
+    path: `/${options.method.parent.typeName}/${options.method.name}`,
+    requestBase64: Buffer.from(
+      toBinary(options.method.input, create(options.method.input, options.request)),
+    )
+      .toString("base64"),
+    metadata: options.metadata ?? {},
+    rounds: options.rounds,
+    clients: options.clients,
+    calls: options.calls,
+  })));
+  await writer.close();
+  const out = await child.output();
+  if (!out.success) {
+    throw new Error(`grpc_churn.mjs failed: ${new TextDecoder().decode(out.stderr)}`);
+  }
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}

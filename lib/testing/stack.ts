@@ -134,6 +134,18 @@ function freePort(): number {
 
 /** Starts a database, the services and the gateway, each on its own fixed free ports. */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  // Free ports are found by binding port 0 and closing it; another test process can take one
+  // before our component binds it (seen: AddrInUse). Then the start is tried again on new ports.
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await startStackOnce(options);
+    } catch (error) {
+      if (attempt >= 3 || !String(error).includes("AddrInUse")) throw error;
+    }
+  }
+}
+
+async function startStackOnce(options: StackOptions): Promise<Stack> {
   const db: TestDatabase = await createTestDatabase();
   const jwtSecret = randomSecret();
   const common = {
@@ -199,17 +211,23 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     })
   );
   for (const exit of exits) exit.catch(() => {});
-  await Promise.race([
-    Promise.all([waitReady(oauthHttp), waitReady(coreHttp), waitReady(gatewayUrl)]),
-    ...exits,
-  ]);
-  started = true;
   const stopProc = async (p: Proc) => {
     try {
       p.child.kill("SIGTERM");
     } catch { /* gone */ }
     await p.child.status;
   };
+  try {
+    await Promise.race([
+      Promise.all([waitReady(oauthHttp), waitReady(coreHttp), waitReady(gatewayUrl)]),
+      ...exits,
+    ]);
+  } catch (error) {
+    await Promise.all(Object.values(procs).map(stopProc));
+    await db.drop();
+    throw error;
+  }
+  started = true;
   return {
     gatewayUrl,
     oauthGrpc: `127.0.0.1:${ports.oauthGrpc}`,
