@@ -61,6 +61,9 @@ const maxWindow = 2 ** 31 - 1;
 // The reasons a stream's signal aborts with. Made once: a DOMException captures a stack trace, and
 // every stream's signal aborts when the stream ends (CPU profile of a service under gRPC load:
 // ~4% of its time went to making these per stream).
+/** The payload of the PING that ends the first step of a graceful GOAWAY. */
+const drainPing = new TextEncoder().encode("drain~01");
+
 const streamEnded = new DOMException("The stream ended", "AbortError");
 const streamReset = new DOMException("The stream was reset", "AbortError");
 const peerReset = new DOMException("The peer reset the stream", "AbortError");
@@ -183,6 +186,7 @@ class Connection {
   readonly #decoder = new HpackDecoder();
   readonly #streams = new Map<number, Stream>();
   #lastStreamId = 0;
+  #goingAway = false;
   #closed = false;
   #peerInitialWindow = 65_535;
   #peerMaxFrame = 16_384;
@@ -303,6 +307,7 @@ class Connection {
           throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "bad PING");
         }
         if (!(flags & ACK)) this.#write(frame(FrameType.PING, ACK, 0, payload.slice()));
+        else if (payload.every((b, i) => b === drainPing[i])) this.#finalGoaway();
         return;
       case FrameType.GOAWAY:
         // The client is closing; its GOAWAY concerns streams we would open (we never do), so the
@@ -378,7 +383,7 @@ class Connection {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "bad stream id");
     }
     this.#lastStreamId = streamId;
-    if (this.#streams.size >= this.#options.maxConcurrentStreams) {
+    if (this.#goingAway || this.#streams.size >= this.#options.maxConcurrentStreams) {
       this.#write(frame(FrameType.RST_STREAM, 0, streamId, u32(ErrorCode.REFUSED_STREAM)));
       return;
     }
@@ -681,28 +686,36 @@ class Connection {
     this.#write(frame(FrameType.GOAWAY, 0, 0, payload));
   }
 
-  #draining = false;
+  #drainTimer: ReturnType<typeof setTimeout> | undefined;
 
   /**
-   * Graceful: a GOAWAY naming the largest stream id (RFC 9113 6.8's first step), so that the
-   * client opens no new stream and nothing it already sent is refused; streams that still arrive
-   * are served, and the server closes the connection once no stream is open (or at its grace
-   * deadline). The second step, a GOAWAY naming the last stream received, is left out on purpose:
-   * any GOAWAY with a real last id made Deno's node:http2 client (grpc-js under Deno) abort its
-   * process, nghttp2's assertion `stream->closed_next == NULL` in find_stream_on_goaway_func (one
-   * CI-like run in four, 2026-11-21); with the largest id that code path cannot refuse a stream.
+   * Graceful, in two steps (RFC 9113 6.8): a GOAWAY naming the largest stream id and a PING, so
+   * that the streams the client sent meanwhile are still served; when the PING comes back (or after
+   * a second), a GOAWAY naming the last stream actually received, and later streams are refused.
+   * A single GOAWAY that refused streams the client had already opened (and perhaps already
+   * cancelled) crashed a Deno process using node:http2 as a client: nghttp2's assertion
+   * `stream->closed_next == NULL` in find_stream_on_goaway_func (seen once in a CI run).
    * Resolves when no stream is open.
    */
   drain(): Promise<void> {
-    if (!this.#draining) {
-      this.#draining = true;
+    if (this.#drainTimer === undefined && !this.#goingAway) {
       this.#goaway(ErrorCode.NO_ERROR, 0x7fffffff);
+      this.#write(frame(FrameType.PING, 0, 0, drainPing));
+      this.#drainTimer = setTimeout(() => this.#finalGoaway(), 1000);
     }
     if (this.#streams.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle = resolve);
   }
 
+  #finalGoaway(): void {
+    clearTimeout(this.#drainTimer);
+    if (this.#goingAway || this.#closed) return;
+    this.#goingAway = true;
+    this.#goaway(ErrorCode.NO_ERROR);
+  }
+
   #teardown(): void {
+    clearTimeout(this.#drainTimer);
     for (const stream of [...this.#streams.values()]) {
       this.#finish(stream, connectionClosed);
     }
