@@ -16,18 +16,11 @@
 
 import { create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
-
-/** Splits `trailer-` headers from the others, as the Connect protocol carries unary trailers. */
-function demux(headers: Headers): [Headers, Headers] {
-  const header = new Headers();
-  const trailer = new Headers();
-  headers.forEach((value, name) => {
-    if (name.startsWith("trailer-")) trailer.append(name.slice(8), value);
-    else header.append(name, value);
-  });
-  return [header, trailer];
-}
+import {
+  codeFromHttpStatus,
+  errorFromJsonBytes,
+  trailerDemux,
+} from "@connectrpc/connect/protocol-connect";
 
 /** A transport to one service at `baseUrl` (unary methods only; the gateway has no others). */
 export function backendTransport(baseUrl: string): Transport {
@@ -101,7 +94,7 @@ export function backendTransport(baseUrl: string): Transport {
         signal?.removeEventListener("abort", onAbort);
       }
       if (status !== 200) {
-        const [responseHeader, trailer] = demux(responseHeaders);
+        const [responseHeader, trailer] = trailerDemux(responseHeaders);
         const metadata = new Headers(responseHeader);
         trailer.forEach((value, name) => metadata.append(name, value));
         const fallback = new ConnectError(

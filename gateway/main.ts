@@ -9,7 +9,7 @@
  * @module
  */
 
-import { Code, type Transport } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { backendTransport } from "./backend.ts";
 import * as v from "valibot";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
@@ -69,17 +69,13 @@ export interface RunningGateway {
   shutdown(graceMs: number): Promise<void>;
 }
 
-function transport(baseUrl: string): Transport {
-  return backendTransport(baseUrl);
-}
-
 /** Starts the gateway. */
 export function startGateway(config: GatewayConfig): RunningGateway {
   const log = createLogger("gateway", config.LOG_LEVEL);
   const metrics = createMetrics("gateway");
   const backends: Backend[] = [
-    { services: [OAuthRegistryService], transport: transport(config.OAUTH_REGISTRY_URL) },
-    { services: [CoreService], transport: transport(config.CORE_URL) },
+    { services: [OAuthRegistryService], transport: backendTransport(config.OAUTH_REGISTRY_URL) },
+    { services: [CoreService], transport: backendTransport(config.CORE_URL) },
   ];
   const transcode = createTranscoder({
     backends,

@@ -26,7 +26,7 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { CallHeaders, createCallContext } from "./call_context.ts";
 import type { HeaderField } from "./h2/hpack.ts";
-import { type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
+import { concat, type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
 
 /** A service and the connect-es implementation serving it. */
 export interface GrpcServiceBinding {
@@ -122,7 +122,7 @@ async function* messages(
   let chunks: Uint8Array[] = [];
   let size = 0;
   let expected: number | undefined; // 5 + the message length, once the prefix is in
-  const joined = () => chunks.length === 1 ? chunks[0]! : concatBytes(chunks, size);
+  const joined = () => chunks.length === 1 ? chunks[0]! : concat(chunks);
   for await (const chunk of req.body) {
     chunks.push(chunk);
     size += chunk.length;
@@ -159,16 +159,6 @@ async function* messages(
     }
   }
   if (size > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
-}
-
-function concatBytes(parts: Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
 }
 
 function frame(method: DescMethod, output: unknown): Uint8Array {

@@ -90,7 +90,11 @@ function decodeBase32(text: string): Uint8Array | undefined {
   return bytes;
 }
 
-const hexByte = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+/** Two lower-case hex digits for each byte value. */
+export const hexByte: readonly string[] = Array.from(
+  { length: 256 },
+  (_, i) => i.toString(16).padStart(2, "0"),
+);
 
 function bytesToUuid(b: Uint8Array): string {
   const h = (i: number) => hexByte[b[i]!]!;

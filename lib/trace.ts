@@ -5,10 +5,11 @@
  * @module
  */
 
+import { hexByte } from "./ids.ts";
+
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
-const hexByte = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 // Random bytes drawn 4 KiB at a time: one getRandomValues call per ~170 spans, not two per span.
 const pool = new Uint8Array(4096);
 let poolAt = pool.length;

@@ -29,7 +29,7 @@ import {
   type GrpcTestClient,
   grpcTestClient,
 } from "../lib/testing/grpc_client.ts";
-import { httpClient } from "../lib/testing/http.ts";
+import { httpClient, status, until } from "../lib/testing/http.ts";
 import { type Proc, spawn, startStack } from "../lib/testing/stack.ts";
 import { startTcpProxy } from "../lib/testing/tcp_proxy.ts";
 
@@ -40,29 +40,6 @@ const { SERVING, NOT_SERVING } = HealthCheckResponse_ServingStatus;
 const report = (line: string) => console.log(line);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(
-  check: () => Promise<boolean> | boolean,
-  ms: number,
-  what: string,
-): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < ms) {
-    if (await check()) return Date.now() - started;
-    await sleep(25);
-  }
-  throw new Error(`Timed out after ${ms} ms waiting for ${what}`);
-}
-
-async function status(url: string): Promise<number> {
-  try {
-    const res = await fetch(url);
-    await res.body?.cancel();
-    return res.status;
-  } catch {
-    return 0;
-  }
-}
 
 /** One gRPC client per address for the whole file (made on first use, closed at the end). */
 const grpcClients = new Map<string, GrpcTestClient>();

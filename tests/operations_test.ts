@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { httpClient } from "../lib/testing/http.ts";
+import { httpClient, status, until } from "../lib/testing/http.ts";
 import { type Proc, startStack, waitReady } from "../lib/testing/stack.ts";
 import { startTcpProxy } from "../lib/testing/tcp_proxy.ts";
 
@@ -16,29 +16,6 @@ function logLines(proc: Proc): Record<string, unknown>[] {
       return [];
     }
   });
-}
-
-async function until(
-  check: () => Promise<boolean> | boolean,
-  ms: number,
-  what: string,
-): Promise<number> {
-  const started = Date.now();
-  while (Date.now() - started < ms) {
-    if (await check()) return Date.now() - started;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`Timed out after ${ms} ms waiting for ${what}`);
-}
-
-async function status(url: string): Promise<number> {
-  try {
-    const res = await fetch(url);
-    await res.body?.cancel();
-    return res.status;
-  } catch {
-    return 0;
-  }
 }
 
 Deno.test("request ids and trace context follow a call from the gateway into the service", async () => {

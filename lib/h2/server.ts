@@ -745,7 +745,8 @@ class Connection {
   }
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
+/** The parts, joined into one array. */
+export function concat(parts: readonly Uint8Array[]): Uint8Array {
   let size = 0;
   for (const p of parts) size += p.length;
   const out = new Uint8Array(size);

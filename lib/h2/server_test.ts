@@ -134,6 +134,25 @@ interface Frame {
   payload: Uint8Array;
 }
 
+/** Appends `chunk` to `buf`, moves every complete frame into `frames`, returns the rest. */
+function readFrames(buf: Uint8Array, chunk: Uint8Array, frames: Frame[]): Uint8Array {
+  let rest = new Uint8Array(buf.length + chunk.length);
+  rest.set(buf);
+  rest.set(chunk, buf.length);
+  while (rest.length >= 9) {
+    const length = (rest[0]! << 16) | (rest[1]! << 8) | rest[2]!;
+    if (rest.length < 9 + length) break;
+    frames.push({
+      type: rest[3]!,
+      flags: rest[4]!,
+      stream: new DataView(rest.buffer, rest.byteOffset + 5, 4).getUint32(0),
+      payload: rest.slice(9, 9 + length),
+    });
+    rest = rest.slice(9 + length);
+  }
+  return rest;
+}
+
 /** Writes `bytes` after the preface and reads frames until the server closes or `until` holds. */
 async function exchange(
   port: number,
@@ -144,25 +163,11 @@ async function exchange(
   const frames: Frame[] = [];
   try {
     for (const b of [preface, frame(4, 0, 0), ...bytes]) await conn.write(b);
-    let buf = new Uint8Array();
+    let buf: Uint8Array = new Uint8Array();
     const deadline = setTimeout(() => conn.close(), 5000);
     try {
       for await (const chunk of conn.readable) {
-        const joined = new Uint8Array(buf.length + chunk.length);
-        joined.set(buf);
-        joined.set(chunk, buf.length);
-        buf = joined;
-        while (buf.length >= 9) {
-          const length = (buf[0]! << 16) | (buf[1]! << 8) | buf[2]!;
-          if (buf.length < 9 + length) break;
-          frames.push({
-            type: buf[3]!,
-            flags: buf[4]!,
-            stream: new DataView(buf.buffer, buf.byteOffset + 5, 4).getUint32(0),
-            payload: buf.slice(9, 9 + length),
-          });
-          buf = buf.slice(9 + length);
-        }
+        buf = readFrames(buf, chunk, frames);
         if (until(frames)) break;
       }
     } catch {
@@ -250,7 +255,7 @@ Deno.test("a graceful close serves the streams a client sent before it learned o
   const server = healthServer(300);
   const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
   const frames: Frame[] = [];
-  let buf = new Uint8Array();
+  let buf: Uint8Array = new Uint8Array();
   const reader = conn.readable.getReader();
   /** Reads frames until `until` finds one (or 5 s pass). */
   const waitFor = async (until: (f: Frame) => boolean): Promise<Frame> => {
@@ -261,21 +266,7 @@ Deno.test("a graceful close serves the streams a client sent before it learned o
       if (Date.now() > deadline) throw new Error("no such frame");
       const { value, done } = await reader.read();
       if (done) throw new Error("closed");
-      const joined = new Uint8Array(buf.length + value.length);
-      joined.set(buf);
-      joined.set(value, buf.length);
-      buf = joined;
-      while (buf.length >= 9) {
-        const length = (buf[0]! << 16) | (buf[1]! << 8) | buf[2]!;
-        if (buf.length < 9 + length) break;
-        frames.push({
-          type: buf[3]!,
-          flags: buf[4]!,
-          stream: new DataView(buf.buffer, buf.byteOffset + 5, 4).getUint32(0),
-          payload: buf.slice(9, 9 + length),
-        });
-        buf = buf.slice(9 + length);
-      }
+      buf = readFrames(buf, value, frames);
     }
   };
   const call = (stream: number) => [

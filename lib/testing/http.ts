@@ -58,3 +58,28 @@ export function httpClient(
     return { status: res.status, body: parsed, text, headers: res.headers };
   };
 }
+
+/** The status of `GET url`, or 0 when nothing answers. */
+export async function status(url: string): Promise<number> {
+  try {
+    const res = await fetch(url);
+    await res.body?.cancel();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** Polls `check` every 20 ms until it holds; resolves with the ms it took, throws after `ms`. */
+export async function until(
+  check: () => Promise<boolean> | boolean,
+  ms: number,
+  what: string,
+): Promise<number> {
+  const started = Date.now();
+  while (Date.now() - started < ms) {
+    if (await check()) return Date.now() - started;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`Timed out after ${ms} ms waiting for ${what}`);
+}
