@@ -27,6 +27,7 @@ import {
   buildWorld,
   type Call,
   type Case,
+  caseRunner,
   cases,
   type Kind,
   namesRecords,
@@ -144,15 +145,7 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
     if (before) assert.equal(before.status, 200, `${name}: read-back: ${before.text}`);
     const credentials = await badCredentials(stack, owner);
 
-    const run = async (c: Case, body: () => Promise<boolean | void>) => {
-      try {
-        if ((await body()) === false) {
-          notApplicable.set(c, (notApplicable.get(c) ?? 0) + 1);
-        } else ran.set(c, (ran.get(c) ?? 0) + 1);
-      } catch (error) {
-        failures.push(`${name} [${c}]: ${(error as Error).message}`);
-      }
-    };
+    const run = caseRunner(name, { ran, notApplicable, failures });
 
     for (const c of cases) {
       if (c === "idempotent replay") continue; // after the control

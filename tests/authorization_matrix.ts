@@ -65,6 +65,32 @@ export const cases = [
 /** A case of the matrix. */
 export type Case = typeof cases[number];
 
+/** What a matrix run counts: cases run and not applicable, and every failure found. */
+export interface Tally {
+  ran: Map<Case, number>;
+  notApplicable: Map<Case, number>;
+  failures: string[];
+}
+
+/**
+ * Runs the cases of one route or RPC: a case whose body returns false did not apply (no record
+ * to substitute); one that throws is a failure, recorded with the route's name.
+ */
+export function caseRunner(
+  name: string,
+  tally: Tally,
+): (c: Case, body: () => Promise<boolean | void>) => Promise<void> {
+  return async (c, body) => {
+    try {
+      if ((await body()) === false) {
+        tally.notApplicable.set(c, (tally.notApplicable.get(c) ?? 0) + 1);
+      } else tally.ran.set(c, (tally.ran.get(c) ?? 0) + 1);
+    } catch (error) {
+      tally.failures.push(`${name} [${c}]: ${(error as Error).message}`);
+    }
+  };
+}
+
 /** Kinds of record a request can name. */
 export type Kind = "client" | "secret" | "installation" | "role" | "journey" | "unit";
 

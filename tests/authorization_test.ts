@@ -24,6 +24,7 @@ import {
   buildWorld,
   type Call,
   type Case,
+  caseRunner,
   cases,
   type HttpRequest,
   isOutputOnly,
@@ -123,15 +124,7 @@ Deno.test("authorization matrix over the gateway: every route x every case", asy
     assert.equal(before.status, 200, `${name}: read-back ${readBack.path}: ${before.text}`);
     const credentials = await badCredentials(stack, owner, scope);
 
-    const run = async (c: Case, body: () => Promise<boolean | void>) => {
-      try {
-        if ((await body()) === false) {
-          notApplicable.set(c, (notApplicable.get(c) ?? 0) + 1);
-        } else ran.set(c, (ran.get(c) ?? 0) + 1);
-      } catch (error) {
-        failures.push(`${name} [${c}]: ${(error as Error).message}`);
-      }
-    };
+    const run = caseRunner(name, { ran, notApplicable, failures });
 
     for (const c of cases) {
       if (c === "idempotent replay") continue; // after the control
