@@ -10,39 +10,50 @@ const alphabet = "0123456789abcdefghjkmnpqrstvwxyz";
 const decodeTable = new Int8Array(128).fill(-1);
 for (let i = 0; i < alphabet.length; i++) decodeTable[alphabet.charCodeAt(i)] = i;
 
-let lastMs = 0;
-let counter = 0;
+/**
+ * Returns a UUIDv7 (RFC 9562) generator reading the time from `now` (Unix milliseconds). Its
+ * values increase strictly, also within one millisecond (the 12-bit rand_a field is a counter
+ * seeded at random, method 3) and when the clock goes back (the last time is kept until the
+ * clock passes it). Each generator keeps its own last time, so a test can run one on a clock of
+ * its own without moving the ids of the rest of the process.
+ */
+export function uuidv7Generator(now: () => number = Date.now): () => Uint8Array {
+  let lastMs = 0;
+  let counter = 0;
+  return () => {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    let ms = now();
+    if (ms <= lastMs) {
+      ms = lastMs;
+      counter++;
+      if (counter > 0xfff) {
+        ms++;
+        counter = bytes[6]! & 0x07;
+      }
+    } else {
+      counter = ((bytes[6]! & 0x07) << 8) | bytes[7]!;
+    }
+    lastMs = ms;
+    const hi = Math.floor(ms / 2 ** 16);
+    bytes[0] = hi >>> 24;
+    bytes[1] = hi >>> 16;
+    bytes[2] = hi >>> 8;
+    bytes[3] = hi;
+    bytes[4] = ms >>> 8;
+    bytes[5] = ms;
+    bytes[6] = 0x70 | (counter >>> 8);
+    bytes[7] = counter & 0xff;
+    bytes[8] = 0x80 | (bytes[8]! & 0x3f);
+    return bytes;
+  };
+}
 
 /**
- * Returns a new UUIDv7 (RFC 9562) as 16 bytes. Within one process the values increase strictly,
- * also within one millisecond (the 12-bit rand_a field is a counter seeded at random, method 3).
+ * Returns a new UUIDv7 as 16 bytes from the system clock: one generator for the whole process,
+ * shared by every {@link idKind} made without a generator of its own, so all their ids increase
+ * together.
  */
-export function uuidv7Bytes(now: number = Date.now()): Uint8Array {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  let ms = now;
-  if (ms <= lastMs) {
-    ms = lastMs;
-    counter++;
-    if (counter > 0xfff) {
-      ms++;
-      counter = bytes[6]! & 0x07;
-    }
-  } else {
-    counter = ((bytes[6]! & 0x07) << 8) | bytes[7]!;
-  }
-  lastMs = ms;
-  const hi = Math.floor(ms / 2 ** 16);
-  bytes[0] = hi >>> 24;
-  bytes[1] = hi >>> 16;
-  bytes[2] = hi >>> 8;
-  bytes[3] = hi;
-  bytes[4] = ms >>> 8;
-  bytes[5] = ms;
-  bytes[6] = 0x70 | (counter >>> 8);
-  bytes[7] = counter & 0xff;
-  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
-  return bytes;
-}
+export const uuidv7Bytes: () => Uint8Array = uuidv7Generator();
 
 /** Encodes 16 bytes as 26 Crockford base32 characters (the TypeID suffix). */
 function encodeBase32(bytes: Uint8Array): string {
@@ -138,14 +149,17 @@ export interface IdKind {
   toUuid(id: string): string | undefined;
 }
 
-/** Creates the identifier kind with the given TypeID prefix (lowercase letters). */
-export function idKind(prefix: string): IdKind {
+/**
+ * Creates the identifier kind with the given TypeID prefix (lowercase letters). New ids come from
+ * `nextUuid` (by default the process-wide {@link uuidv7Bytes}, on the system clock).
+ */
+export function idKind(prefix: string, nextUuid: () => Uint8Array = uuidv7Bytes): IdKind {
   if (!/^[a-z]{1,63}$/.test(prefix)) throw new Error(`Cannot use id prefix ${prefix}`);
   const head = `${prefix}_`;
   return {
     prefix,
     generate() {
-      const bytes = uuidv7Bytes();
+      const bytes = nextUuid();
       return { id: head + encodeBase32(bytes), uuid: bytesToUuid(bytes) };
     },
     fromUuid(uuid) {
