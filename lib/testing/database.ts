@@ -19,6 +19,33 @@ export interface TestDatabase {
 const noDatabase = "No Postgres for the tests: set DATABASE_URL " +
   "(e.g. postgres://postgres@127.0.0.1:5432/postgres) or start a Docker engine for testcontainers";
 
+/**
+ * Why no test database can be made here, in one line, or undefined when one can: DATABASE_URL
+ * answers, or (without it) a Docker engine does. Checked once before a whole run, so that a
+ * machine without Postgres gets one line instead of every database test failing.
+ */
+export async function databaseProblem(): Promise<string | undefined> {
+  const base = Deno.env.get("DATABASE_URL");
+  if (!base) {
+    const docker = await new Deno.Command("docker", {
+      args: ["info"],
+      stdout: "null",
+      stderr: "null",
+    })
+      .output().then((o) => o.success, () => false);
+    return docker ? undefined : noDatabase;
+  }
+  const sql = postgres(base, { max: 1, connect_timeout: 5, onnotice: () => {} });
+  try {
+    await sql`select 1`;
+    return undefined;
+  } catch (error) {
+    return `${noDatabase} (DATABASE_URL did not answer: ${(error as Error).message})`;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
 /** Creates a fresh, empty database. */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const base = Deno.env.get("DATABASE_URL");
