@@ -20,8 +20,10 @@ import { Code, ConnectError, createContextValues, type HandlerContext } from "@c
 export class CallHeaders {
   readonly #map = new Map<string, string>();
 
+  /** Adds a value, without the whitespace around it (not part of a field value, RFC 9110 5.5). */
   append(name: string, value: string): void {
     const key = name.toLowerCase();
+    value = value.trim();
     const had = this.#map.get(key);
     this.#map.set(key, had === undefined ? value : `${had}, ${value}`);
   }
@@ -92,6 +94,9 @@ export interface Call {
   end(): void;
 }
 
+/** The longest delay setTimeout keeps; a longer one fires at once. */
+const maxTimerMs = 2 ** 31 - 1;
+
 /**
  * Makes the context of a call: its signal aborts with CANCELED when the caller goes away, with
  * DEADLINE_EXCEEDED at the deadline (as connect's handlers do), and when the call ends.
@@ -104,7 +109,9 @@ export function createCallContext(init: CallInit): Call {
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
   const expire = () =>
     cancel.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
-  const timer = timeoutMs === undefined || timeoutMs <= 0
+  // A deadline past setTimeout's range (2^31 - 1 ms, ~24.8 days) would fire at once: no call
+  // lives that long, so it gets no timer (grpc-timeout allows up to 10^8 hours).
+  const timer = timeoutMs === undefined || timeoutMs <= 0 || timeoutMs > maxTimerMs
     ? undefined
     : setTimeout(expire, timeoutMs);
   if (timeoutMs !== undefined && timeoutMs <= 0) expire();
