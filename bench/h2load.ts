@@ -6,6 +6,8 @@
  * @module
  */
 
+import { ensurePackages, packages } from "../tools/debian.ts";
+
 /** One load run. */
 export interface LoadSpec {
   /** Request URLs (same host), used round-robin. */
@@ -46,29 +48,7 @@ export interface LoadResult {
 
 /** Makes sure h2load is installed (Debian's nghttp2-client), installing it when missing. */
 export async function ensureH2load(): Promise<void> {
-  const have = await new Deno.Command("h2load", {
-    args: ["--version"],
-    stdout: "null",
-    stderr: "null",
-  })
-    .output().then((o) => o.success, () => false);
-  if (have) return;
-  // deno-lint-ignore no-console
-  console.error("bench: installing h2load (apt-get install nghttp2-client)");
-  const apt = (args: string[]) =>
-    new Deno.Command("apt-get", {
-      args,
-      stdout: "null",
-      stderr: "inherit",
-      env: { DEBIAN_FRONTEND: "noninteractive" },
-    })
-      .output().then((o) => o.success, () => false);
-  if (!(await apt(["install", "-y", "-q", "nghttp2-client"]))) {
-    await apt(["update", "-q"]);
-    if (!(await apt(["install", "-y", "-q", "nghttp2-client"]))) {
-      throw new Error("Cannot install h2load: run `apt-get install nghttp2-client` as root");
-    }
-  }
+  await ensurePackages([packages.h2load]);
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -104,6 +84,7 @@ export async function h2load(spec: LoadSpec): Promise<LoadResult> {
       args: [...args, ...urls],
       stdout: "piped",
       stderr: "piped",
+      env: { LD_PRELOAD: "" }, // h2load hangs under libfaketime (lib/testing/attacks.ts)
     })
       .output();
     const text = new TextDecoder().decode(out.stdout);

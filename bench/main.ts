@@ -625,7 +625,7 @@ const table = [
   ...Object.keys(idle).map((p) => `| ${p} | ${fmt(idle[p]!)} | ${fmt(peak[p]!)} |`),
 ].join("\n");
 
-// --- the targets of issue 5, each with its measured figure ----------------------------------
+// --- the performance targets, each with its measured figure ----------------------------------
 
 const target = (met: boolean, text: string) => `- ${met ? "met" : "NOT met"}: ${text}`;
 const worst = (list: Row[], f: (r: Row) => number, pick: "min" | "max") =>
@@ -687,7 +687,7 @@ if (verify && getGrpc) {
   const r = verify.rps / getGrpc.rps;
   lines.push(target(r >= 0.8, `verify secret >= 0.8 x gRPC get client (${fmt(r, 2)})`));
 }
-const targets = ["Targets (issue 5):", "", ...lines].join("\n");
+const targets = ["Targets:", "", ...lines].join("\n");
 
 const result = {
   machine,
