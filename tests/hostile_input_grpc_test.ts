@@ -1,9 +1,10 @@
 /**
  * Hostile input against the services' gRPC ports, property-based (fast-check), with the stock
- * @grpc/grpc-js client: for every RPC of both services, typed requests with NUL and control
- * characters, 10^6-character strings, invalid enum numbers and every limit at n+1; and at the wire
- * level, invalid UTF-8, wrong wire types for known fields, truncated encodings, lengths past the
- * end, groups nested past the recursion limit, messages over 4 MiB and random bytes. Below gRPC,
+ * @grpc/grpc-js client (on Node.js, see lib/testing/grpc_client.ts): for every RPC of both
+ * services, typed requests with NUL and control characters, 10^6-character strings, invalid enum
+ * numbers and every limit at n+1; and at the wire level, invalid UTF-8, wrong wire types for
+ * known fields, truncated encodings, lengths past the end, groups nested past the recursion
+ * limit, messages over 4 MiB and random bytes. Below gRPC,
  * raw TCP: a garbage preface, random and truncated HTTP/2 frames, and gRPC messages whose length
  * prefix lies or whose stream ends early. The same generated cases also go to the services'
  * Connect port (what the gateway calls), and a body of unknown length must be cut off at 4 MiB.
@@ -18,7 +19,6 @@
  */
 
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import {
   create,
   type DescField,
@@ -29,7 +29,6 @@ import {
   toBinary,
 } from "@bufbuild/protobuf";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import * as grpc from "@grpc/grpc-js";
 import fc from "fast-check";
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
@@ -37,7 +36,12 @@ import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { HpackDecoder, hpackEncode } from "../lib/h2/hpack.ts";
-import { grpcTestClient } from "../lib/testing/grpc_client.ts";
+import {
+  type GrpcChannel,
+  grpcChannel,
+  type GrpcMetadata,
+  grpcTestClient,
+} from "../lib/testing/grpc_client.ts";
 import {
   assertStackAlive,
   dbDigest,
@@ -64,32 +68,24 @@ interface Outcome {
   fields: string[];
 }
 
-function rawCall(
-  client: grpc.Client,
+async function rawCall(
+  client: GrpcChannel,
   method: DescMethodUnary,
   bytes: Uint8Array,
   metadata: Record<string, string>,
 ): Promise<Outcome> {
-  const md = new grpc.Metadata();
-  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
-  return new Promise((resolve) => {
-    client.makeUnaryRequest(
-      `/${method.parent.typeName}/${method.name}`,
-      (b: Buffer) => b,
-      (b: Buffer) => b,
-      Buffer.from(bytes),
-      md,
-      { deadline: Date.now() + 5_000 },
-      (err) => {
-        if (!err) return resolve({ code: Status.OK, details: "", fields: [] });
-        resolve({ code: err.code, details: err.details, fields: violations(err.metadata) });
-      },
-    );
+  const out = await client.call({
+    path: `/${method.parent.typeName}/${method.name}`,
+    requests: [bytes],
+    metadata,
+    timeoutMs: 5_000,
   });
+  if (out.code === Status.OK) return { code: Status.OK, details: "", fields: [] };
+  return { code: out.code, details: out.details, fields: violations(out.metadata) };
 }
 
 /** The fields of the google.rpc.BadRequest carried by `grpc-status-details-bin`. */
-function violations(metadata: grpc.Metadata | undefined): string[] {
+function violations(metadata: GrpcMetadata | undefined): string[] {
   if (!metadata) return [];
   const headers = new Headers();
   for (const [k, v] of Object.entries(metadata.getMap())) {
@@ -671,11 +667,8 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
   const oauth = grpcTestClient(stack.oauthGrpc);
   const core = grpcTestClient(stack.coreGrpc);
   const raw = {
-    [OAuthRegistryService.typeName]: new grpc.Client(
-      stack.oauthGrpc,
-      grpc.credentials.createInsecure(),
-    ),
-    [CoreService.typeName]: new grpc.Client(stack.coreGrpc, grpc.credentials.createInsecure()),
+    [OAuthRegistryService.typeName]: grpcChannel(stack.oauthGrpc),
+    [CoreService.typeName]: grpcChannel(stack.coreGrpc),
   };
   const counts = new Map<string, number>();
   let failures = 0;

@@ -168,6 +168,8 @@ export class HpackDecoder {
       if (b & 0x80) {
         field = this.#field(integer(7));
       } else if ((b & 0xe0) === 0x20) {
+        // Only at the start of a block (RFC 7541 4.2): after a field it is a decoding error.
+        if (out.length > 0) throw new HpackError("table size update after a field");
         const size = integer(5);
         if (size > this.#limit) throw new HpackError("table size update above the limit");
         this.#maxSize = size;

@@ -88,6 +88,7 @@ Deno.test("HpackDecoder rejects malformed blocks without throwing anything else"
     Uint8Array.of(0x00, 0x81, 0x00, 0x00), // Huffman padding of zeros
     Uint8Array.of(0x3f, 0xe1, 0x7f), // table size update above the limit
     Uint8Array.of(0x40), // truncated literal
+    Uint8Array.of(0x82, 0x3f, 0xe1, 0x1f), // table size update after a field (RFC 7541 4.2)
   ];
   for (const block of bad) {
     assert.throws(() => new HpackDecoder().decode(block), HpackError, `${[...block]}`);
@@ -96,4 +97,17 @@ Deno.test("HpackDecoder rejects malformed blocks without throwing anything else"
     () => new HpackDecoder().decode(hpackEncode([["x", "y".repeat(70_000)]]), 65_536),
     /too large/,
   );
+});
+
+Deno.test("HpackDecoder applies table size updates at the start of a block", () => {
+  const decoder = new HpackDecoder();
+  // Two updates (to 0, then 4096) before the first field, then an indexed field (:method GET).
+  assert.deepEqual(decoder.decode(Uint8Array.of(0x20, 0x3f, 0xe1, 0x1f, 0x82)), [
+    [":method", "GET"],
+  ]);
+  // An update to 0 empties the dynamic table: index 62 no longer exists.
+  const withEntry = new HpackDecoder();
+  withEntry.decode(Uint8Array.of(0x40, 0x01, 0x61, 0x01, 0x62)); // a: b, indexed
+  assert.deepEqual(withEntry.decode(Uint8Array.of(0xbe)), [["a", "b"]]);
+  assert.throws(() => withEntry.decode(Uint8Array.of(0x20, 0xbe)), HpackError);
 });
