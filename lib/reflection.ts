@@ -1,8 +1,12 @@
 /**
- * grpc.reflection.v1.ServerReflection, so that grpcurl and similar tools can list and describe
- * the services without .proto files. Built on a protobuf-es file registry of the services' files
- * and all their dependencies; file answers carry the requested file and its transitive
- * dependencies, and unknown names are answered with an `error_response` (NOT_FOUND).
+ * gRPC server reflection, so that grpcurl and similar tools can list and describe the services
+ * without .proto files. Served under both names clients use: `grpc.reflection.v1` and the older
+ * `grpc.reflection.v1alpha` (older grpcurl and many language clients ask only for that one). The
+ * two protos differ only in their package name, so one implementation answers both.
+ *
+ * Built on a protobuf-es file registry of the services' files and all their dependencies; file
+ * answers carry the requested file and its transitive dependencies, and unknown names are answered
+ * with an `error_response` (NOT_FOUND).
  *
  * @module
  */
@@ -13,7 +17,6 @@ import {
   type DescExtension,
   type DescFile,
   type DescService,
-  type MessageInitShape,
   toBinary,
 } from "@bufbuild/protobuf";
 import { nestedTypes } from "@bufbuild/protobuf/reflect";
@@ -22,20 +25,52 @@ import { Code, type ServiceImpl } from "@connectrpc/connect";
 import {
   ServerReflection,
   type ServerReflectionRequest,
-  type ServerReflectionResponseSchema,
 } from "../gen/grpc/reflection/v1/reflection_pb.ts";
-
-type Answer = NonNullable<
-  MessageInitShape<typeof ServerReflectionResponseSchema>["messageResponse"]
->;
+import {
+  ServerReflection as ServerReflectionV1alpha,
+  type ServerReflectionRequest as ServerReflectionRequestV1alpha,
+} from "../gen/grpc/reflection/v1alpha/reflection_pb.ts";
 
 /**
- * Creates the reflection implementation describing `sources` and every file they depend on.
- * `list_services` answers the given services, or all services of the given files.
+ * A `message_response`, as plain fields without a message type: the same value initialises the
+ * v1 and the v1alpha response.
+ */
+type Answer =
+  | { case: "fileDescriptorResponse"; value: { fileDescriptorProto: Uint8Array[] } }
+  | {
+    case: "allExtensionNumbersResponse";
+    value: { baseTypeName: string; extensionNumber: number[] };
+  }
+  | { case: "listServicesResponse"; value: { service: { name: string }[] } }
+  | { case: "errorResponse"; value: { errorCode: number; errorMessage: string } };
+
+/** The reflection service under each of its names. */
+export interface ReflectionImpls {
+  /** `grpc.reflection.v1.ServerReflection`. */
+  v1: ServiceImpl<typeof ServerReflection>;
+  /** `grpc.reflection.v1alpha.ServerReflection`: the same answers, under the older package. */
+  v1alpha: ServiceImpl<typeof ServerReflectionV1alpha>;
+}
+
+/**
+ * Creates the reflection implementation (`grpc.reflection.v1`) describing `sources` and every file
+ * they depend on. `list_services` answers the given services, or all services of the given files.
  */
 export function createReflectionImpl(
   sources: ReadonlyArray<DescFile | DescService>,
 ): ServiceImpl<typeof ServerReflection> {
+  return createReflectionImpls(sources).v1;
+}
+
+/**
+ * Creates reflection under both names, `grpc.reflection.v1` and `grpc.reflection.v1alpha`, from
+ * one index of `sources` and every file they depend on. `list_services` answers the given
+ * services, or all services of the given files; to have reflection list itself, include both
+ * reflection services in `sources`.
+ */
+export function createReflectionImpls(
+  sources: ReadonlyArray<DescFile | DescService>,
+): ReflectionImpls {
   const services = [
     ...new Set(
       sources.flatMap((s) => s.kind === "file" ? s.services.map((x) => x.typeName) : s.typeName),
@@ -96,7 +131,8 @@ export function createReflectionImpl(
       t.kind === "extension" && t.extendee.typeName === typeName.replace(/^\./, "")
     );
 
-  const answer = (req: ServerReflectionRequest): Answer => {
+  // The v1alpha request is the v1 request under another package name: the same fields and cases.
+  const answer = (req: ServerReflectionRequest | ServerReflectionRequestV1alpha): Answer => {
     const r = req.messageRequest;
     switch (r.case) {
       case "listServices":
@@ -140,10 +176,19 @@ export function createReflectionImpl(
   };
 
   return {
-    async *serverReflectionInfo(requests) {
-      for await (const req of requests) {
-        yield { validHost: req.host, originalRequest: req, messageResponse: answer(req) };
-      }
+    v1: {
+      async *serverReflectionInfo(requests) {
+        for await (const req of requests) {
+          yield { validHost: req.host, originalRequest: req, messageResponse: answer(req) };
+        }
+      },
+    },
+    v1alpha: {
+      async *serverReflectionInfo(requests) {
+        for await (const req of requests) {
+          yield { validHost: req.host, originalRequest: req, messageResponse: answer(req) };
+        }
+      },
     },
   };
 }

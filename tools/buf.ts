@@ -3,7 +3,10 @@
  *
  * The imports (google.api.http, google.api.field_behavior, google.rpc error details,
  * grpc.health.v1, grpc.reflection.v1) come from pinned npm packages listed in deno.json, so no
- * schema registry is needed and nothing third-party is committed.
+ * schema registry is needed and nothing third-party is committed. Two are staged though no file
+ * of ours imports them, for the code buf generates from every file of the workspace:
+ * grpc.reflection.v1alpha (the services answer reflection under both names, lib/reflection.ts)
+ * and google.rpc.Status (what `grpc-status-details-bin` carries, decoded by the tests).
  *
  *   deno task buf lint
  *   deno task buf breaking            (against each .proto file's first committed version)
@@ -19,11 +22,17 @@ const imports: ReadonlyArray<readonly [string, string, string]> = [
   ["google/api/http.proto", "google-proto-files", "google/api/http.proto"],
   ["google/api/field_behavior.proto", "google-proto-files", "google/api/field_behavior.proto"],
   ["google/rpc/error_details.proto", "google-proto-files", "google/rpc/error_details.proto"],
+  ["google/rpc/status.proto", "google-proto-files", "google/rpc/status.proto"],
   ["grpc/health/v1/health.proto", "grpc-health-check", "proto/health/v1/health.proto"],
   [
     "grpc/reflection/v1/reflection.proto",
     "@grpc/reflection",
     "build/proto/grpc/reflection/v1/reflection.proto",
+  ],
+  [
+    "grpc/reflection/v1alpha/reflection.proto",
+    "@grpc/reflection",
+    "build/proto/grpc/reflection/v1alpha/reflection.proto",
   ],
 ];
 
