@@ -51,13 +51,42 @@ export async function readPage(
   return { limit, after: uuid };
 }
 
-/** Splits `limit + 1` rows into the page and `has_more`. */
-export function pageOf<R, T>(
+/**
+ * The most a page may hold, roughly, in bytes of its rows' text (1 MiB). A page of 100 clients
+ * with 100 redirect URIs and 100 origins of 2,048 characters each is ~41 MB: a few such lists at
+ * once would take a process past its memory limit, so a page ends early instead, with `has_more`
+ * (AIP-158 lets a page hold fewer items than asked for).
+ */
+export const maxPageBytes = 1024 * 1024;
+
+/** The text a row holds: its strings and arrays of strings, at one level. */
+export function rowTextSize(row: object): number {
+  let size = 0;
+  for (const value of Object.values(row)) {
+    if (typeof value === "string") size += value.length;
+    else if (Array.isArray(value)) {
+      for (const item of value) if (typeof item === "string") size += item.length;
+    }
+  }
+  return size;
+}
+
+/**
+ * Splits `limit + 1` rows into the page and `has_more`. The page also ends before the row that
+ * would take its text past {@link maxPageBytes} (it always holds at least one row).
+ */
+export function pageOf<R extends object, T>(
   rows: R[],
   limit: number,
   map: (row: R) => T,
 ): { data: T[]; hasMore: boolean } {
-  return { data: rows.slice(0, limit).map(map), hasMore: rows.length > limit };
+  let end = Math.min(limit, rows.length);
+  let size = 0;
+  for (let i = 0; i < end; i++) {
+    size += rowTextSize(rows[i]!);
+    if (size > maxPageBytes && i > 0) end = i;
+  }
+  return { data: rows.slice(0, end).map(map), hasMore: rows.length > end };
 }
 
 /** `{ [key]: value }`, or `{}` when the value is null: explicit-presence fields stay unset. */

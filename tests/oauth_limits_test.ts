@@ -177,3 +177,37 @@ Deno.test("every limit of spec section 8 holds at n and n+1", async (t) => {
     await stack.stop();
   }
 });
+
+Deno.test("a list page ends before 1 MiB of text: clients with 100 URIs of 2,048 characters", async () => {
+  const stack = await startStack();
+  const api = httpClient(stack.gatewayUrl);
+  const token = await stack.token({ sub: "pages", projects: ["fat"] });
+  try {
+    await api("PATCH", "/v1/projects/fat/config", { token, json: { application_name: "Fat" } });
+    const uris = (i: number) =>
+      Array.from({ length: 100 }, (_, j) => sized(`https://c${i}.example.com/${j}/`, 2048));
+    const ids: string[] = [];
+    // 204,800 characters of URIs each: five fit in 1 MiB, and a page of 100 is asked for.
+    for (let i = 0; i < 7; i++) {
+      const res = await api("POST", "/v1/projects/fat/clients", {
+        token,
+        json: { name: `fat ${i}`, type: "web", redirect_uris: uris(i) },
+      });
+      assert.equal(res.status, 201, res.text);
+      ids.push(res.body.id);
+    }
+    const first = await api("GET", "/v1/projects/fat/clients?limit=100", { token });
+    assert.equal(first.status, 200);
+    assert.equal(first.body.data.length, 5);
+    assert.equal(first.body.has_more, true);
+    const last = first.body.data.at(-1).id;
+    const rest = await api("GET", `/v1/projects/fat/clients?limit=100&after=${last}`, { token });
+    assert.deepEqual(
+      [...first.body.data, ...rest.body.data].map((c: { id: string }) => c.id),
+      ids,
+    );
+    assert.equal(rest.body.has_more, false);
+  } finally {
+    await stack.stop();
+  }
+});
