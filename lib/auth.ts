@@ -2,7 +2,8 @@
  * Authentication: every API call carries `authorization: Bearer <JWT>`. The gateway and every
  * service verify it the same way (HS256 with a shared secret, or a JWKS), so an internal gRPC
  * caller cannot skip authorization. Verified tokens are cached until they expire, because a
- * signature check costs about 40% of the cheapest request (notes/performance-findings.md).
+ * signature check costs about 40% of the cheapest request (measured: a Deno.serve + postgres.js
+ * read did ~12,000 req/s with an HS256 check per request, ~21,000 without).
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * End to end through the gateway for the core area (spec 2.5-2.7, 4.6): roles, journeys, units,
- * the decisions of issue 3, and space tenancy.
+ * the decisions the proto documents where the specification is silent, and space tenancy.
  */
 
 import assert from "node:assert/strict";

@@ -1,7 +1,7 @@
 /**
  * The core area's input rules, as valibot schemas over the decoded request messages (the single
- * source: gRPC callers and the gateway meet the same rules). Where the spec says "not shown", the
- * decisions are those of issue 3, documented in the proto:
+ * source: gRPC callers and the gateway meet the same rules). Where the specification says "not
+ * shown", the decisions are documented in the proto:
  * names and titles 1..200 characters, descriptions up to 10,000, identifiers up to 255,
  * permissions `resource.action`, at most 100 per role.
  *
