@@ -6,8 +6,9 @@
  */
 
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { codeName, type FieldViolation, fieldViolations } from "../lib/errors.ts";
-import { hasReason, keyReusedReason } from "../lib/idempotency.ts";
+import { codeName, type FieldViolation, fieldViolations, hasReason } from "../lib/errors.ts";
+import { overBudgetReason } from "../lib/budget.ts";
+import { keyReusedReason } from "../lib/idempotency.ts";
 
 /** HTTP status per RPC code. FAILED_PRECONDITION is 409 here (a state conflict), not 400. */
 const statusOf: Record<Code, number> = {
@@ -60,6 +61,14 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
   const headers: Record<string, string> = error.code === Code.Unauthenticated
     ? { "www-authenticate": 'Bearer error="invalid_token"' }
     : {};
+  // A service that asked for a pause (at its memory budget) says how long: passed on.
+  const retryAfter = error.metadata.get("retry-after");
+  if (error.code === Code.Unavailable && retryAfter !== null) headers["retry-after"] = retryAfter;
+  if (hasReason(error, overBudgetReason)) {
+    // A service at its memory budget: a moment's unavailability, as the gateway's own refusal.
+    const retryAfter = error.metadata.get("retry-after") ?? "1";
+    return errorResponse(503, Code.Unavailable, message, [], { "retry-after": retryAfter });
+  }
   // An idempotency key reused with another request: 422, as Stripe answers.
   const status = hasReason(error, keyReusedReason) ? 422 : statusOf[error.code] ?? 500;
   return errorResponse(status, error.code, message, details, headers);

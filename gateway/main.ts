@@ -25,12 +25,19 @@ import {
   positiveInt,
   readConfig,
 } from "../lib/config.ts";
+import { budgetFromConfig, budgetSettings } from "../lib/budget.ts";
+import { guardSettings, serveGuarded } from "../lib/http_guard.ts";
 import { createLogger } from "../lib/log.ts";
-import { createMetrics } from "../lib/metrics.ts";
+import { createMetrics, registerBudgetMetrics } from "../lib/metrics.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/trace.ts";
 import { errorResponse } from "./http_errors.ts";
 import { createRateLimiter } from "./rate_limit.ts";
-import { type Backend, createTranscoder } from "./transcoder.ts";
+import {
+  type Backend,
+  bodyCostFactor,
+  createTranscoder,
+  defaultMaxBodyBytes,
+} from "./transcoder.ts";
 
 const nonNegativeInt = (fallback: number) =>
   v.optional(
@@ -56,6 +63,8 @@ export const gatewaySettings = {
   // Per-caller (token `sub`) token bucket of this replica; 0 = off (gateway/rate_limit.ts).
   RATE_LIMIT_PER_SECOND: nonNegativeInt(100),
   RATE_LIMIT_BURST: positiveInt(200),
+  ...budgetSettings,
+  ...guardSettings,
 };
 
 /** The gateway's settings, parsed. */
@@ -73,6 +82,8 @@ export interface RunningGateway {
 export function startGateway(config: GatewayConfig): RunningGateway {
   const log = createLogger("gateway", config.LOG_LEVEL);
   const metrics = createMetrics("gateway");
+  const budget = budgetFromConfig(config);
+  registerBudgetMetrics(metrics, budget);
   const backends: Backend[] = [
     { services: [OAuthRegistryService], transport: backendTransport(config.OAUTH_REGISTRY_URL) },
     { services: [CoreService], transport: backendTransport(config.CORE_URL) },
@@ -86,6 +97,7 @@ export function startGateway(config: GatewayConfig): RunningGateway {
       perSecond: config.RATE_LIMIT_PER_SECOND,
       burst: config.RATE_LIMIT_BURST,
     }),
+    budget,
   });
   let draining = false;
 
@@ -130,10 +142,14 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     };
   }
 
-  const server = Deno.serve({
+  const server = serveGuarded({
     port: config.GATEWAY_PORT,
     hostname: config.HOST,
-    onListen: () => {},
+    maxConnections: config.HTTP_MAX_CONNECTIONS,
+    idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_MS,
+    budget,
+    // A body over the size limit is answered 413 by the transcoder, without being read.
+    admit: (length) => length > defaultMaxBodyBytes || budget.admits(length * bodyCostFactor),
   }, async (req) => {
     const started = performance.now();
     const url = new URL(req.url);

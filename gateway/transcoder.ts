@@ -15,9 +15,11 @@ import { create, type DescField, type DescService, type Message } from "@bufbuil
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { TokenVerifier } from "../lib/auth.ts";
+import { type Lease, type MemoryBudget, overBudgetRetrySeconds } from "../lib/budget.ts";
 import type { FieldViolation } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { keyHeader, replayedHeader } from "../lib/idempotency.ts";
+import { wireSizes } from "./backend.ts";
 import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
@@ -45,7 +47,18 @@ export interface TranscoderOptions {
   rpcTimeoutMs?: number;
   /** Per-caller rate limit (gateway/rate_limit.ts): seconds to wait, or undefined to go on. */
   rateLimit?: RateLimiter | undefined;
+  /** The process's memory budget, which every request body is taken from (lib/budget.ts). */
+  budget: MemoryBudget;
 }
+
+/**
+ * What a byte of request body costs the gateway while the request is served: the bytes, the
+ * decoded text, the parsed JSON, the request message and its binary encoding are alive together.
+ */
+export const bodyCostFactor = 5;
+
+/** The largest request body the gateway reads (1 MiB); a larger one is 413. */
+export const defaultMaxBodyBytes = 1024 * 1024;
 
 const jsonContentType = /^application\/json\s*(;|$)/i;
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
@@ -56,6 +69,7 @@ class HttpError extends Error {
     readonly code: Code,
     message: string,
     readonly details: FieldViolation[] = [],
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -70,11 +84,12 @@ function invalid(violations: FieldViolation[], message?: string): HttpError {
 }
 
 /**
- * Reads the body up to the limit; undefined when it is empty. A body that cannot be read to its
- * end (the client went away mid-body, or broke the chunked framing) is the client's fault: 400,
- * never a 500 in the logs and metrics.
+ * Reads the body up to the limit, taking its bytes (times {@link bodyCostFactor}) from the memory
+ * budget into `lease` as they come: a declared length at once, before any byte is read. Undefined
+ * when it is empty. A body that cannot be read to its end (the client went away mid-body, or broke
+ * the chunked framing) is the client's fault: 400, never a 500 in the logs and metrics.
  */
-async function readBody(req: Request, max: number): Promise<Uint8Array | undefined> {
+async function readBody(req: Request, max: number, lease: Lease): Promise<Uint8Array | undefined> {
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > max) throw tooLarge(max);
   if (!req.body) {
@@ -84,12 +99,14 @@ async function readBody(req: Request, max: number): Promise<Uint8Array | undefin
     }
     return undefined;
   }
+  if (declared !== null && !lease.grow(Number(declared) * bodyCostFactor)) throw overBudget();
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
     for await (const chunk of req.body) {
       size += chunk.byteLength;
       if (size > max) throw tooLarge(max);
+      if (declared === null && !lease.grow(chunk.byteLength * bodyCostFactor)) throw overBudget();
       chunks.push(chunk);
     }
   } catch (error) {
@@ -105,6 +122,16 @@ async function readBody(req: Request, max: number): Promise<Uint8Array | undefin
     offset += c.byteLength;
   }
   return out;
+}
+
+function overBudget(): HttpError {
+  return new HttpError(
+    503,
+    Code.Unavailable,
+    "The gateway is at its memory budget; retry later",
+    [],
+    { "retry-after": String(overBudgetRetrySeconds) },
+  );
 }
 
 function tooLarge(max: number): HttpError {
@@ -136,6 +163,7 @@ async function buildRequest(
   url: URL,
   req: Request,
   maxBodyBytes: number,
+  lease: Lease,
 ): Promise<Message> {
   const input = create(route.method.input) as Message & Record<string, unknown>;
   const violations: FieldViolation[] = [];
@@ -149,7 +177,7 @@ async function buildRequest(
     bound.add(field.name);
   }
 
-  const bytes = await readBody(req, maxBodyBytes);
+  const bytes = await readBody(req, maxBodyBytes, lease);
   const json = bytes === undefined ? undefined : parseJson(req, bytes);
   if (route.body.kind === "none") {
     const empty = json === undefined ||
@@ -226,7 +254,7 @@ export interface Transcoded {
 export function createTranscoder(
   options: TranscoderOptions,
 ): (req: Request, url: URL, correlation: Correlation) => Promise<Transcoded> {
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const maxBodyBytes = options.maxBodyBytes ?? defaultMaxBodyBytes;
   const timeoutMs = options.rpcTimeoutMs ?? 10_000;
   const transports = new Map<DescService, Transport>();
   for (const b of options.backends) for (const s of b.services) transports.set(s, b.transport);
@@ -263,6 +291,8 @@ export function createTranscoder(
     correlation: Correlation,
   ): Promise<Response> {
     const bodyField = route.body.kind === "field" ? route.body.field.name : undefined;
+    // Every byte this request holds is taken from the budget; given back when it is answered.
+    const lease = options.budget.take(0)!;
     try {
       const authorization = req.headers.get("authorization");
       const caller = await options.verify(authorization);
@@ -272,7 +302,7 @@ export function createTranscoder(
           "retry-after": String(wait),
         });
       }
-      const input = await buildRequest(route, params, url, req, maxBodyBytes);
+      const input = await buildRequest(route, params, url, req, maxBodyBytes, lease);
       const header: Record<string, string> = {
         authorization: authorization!,
         "x-request-id": correlation.requestId,
@@ -287,6 +317,10 @@ export function createTranscoder(
         header,
         input,
       );
+      // The answer is held again while it becomes JSON: its bytes are taken too.
+      if (!lease.grow((wireSizes.get(response.message) ?? 0) * bodyCostFactor)) {
+        throw overBudget();
+      }
       if (route.httpMethod === "DELETE") return new Response(null, { status: 204 });
       const out = route.responseBody
         ? (response.message as Record<string, unknown>)[route.responseBody.localName] as Message
@@ -301,7 +335,7 @@ export function createTranscoder(
       });
     } catch (error) {
       if (error instanceof HttpError) {
-        return errorResponse(error.status, error.code, error.message, error.details);
+        return errorResponse(error.status, error.code, error.message, error.details, error.headers);
       }
       const err = ConnectError.from(error);
       if (
@@ -319,6 +353,8 @@ export function createTranscoder(
         res.headers.set(name, value);
       }
       return res;
+    } finally {
+      lease.release();
     }
   }
 }

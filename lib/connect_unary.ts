@@ -26,7 +26,14 @@ import {
   errorToJsonBytes,
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
+import { type Lease, type MemoryBudget, overBudget } from "./budget.ts";
 import { createCallContext } from "./call_context.ts";
+
+/**
+ * What a byte of request message costs a service while the call is served: the bytes and the
+ * decoded message are alive together, and the handler copies fields into its queries.
+ */
+export const messageCostFactor = 3;
 
 type UnaryFn = (input: unknown, ctx: HandlerContext) => unknown;
 
@@ -67,6 +74,7 @@ export async function serveConnectUnary(
   route: UnaryRoute,
   req: Request,
   maxBytes: number,
+  budget: MemoryBudget,
 ): Promise<Response | undefined> {
   if (req.method !== "POST" || req.headers.get("content-type") !== "application/proto") {
     return undefined;
@@ -87,18 +95,21 @@ export async function serveConnectUnary(
   const headers: [string, string][] = [];
   let status = 200;
   let body: Uint8Array;
+  // The request's bytes are taken from the process's budget before they are read.
+  const lease = budget.take(0)!;
   try {
     if (timeout.error) throw timeout.error;
     const length = req.headers.get("content-length");
     const declared = Number(length ?? 0);
     if (declared > maxBytes) throw tooLarge(declared, maxBytes);
+    if (!lease.grow(declared * messageCostFactor)) throw overBudget();
     // With a Content-Length the body cannot be longer; without one (chunked) it is read only up
     // to the limit: read whole first, 200 MB took a service to ~300 MB resident (256 Mi in k8s).
     let bytes: Uint8Array;
     try {
       bytes = length !== null
         ? new Uint8Array(await req.arrayBuffer())
-        : await readBounded(req, maxBytes);
+        : await readBounded(req, maxBytes, lease);
     } catch (error) {
       if (error instanceof ConnectError) throw error;
       // The client went away mid-body or broke the chunked framing: its fault, not INTERNAL.
@@ -132,6 +143,7 @@ export async function serveConnectUnary(
     });
   } finally {
     call.end();
+    lease.release();
   }
   ctx.responseHeader.forEach((value, name) => {
     if (name !== "content-type") headers.push([name, value]);
@@ -140,13 +152,17 @@ export async function serveConnectUnary(
   return new Response(body as Uint8Array<ArrayBuffer>, { status, headers });
 }
 
-/** Reads a body of unknown length, refusing it as soon as it exceeds `max` bytes. */
-async function readBounded(req: Request, max: number): Promise<Uint8Array> {
+/**
+ * Reads a body of unknown length into `lease`, refusing it as soon as it exceeds `max` bytes or
+ * the budget.
+ */
+export async function readBounded(req: Request, max: number, lease: Lease): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of req.body ?? []) {
     size += chunk.byteLength;
     if (size > max) throw tooLarge(size, max);
+    if (!lease.grow(chunk.byteLength * messageCostFactor)) throw overBudget();
     chunks.push(chunk);
   }
   const out = new Uint8Array(size);

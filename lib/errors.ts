@@ -8,7 +8,10 @@
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
-import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.ts";
+import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
+
+/** The ErrorInfo domain of the reasons this project's errors carry (google.rpc.ErrorInfo). */
+export const errorDomain = "registry.example.com";
 
 /** The Connect name of a code: `invalid_argument`. */
 export function codeName(code: Code): string {
@@ -142,4 +145,9 @@ export function toConnectError(error: unknown): ConnectError {
     );
   }
   return new ConnectError("Internal error", Code.Internal, undefined, undefined, error);
+}
+
+/** Whether an error (from a service, or off the wire) carries the ErrorInfo `reason`. */
+export function hasReason(error: ConnectError, reason: string): boolean {
+  return error.findDetails(ErrorInfoSchema).some((d) => d.reason === reason);
 }

@@ -4,8 +4,9 @@
  * lib/h2/server.ts (see there why not node:http2).
  *
  * The gRPC protocol (grpc/grpc PROTOCOL-HTTP2.md): POST with `content-type: application/grpc`,
- * length-prefixed messages, `grpc-timeout`, status in trailers (`grpc-status`, `grpc-message`,
- * and `grpc-status-details-bin` for error details, encoded as connect's own gRPC protocol does).
+ * length-prefixed messages, `grpc-timeout`, status in trailers (`grpc-status`, `grpc-message`
+ * percent-encoded as the spec says, and `grpc-status-details-bin` for error details, encoded as
+ * connect's own gRPC protocol does).
  * Unary, server-streaming, client-streaming and bidi methods. Compressed messages are refused
  * (UNIMPLEMENTED; we advertise `grpc-accept-encoding: identity`). Errors that are not
  * `ConnectError`s are answered INTERNAL "internal error": their messages never leak.
@@ -24,7 +25,9 @@ import {
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { createMemoryBudget, type Lease, type MemoryBudget, overBudget } from "./budget.ts";
 import { CallHeaders, createCallContext } from "./call_context.ts";
+import { messageCostFactor } from "./connect_unary.ts";
 import type { HeaderField } from "./h2/hpack.ts";
 import { concat, type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
 
@@ -52,6 +55,11 @@ export interface GrpcServerOptions {
   hostname?: string;
   /** Largest request message accepted, in bytes (default 4 MiB). */
   maxReceiveMessageBytes?: number;
+  /**
+   * The process's memory budget: a message's bytes are taken from it as soon as its length prefix
+   * arrives (RESOURCE_EXHAUSTED when they do not fit), before its body is read.
+   */
+  budget?: MemoryBudget;
   /** Reports connection-level failures. */
   onError?: (error: unknown) => void;
 }
@@ -84,20 +92,69 @@ export function serveGrpc(bindings: GrpcServiceBinding[], options: GrpcServerOpt
     }
   }
   const maxBytes = options.maxReceiveMessageBytes ?? 4 * 1024 * 1024;
+  const budget = options.budget ?? createMemoryBudget(Number.MAX_SAFE_INTEGER);
   const server: H2Server = serveH2({
     port: options.port,
     hostname: options.hostname ?? "0.0.0.0",
-    handler: (req, res) => handle(routes, maxBytes, req, res),
+    handler: (req, res) => handle(routes, { maxBytes, budget }, req, res),
     ...(options.onError ? { onError: options.onError } : {}),
   });
   return { port: server.port, close: (graceMs) => server.close(graceMs) };
 }
 
-/** The status trailers of an error (or of success), as connect's gRPC protocol writes them. */
+/** What `grpc-message` must percent-encode; see {@link encodeGrpcMessage}. */
+const unsafeInGrpcMessage = /[^\x20-\x24\x26-\x7e]|^ | $/gu;
+const utf8 = new TextEncoder();
+
+/**
+ * Percent-encodes a status message for `grpc-message` as gRPC's PROTOCOL-HTTP2.md specifies: the
+ * UTF-8 bytes outside 0x20-0x7E, and `%` itself, become `%XX` (upper-case hex); every other
+ * character is sent as it is. A space at either end is encoded too (HTTP/2 field values must not
+ * begin or end with whitespace, and peers may strip it). Lone surrogates become U+FFFD.
+ *
+ * connect-es's `setTrailerStatus` encodes with `encodeURIComponent`, which the grammar allows but
+ * which also encodes space and `;/?:@&=+$,#`; @grpc/grpc-js decodes with `decodeURI`, which
+ * leaves the escapes of `;/?:@&=+$,#` as they are, so its users read `%3A` for `:`. With only the
+ * bytes the spec requires encoded, every decoder in use returns the message as written: grpc-js's
+ * `decodeURI`, connect-es's `decodeURIComponent`, C-core's and Go's percent-decoding.
+ */
+export function encodeGrpcMessage(message: string): string {
+  return message.replace(unsafeInGrpcMessage, (ch) => {
+    let out = "";
+    for (const byte of utf8.encode(ch)) {
+      out += `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    }
+    return out;
+  });
+}
+
+/**
+ * The status trailers of an error (or of success): connect's gRPC protocol writes `grpc-status`,
+ * `grpc-status-details-bin` and the error's metadata; `grpc-message` is ours
+ * ({@link encodeGrpcMessage}), and is left out when the message is empty (the grammar wants at
+ * least one character, and clients read a missing message as empty).
+ */
 function statusFields(error: ConnectError | undefined): HeaderField[] {
+  // setTrailerStatus runs encodeURIComponent on the message, which throws on a lone surrogate.
+  if (error && !error.rawMessage.isWellFormed()) {
+    const copy = new ConnectError(
+      error.rawMessage.toWellFormed(),
+      error.code,
+      error.metadata,
+      undefined,
+      error.cause,
+    );
+    copy.details.push(...error.details);
+    copy.isWireError = error.isWireError;
+    error = copy;
+  }
   const headers = setTrailerStatus(new Headers(), error);
+  headers.delete("grpc-message");
   const out: HeaderField[] = [];
   headers.forEach((value, name) => out.push([name, value]));
+  if (error && error.rawMessage !== "") {
+    out.push(["grpc-message", encodeGrpcMessage(error.rawMessage)]);
+  }
   return out;
 }
 
@@ -111,54 +168,73 @@ function normalise(error: unknown, ctx?: HandlerContext): ConnectError {
   return new ConnectError("internal error", Code.Internal);
 }
 
-/** Splits the request body into length-prefixed messages. */
+/**
+ * Splits the request body into length-prefixed messages. Each message's bytes are taken into
+ * `lease` when its prefix arrives; for a stream of messages (client and bidi streaming), a
+ * message's share is given back when the next one is asked for.
+ */
 async function* messages(
   req: H2Request,
   method: DescMethod,
   maxBytes: number,
+  lease: Lease,
+  budget: MemoryBudget,
 ): AsyncGenerator<Message> {
+  const streaming = method.methodKind === "client_streaming" ||
+    method.methodKind === "bidi_streaming";
+  let current: Lease | undefined;
   // Chunks are kept as they come and joined once per message: joining on every chunk copied the
   // whole buffer each time (a 4 MiB message in 16 KiB frames: ~500 MB of copying).
   let chunks: Uint8Array[] = [];
   let size = 0;
   let expected: number | undefined; // 5 + the message length, once the prefix is in
   const joined = () => chunks.length === 1 ? chunks[0]! : concat(chunks);
-  for await (const chunk of req.body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    for (;;) {
-      if (expected === undefined) {
-        if (size < 5) break;
-        if (chunks[0]!.length < 5) chunks = [joined()];
-        const head = chunks[0]!;
-        if (head[0] !== 0) {
-          throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+  try {
+    for await (const chunk of req.body) {
+      chunks.push(chunk);
+      size += chunk.length;
+      for (;;) {
+        if (expected === undefined) {
+          if (size < 5) break;
+          if (chunks[0]!.length < 5) chunks = [joined()];
+          const head = chunks[0]!;
+          if (head[0] !== 0) {
+            throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+          }
+          const length = new DataView(head.buffer, head.byteOffset + 1, 4).getUint32(0);
+          if (length > maxBytes) {
+            throw new ConnectError(
+              `message of ${length} bytes exceeds the limit of ${maxBytes}`,
+              Code.ResourceExhausted,
+            );
+          }
+          expected = 5 + length;
+          const cost = length * messageCostFactor;
+          if (streaming) {
+            current?.release();
+            current = budget.take(cost);
+            if (!current) throw overBudget();
+          } else if (!lease.grow(cost)) throw overBudget();
         }
-        const length = new DataView(head.buffer, head.byteOffset + 1, 4).getUint32(0);
-        if (length > maxBytes) {
-          throw new ConnectError(
-            `message of ${length} bytes exceeds the limit of ${maxBytes}`,
-            Code.ResourceExhausted,
-          );
+        if (size < expected) break;
+        const all = joined();
+        let message: Message;
+        try {
+          message = fromBinary(method.input, all.subarray(5, expected));
+        } catch {
+          throw new ConnectError("cannot decode the request message", Code.InvalidArgument);
         }
-        expected = 5 + length;
+        const rest = all.subarray(expected);
+        chunks = rest.length > 0 ? [rest] : [];
+        size = rest.length;
+        expected = undefined;
+        yield message;
       }
-      if (size < expected) break;
-      const all = joined();
-      let message: Message;
-      try {
-        message = fromBinary(method.input, all.subarray(5, expected));
-      } catch {
-        throw new ConnectError("cannot decode the request message", Code.InvalidArgument);
-      }
-      const rest = all.subarray(expected);
-      chunks = rest.length > 0 ? [rest] : [];
-      size = rest.length;
-      expected = undefined;
-      yield message;
     }
+    if (size > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
+  } finally {
+    current?.release();
   }
-  if (size > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
 }
 
 function frame(method: DescMethod, output: unknown): Uint8Array {
@@ -174,7 +250,7 @@ function frame(method: DescMethod, output: unknown): Uint8Array {
 
 async function handle(
   routes: Map<string, Route>,
-  maxBytes: number,
+  limits: { maxBytes: number; budget: MemoryBudget },
   req: H2Request,
   res: H2Response,
 ): Promise<void> {
@@ -198,7 +274,10 @@ async function handle(
     drain(req);
   };
   if (httpMethod !== "POST" || !grpcContentType.test(header.get("content-type") ?? "")) {
-    res.headers([[":status", "415"], ["content-type", "text/plain"]], true);
+    // A body says what this port is to whoever reached it by mistake (a browser, curl, h2spec,
+    // which expects a DATA frame on every stream it opens).
+    res.headers([[":status", "415"], ["content-type", "text/plain"]]);
+    void res.data(notGrpc, true);
     drain(req);
     return;
   }
@@ -227,6 +306,7 @@ async function handle(
     requestSignal: req.signal,
   });
   const ctx = call.ctx;
+  const lease = limits.budget.take(0)!;
   let headersSent = false;
   const sendHeaders = () => {
     if (headersSent) return;
@@ -237,7 +317,7 @@ async function handle(
   };
   try {
     const kind = route.method.methodKind;
-    const input = messages(req, route.method, maxBytes);
+    const input = messages(req, route.method, limits.maxBytes, lease, limits.budget);
     let request: unknown = input;
     if (kind === "unary" || kind === "server_streaming") {
       const first = await input.next();
@@ -282,10 +362,15 @@ async function handle(
     else trailersOnly(err);
   } finally {
     call.end();
+    lease.release();
   }
 }
 
 /** Reads and discards what is left of a request body. */
+const notGrpc = new TextEncoder().encode(
+  "This is a gRPC server: requests are POST with content-type application/grpc.\n",
+);
+
 function drain(req: H2Request): void {
   (async () => {
     for await (const _ of req.body) { /* discard */ }

@@ -1,10 +1,16 @@
+/**
+ * Tests of lib/grpc_server.ts with a stock @grpc/grpc-js client (on Node.js, through
+ * lib/testing/grpc_client.ts's grpcChannel): every method kind, status details, metadata,
+ * deadlines and cancels, message limits and reflection.
+ *
+ * @module
+ */
+
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import * as grpc from "@grpc/grpc-js";
 import {
   create,
   type DescFile,
-  type DescMessage,
   type DescMethod,
   type DescService,
   fromBinary,
@@ -28,6 +34,17 @@ import {
 import { bindGrpc, type GrpcServiceBinding, serveGrpc } from "./grpc_server.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { createReflectionImpl } from "./reflection.ts";
+import {
+  type GrpcChannel,
+  grpcChannel,
+  type GrpcFailure,
+  GrpcMetadata,
+  type RawCall,
+} from "./testing/grpc_client.ts";
+
+const status = { CANCELLED: 1, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12 };
+const INTERNAL = 13;
+const UNAVAILABLE = 14;
 
 type HealthImpl = Partial<ServiceImpl<typeof Health>>;
 
@@ -36,10 +53,10 @@ const health = (impl: HealthImpl): GrpcServiceBinding => bindGrpc(Health, impl);
 /** Starts a server on an ephemeral port, runs `fn` with a client, then closes both. */
 async function withServer(
   bindings: GrpcServiceBinding[],
-  fn: (client: grpc.Client) => Promise<void>,
+  fn: (client: GrpcChannel) => Promise<void>,
 ): Promise<void> {
   const server = serveGrpc(bindings, { port: 0, hostname: "127.0.0.1" });
-  const client = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+  const client = grpcChannel(`127.0.0.1:${server.port}`);
   try {
     await fn(client);
   } finally {
@@ -49,37 +66,57 @@ async function withServer(
 }
 
 const pathOf = (m: DescMethod) => `/${m.parent.typeName}/${m.name}`;
-const serializer = <D extends DescMessage>(d: D) => (m: MessageShape<D>) =>
-  Buffer.from(toBinary(d, m));
-const deserializer = <D extends DescMessage>(d: D) => (b: Buffer) => fromBinary(d, b);
 
-function unary<M extends DescMethod & { methodKind: "unary" }>(
-  client: grpc.Client,
-  method: M,
-  request: MessageInitShape<M["input"]>,
-  metadata = new grpc.Metadata(),
-  options: grpc.CallOptions = {},
-  onStatus: (status: grpc.StatusObject) => void = () => {},
-): Promise<MessageShape<M["output"]>> {
-  return new Promise((resolve, reject) => {
-    client.makeUnaryRequest(
-      pathOf(method),
-      serializer(method.input),
-      deserializer(method.output),
-      create(method.input, request),
-      metadata,
-      options,
-      (err, res) => err ? reject(err) : resolve(res as MessageShape<M["output"]>),
-    ).on("status", onStatus);
-  });
+/** A call's answer, or its failure (status code, message and trailers). */
+interface Answered<T> {
+  responses: T[];
+  /** The status's trailers, also on success. */
+  trailers: GrpcMetadata;
 }
 
-/** Rejects with the call's ServiceError. */
-async function failure(call: Promise<unknown>): Promise<grpc.ServiceError> {
+/** Makes a call of any kind; rejects with a {@link GrpcFailure} unless the status is OK. */
+async function invoke<M extends DescMethod>(
+  client: GrpcChannel,
+  method: M,
+  requests: MessageInitShape<M["input"]>[],
+  options: Omit<RawCall, "path" | "requests" | "kind"> = {},
+): Promise<Answered<MessageShape<M["output"]>>> {
+  const out = await client.call({
+    kind: method.methodKind,
+    path: pathOf(method),
+    requests: requests.map((r) => toBinary(method.input, create(method.input, r))),
+    ...options,
+  });
+  const responses = out.responses.map((b) =>
+    fromBinary(method.output, b) as MessageShape<M["output"]>
+  );
+  if (out.code !== 0) {
+    throw Object.assign(
+      new Error(`${out.code}: ${out.details}`),
+      { code: out.code, details: out.details, metadata: out.metadata, responses },
+    );
+  }
+  return { responses, trailers: out.metadata };
+}
+
+async function unary<M extends DescMethod & { methodKind: "unary" }>(
+  client: GrpcChannel,
+  method: M,
+  request: MessageInitShape<M["input"]>,
+  options: Omit<RawCall, "path" | "requests" | "kind"> = {},
+): Promise<MessageShape<M["output"]>> {
+  return (await invoke(client, method, [request], options)).responses[0]!;
+}
+
+/** A failed call's status, and the responses that came before it. */
+type Failure = GrpcFailure & { responses: unknown[] };
+
+/** Rejects with the call's failure. */
+async function failure(call: Promise<unknown>): Promise<Failure> {
   try {
     await call;
   } catch (e) {
-    return e as grpc.ServiceError;
+    return e as Failure;
   }
   throw new Error("call succeeded");
 }
@@ -126,7 +163,7 @@ Deno.test("a plain Error becomes INTERNAL without its message", async () => {
   };
   await withServer([health({ check })], async (client) => {
     const err = await failure(unary(client, Health.method.check, {}));
-    assert.equal(err.code, grpc.status.INTERNAL);
+    assert.equal(err.code, INTERNAL);
     assert.equal(err.details, "internal error");
     assert.equal(err.metadata.get("grpc-status-details-bin").length, 0);
   });
@@ -144,16 +181,14 @@ Deno.test("metadata, deadline and response trailers reach the handler context", 
     return { status: Status.SERVING };
   };
   await withServer([health({ check })], async (client) => {
-    const md = new grpc.Metadata();
-    md.set("authorization", "Bearer x");
-    let trailers: grpc.Metadata | undefined;
-    await unary(client, Health.method.check, {}, md, { deadline: Date.now() + 5_000 }, (st) => {
-      trailers = st.metadata;
+    const { trailers } = await invoke(client, Health.method.check, [{}], {
+      metadata: { authorization: "Bearer x" },
+      timeoutMs: 5_000,
     });
     assert.equal(authorization, "Bearer x");
     assert.equal(protocol, "grpc");
     assert.ok(timeoutMs !== undefined && timeoutMs > 0 && timeoutMs <= 5_000, `${timeoutMs}`);
-    assert.deepEqual(trailers?.get("x-answer"), ["42"]);
+    assert.deepEqual(trailers.get("x-answer"), ["42"]);
   });
 });
 
@@ -176,16 +211,8 @@ Deno.test("server-streaming Watch yields two messages", async () => {
     yield create(Health.method.watch.output, { status: Status.NOT_SERVING });
   };
   await withServer([health({ watch })], async (client) => {
-    const method = Health.method.watch;
-    const call = client.makeServerStreamRequest(
-      pathOf(method),
-      serializer(method.input),
-      deserializer(method.output),
-      create(method.input, { service: "svc" }),
-    );
-    const statuses: Status[] = [];
-    for await (const msg of call) statuses.push((msg as MessageShape<typeof method.output>).status);
-    assert.deepEqual(statuses, [Status.SERVING, Status.NOT_SERVING]);
+    const { responses } = await invoke(client, Health.method.watch, [{ service: "svc" }]);
+    assert.deepEqual(responses.map((r) => r.status), [Status.SERVING, Status.NOT_SERVING]);
   });
 });
 
@@ -198,19 +225,9 @@ Deno.test("an error thrown mid-stream ends the stream with its status", async ()
     }]);
   };
   await withServer([health({ watch })], async (client) => {
-    const method = Health.method.watch;
-    const call = client.makeServerStreamRequest(
-      pathOf(method),
-      serializer(method.input),
-      deserializer(method.output),
-      create(method.input, {}),
-    );
-    let received = 0;
-    const err = await failure((async () => {
-      for await (const _ of call) received++;
-    })());
-    assert.equal(received, 1);
-    assert.equal(err.code, grpc.status.UNAVAILABLE);
+    const err = await failure(invoke(client, Health.method.watch, [{}]));
+    assert.equal(err.responses.length, 1);
+    assert.equal(err.code, UNAVAILABLE);
     assert.equal(err.details, "gone");
     const [bin] = err.metadata.get("grpc-status-details-bin");
     assert.ok(bin instanceof Buffer);
@@ -224,7 +241,7 @@ Deno.test("an error thrown mid-stream ends the stream with its status", async ()
 Deno.test("a method missing from the impl answers UNIMPLEMENTED", async () => {
   await withServer([health({ check: () => ({}) })], async (client) => {
     const err = await failure(unary(client, Health.method.list, {}));
-    assert.equal(err.code, grpc.status.UNIMPLEMENTED);
+    assert.equal(err.code, status.UNIMPLEMENTED);
     assert.equal(err.details, "grpc.health.v1.Health.List is not implemented");
   });
 });
@@ -237,30 +254,13 @@ Deno.test("a client deadline or cancel aborts a streaming handler", async () => 
     ended.push(ctx.signal.reason instanceof ConnectError ? ctx.signal.reason.code : "?");
   };
   await withServer([health({ watch })], async (client) => {
-    const method = Health.method.watch;
-    const start = (options: grpc.CallOptions) =>
-      client.makeServerStreamRequest(
-        pathOf(method),
-        serializer(method.input),
-        deserializer(method.output),
-        create(method.input, {}),
-        new grpc.Metadata(),
-        options,
-      );
-    const timedOut = start({ deadline: Date.now() + 200 });
-    const err = await failure((async () => {
-      for await (const _ of timedOut);
-    })());
-    assert.equal(err.code, grpc.status.DEADLINE_EXCEEDED);
+    const err = await failure(invoke(client, Health.method.watch, [{}], { timeoutMs: 200 }));
+    assert.equal(err.code, status.DEADLINE_EXCEEDED);
 
-    const cancelled = start({});
-    cancelled.once("data", () => cancelled.cancel());
-    assert.equal(
-      (await failure((async () => {
-        for await (const _ of cancelled);
-      })())).code,
-      grpc.status.CANCELLED,
-    );
+    // Cancelled by the client once the first message arrived.
+    const cancelled = await failure(invoke(client, Health.method.watch, [{}], { cancelAfter: 1 }));
+    assert.equal(cancelled.code, status.CANCELLED);
+    assert.equal(cancelled.responses.length, 1);
     for (let i = 0; i < 50 && ended.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     // Both handlers were aborted; which reason the deadline shows depends on transit time.
     assert.equal(ended.length, 2);
@@ -281,18 +281,9 @@ Deno.test("client streaming (the reflection method re-declared as client-streami
     },
   } as unknown as ServiceImpl<DescService>;
   await withServer([{ service, impl }], async (client) => {
-    const res = await new Promise<ServerReflectionResponse>((resolve, reject) => {
-      const call = client.makeClientStreamRequest(
-        pathOf(info),
-        serializer(info.input),
-        deserializer(info.output),
-        (err, res) => err ? reject(err) : resolve(res!),
-      );
-      call.write(create(info.input, { host: "a" }));
-      call.write(create(info.input, { host: "b" }));
-      call.end();
-    });
-    assert.equal(res.validHost, "a,b");
+    const { responses } = await invoke(client, method, [{ host: "a" }, { host: "b" }]);
+    assert.equal(responses.length, 1);
+    assert.equal((responses[0] as ServerReflectionResponse).validHost, "a,b");
   });
 });
 
@@ -302,11 +293,11 @@ Deno.test("maxReceiveMessageBytes rejects larger requests", async () => {
     hostname: "127.0.0.1",
     maxReceiveMessageBytes: 16,
   });
-  const client = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+  const client = grpcChannel(`127.0.0.1:${server.port}`);
   try {
     await unary(client, Health.method.check, { service: "short" });
     const err = await failure(unary(client, Health.method.check, { service: "x".repeat(64) }));
-    assert.equal(err.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.equal(err.code, status.RESOURCE_EXHAUSTED);
   } finally {
     client.close();
     await server.close(0);
@@ -326,16 +317,12 @@ async function reflect(
   const responses: ServerReflectionResponse[] = [];
   await withServer([reflection], async (client) => {
     const method = ServerReflection.method.serverReflectionInfo;
-    const call = client.makeBidiStreamRequest(
-      pathOf(method),
-      serializer(method.input),
-      deserializer(method.output),
+    const answered = await invoke(
+      client,
+      method,
+      requests.map((messageRequest) => ({ host: "h", messageRequest })),
     );
-    for (const messageRequest of requests) {
-      call.write(create(method.input, { host: "h", messageRequest }));
-    }
-    call.end();
-    for await (const msg of call) responses.push(msg as ServerReflectionResponse);
+    responses.push(...answered.responses);
   });
   assert.equal(responses.length, requests.length);
   return responses;

@@ -57,7 +57,7 @@ import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
 import type { Caller } from "./auth.ts";
 import { positiveInt } from "./config.ts";
 import type { Sql } from "./db.ts";
-import { toConnectError } from "./errors.ts";
+import { errorDomain, toConnectError } from "./errors.ts";
 import type { Logger } from "./log.ts";
 import { callerOf } from "./rpc.ts";
 
@@ -69,8 +69,6 @@ export const replayedHeader = "idempotent-replayed";
 export const keyReusedReason = "IDEMPOTENCY_KEY_REUSED";
 /** ErrorInfo reason: a request with the key is still running (HTTP 409). */
 export const keyInUseReason = "IDEMPOTENCY_KEY_IN_USE";
-/** ErrorInfo domain of both reasons. */
-export const errorDomain = "registry.example.com";
 
 /** The settings of the services that store keys. */
 export const idempotencySettings = {
@@ -229,11 +227,6 @@ export function requestKey(ctx: HandlerContext): string | undefined {
 /** The caller's scope of keys: its tenancy claims, unambiguously joined. */
 export function callerScope(caller: Caller): string {
   return JSON.stringify([caller.subject, caller.accountId, caller.space ?? null]);
-}
-
-/** Whether an error (from a service, or off the wire) carries the ErrorInfo `reason`. */
-export function hasReason(error: ConnectError, reason: string): boolean {
-  return error.findDetails(ErrorInfoSchema).some((d) => d.reason === reason);
 }
 
 function reasoned(message: string, code: Code, reason: string): ConnectError {

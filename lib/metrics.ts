@@ -7,6 +7,7 @@
  */
 
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { MemoryBudget } from "./budget.ts";
 
 /** Latency buckets in seconds, from 0.5 ms to 10 s. */
 const latencyBuckets = [
@@ -88,4 +89,33 @@ export function createMetrics(component: string): Metrics {
       });
     },
   };
+}
+
+/**
+ * Exposes a memory budget (lib/budget.ts): `memory_budget_bytes{state="limit"|"held"|"peak"}` and
+ * `memory_budget_refusals_total`.
+ */
+export function registerBudgetMetrics(metrics: Metrics, budget: MemoryBudget): void {
+  const registers = [metrics.registry];
+  new Gauge({
+    name: "memory_budget_bytes",
+    help: "Bytes of requests this process may hold (limit), holds now (held), held at most (peak).",
+    labelNames: ["state"],
+    registers,
+    collect() {
+      this.set({ state: "limit" }, budget.limit);
+      this.set({ state: "held" }, budget.held);
+      this.set({ state: "peak" }, budget.peak);
+    },
+  });
+  let counted = 0;
+  new Counter({
+    name: "memory_budget_refusals_total",
+    help: "Requests refused because they did not fit in the memory budget.",
+    registers,
+    collect() {
+      this.inc(budget.refusals - counted);
+      counted = budget.refusals;
+    },
+  });
 }

@@ -7,7 +7,7 @@
  *   plus `GET /healthz` (alive) and `GET /readyz` (dependencies answer).
  *
  * Why two: on our machines a Connect call over fetch into `Deno.serve` measured ~10,400-11,400
- * req/s, faster than any gRPC server measured (notes/performance-findings.md); and `Deno.serve`
+ * req/s, faster than any gRPC server measured (3,400-8,500 req/s); and `Deno.serve`
  * cannot send the HTTP trailers gRPC needs, so gRPC has a listener of its own.
  *
  * @module
@@ -18,12 +18,17 @@ import { createConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { createFetchHandler, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
-import { serveConnectUnary, unaryRoutes } from "./connect_unary.ts";
+import { ServerReflection as ServerReflectionV1alpha } from "../gen/grpc/reflection/v1alpha/reflection_pb.ts";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import type { MemoryBudget } from "./budget.ts";
+import { messageCostFactor, readBounded, serveConnectUnary, unaryRoutes } from "./connect_unary.ts";
+import { connectErrorBody, type GuardConfig, serveGuarded } from "./http_guard.ts";
 import { serveGrpc } from "./grpc_server.ts";
 import { createHealthImpl } from "./health.ts";
 import type { Logger } from "./log.ts";
 import type { Metrics } from "./metrics.ts";
-import { createReflectionImpl } from "./reflection.ts";
+import { createReflectionImpls } from "./reflection.ts";
 
 /** A service and its implementation. */
 export interface Binding {
@@ -58,6 +63,10 @@ export interface ServeOptions {
   metrics?: Metrics;
   /** How long to keep serving, reported not ready, before closing the listeners (default 0). */
   shutdownDelayMs?: number;
+  /** The process's memory budget: every request's bytes are taken from it before they are read. */
+  budget: MemoryBudget;
+  /** The Connect listener's connection cap and idle timeout (lib/http_guard.ts). */
+  guard: GuardConfig;
 }
 
 /** A running server. */
@@ -91,16 +100,25 @@ export function serve(options: ServeOptions): RunningServer {
     Health,
     createHealthImpl({ services: options.bindings.map((b) => b.service.typeName), ready }),
   );
-  const reflection = bind(
+  // Reflection under both names: v1, and v1alpha for the clients that know only the older one.
+  const reflection = createReflectionImpls([
+    ...options.bindings.map((b) => b.service),
+    Health,
     ServerReflection,
-    createReflectionImpl([...options.bindings.map((b) => b.service), Health, ServerReflection]),
-  );
-  const all = [...options.bindings, health, reflection];
+    ServerReflectionV1alpha,
+  ]);
+  const all = [
+    ...options.bindings,
+    health,
+    bind(ServerReflection, reflection.v1),
+    bind(ServerReflectionV1alpha, reflection.v1alpha),
+  ];
 
   const grpcServer = serveGrpc(all, {
     port: options.grpcPort,
     hostname: options.hostname,
     maxReceiveMessageBytes: maxMessageBytes,
+    budget: options.budget,
     onError: (error) => options.log.warn("grpc connection failed", { error }),
   });
 
@@ -111,19 +129,25 @@ export function serve(options: ServeOptions): RunningServer {
   );
   // Binary unary Connect calls (the gateway's) take the lean path; the rest, connect's router.
   const unary = unaryRoutes([...options.bindings, health]);
-  const httpServer = Deno.serve({
+  const httpServer = serveGuarded({
     port: options.httpPort,
     hostname: options.hostname,
-    onListen: () => {},
+    maxConnections: options.guard.HTTP_MAX_CONNECTIONS,
+    idleTimeoutMs: options.guard.HTTP_IDLE_TIMEOUT_MS,
+    budget: options.budget,
+    errorBody: connectErrorBody,
+    // A message over the size limit is answered RESOURCE_EXHAUSTED without being read.
+    admit: (length) =>
+      length > maxMessageBytes || options.budget.admits(length * messageCostFactor),
   }, async (req) => {
     const path = new URL(req.url).pathname;
     const call = unary.get(path);
     if (call) {
-      const response = await serveConnectUnary(call, req, maxMessageBytes);
+      const response = await serveConnectUnary(call, req, maxMessageBytes, options.budget);
       if (response) return response;
     }
     const route = routes.get(path);
-    if (route) return await route(req);
+    if (route) return await routeBudgeted(route, req);
     if (path === "/healthz") return Response.json({ status: "ok" });
     if (path === "/metrics" && options.metrics) return await options.metrics.response();
     if (path === "/readyz") {
@@ -133,6 +157,41 @@ export function serve(options: ServeOptions): RunningServer {
     }
     return new Response(null, { status: 404 });
   });
+
+  /** Hands a call to connect's router with its body read first, within the budget. */
+  async function routeBudgeted(
+    route: (req: Request) => Promise<Response>,
+    req: Request,
+  ): Promise<Response> {
+    if (!req.body) return await route(req);
+    const lease = options.budget.take(0)!;
+    try {
+      let body: Uint8Array;
+      try {
+        body = await readBounded(req, maxMessageBytes, lease);
+      } catch (e) {
+        const error = e instanceof ConnectError
+          ? e
+          : new ConnectError("the request body could not be read", Code.InvalidArgument);
+        const headers = new Headers({ "content-type": "application/json" });
+        error.metadata.forEach((value, name) => headers.set(name, value));
+        return new Response(errorToJsonBytes(error, {}) as Uint8Array<ArrayBuffer>, {
+          status: codeToHttpStatus(error.code),
+          headers,
+        });
+      }
+      return await route(
+        new Request(req.url, {
+          method: req.method,
+          headers: req.headers,
+          body: body as Uint8Array<ArrayBuffer>,
+          signal: req.signal,
+        }),
+      );
+    } finally {
+      lease.release();
+    }
+  }
 
   return {
     grpcPort: grpcServer.port,

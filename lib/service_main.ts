@@ -23,9 +23,11 @@ import {
   required,
 } from "./config.ts";
 import { connect, migrate, readMigrations, registerPoolMetrics, type Sql } from "./db.ts";
+import { budgetFromConfig, budgetSettings, type MemoryBudget } from "./budget.ts";
 import { toConnectError } from "./errors.ts";
+import { guardSettings } from "./http_guard.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { createMetrics } from "./metrics.ts";
+import { createMetrics, registerBudgetMetrics } from "./metrics.ts";
 import { secureService } from "./rpc.ts";
 import { type Binding, type RunningServer, serve } from "./server.ts";
 
@@ -61,6 +63,8 @@ function commonSettings(ports: { grpc: number; http: number }) {
       "0",
     ),
     SHUTDOWN_GRACE_MS: positiveInt(10_000),
+    ...budgetSettings,
+    ...guardSettings,
   };
 }
 
@@ -98,18 +102,21 @@ export interface StartedService {
  * not ready (RPCs answer UNAVAILABLE) until the migrations have run; while the database cannot be
  * reached the migrations are retried with backoff, so a service started before its database comes
  * up when the database does. `applicationName` must be the one `sql` connects with (pool metrics
- * find the pool's connections by it).
+ * find the pool's connections by it). `budget` is the process's memory budget (one per process:
+ * the embedded mode shares one between its components).
  */
 export async function startService<E extends v.ObjectEntries>(
   def: ServiceDefinition<E>,
   config: ServiceConfig<E>,
   sql: Sql,
   applicationName: string,
+  budget: MemoryBudget = budgetFromConfig(config),
 ): Promise<StartedService> {
   const log = createLogger(def.name, config.LOG_LEVEL);
   const migrations = await readMigrations(def.migrations);
   let migrated = false;
   const metrics = createMetrics(def.name);
+  registerBudgetMetrics(metrics, budget);
   registerPoolMetrics(sql, metrics.registry, applicationName, config.DB_POOL_MAX);
   const verify = createTokenVerifier(authOptions(config));
   const bindings = def.services({ sql, config, log }).map((b) => ({
@@ -125,6 +132,8 @@ export async function startService<E extends v.ObjectEntries>(
     log,
     metrics,
     shutdownDelayMs: config.SHUTDOWN_DELAY_MS,
+    budget,
+    guard: config,
   });
   log.info("serving", { grpc_port: server.grpcPort, http_port: server.httpPort });
 

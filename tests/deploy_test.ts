@@ -223,7 +223,7 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
 });
 
 Deno.test("the image: pinned base, non-root, no dev files, the components' flags", async () => {
-  const { componentFlags } = await import("../lib/run_flags.ts");
+  const { componentEnv, componentFlags } = await import("../lib/run_flags.ts");
   const dockerfile = await Deno.readTextFile(new URL("../deploy/Dockerfile", import.meta.url));
   const ignore = await Deno.readTextFile(
     new URL("../deploy/Dockerfile.dockerignore", import.meta.url),
@@ -241,6 +241,9 @@ Deno.test("the image: pinned base, non-root, no dev files, the components' flags
   const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(finalStage)![1]!) as string[];
   for (const flag of [...componentFlags, "--cached-only"]) {
     assert.ok(entrypoint.includes(flag), flag);
+  }
+  for (const [name, value] of Object.entries(componentEnv)) {
+    assert.match(finalStage, new RegExp(`^ENV [^]*\\b${name}=${value}\\b`, "m"), name);
   }
   for (const [, source] of finalStage.matchAll(/^COPY (?!--from)(\S+)/gm)) {
     assert.ok(/^(deno\.json|deno\.lock|gen\/|lib\/|services\/|gateway\/)$/.test(source!), source);

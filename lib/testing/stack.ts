@@ -5,7 +5,7 @@
  * @module
  */
 
-import { componentFlags } from "../run_flags.ts";
+import { componentEnv, componentFlags } from "../run_flags.ts";
 import { signToken, type TokenClaims } from "../tokens.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 
@@ -29,7 +29,7 @@ export function spawn(entry: string, env: Record<string, string>, denoFlags: str
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", ...componentFlags, ...denoFlags, entry],
     cwd: root,
-    env,
+    env: { ...componentEnv, ...env },
     stdout: "piped",
     stderr: "piped",
     stdin: "null",
