@@ -183,55 +183,65 @@ async function* messages(
   const streaming = method.methodKind === "client_streaming" ||
     method.methodKind === "bidi_streaming";
   let current: Lease | undefined;
-  // Chunks are kept as they come and joined once per message: joining on every chunk copied the
-  // whole buffer each time (a 4 MiB message in 16 KiB frames: ~500 MB of copying).
-  let chunks: Uint8Array[] = [];
-  let size = 0;
-  let expected: number | undefined; // 5 + the message length, once the prefix is in
-  const joined = () => chunks.length === 1 ? chunks[0]! : concat(chunks);
+  // A message's bytes go straight into one buffer of its size, allocated once its length prefix
+  // is in (and its cost taken from the budget): no list of chunks joined at the end, which held
+  // every byte twice.
+  let head: Uint8Array[] = [];
+  let headSize = 0; // bytes of the 5-byte prefix so far
+  let body: Uint8Array | undefined;
+  let filled = 0;
   try {
     for await (const chunk of req.body) {
-      chunks.push(chunk);
-      size += chunk.length;
+      let offset = 0;
       for (;;) {
-        if (expected === undefined) {
-          if (size < 5) break;
-          if (chunks[0]!.length < 5) chunks = [joined()];
-          const head = chunks[0]!;
-          if (head[0] !== 0) {
+        if (body === undefined) {
+          if (offset === chunk.length) break;
+          const take = Math.min(5 - headSize, chunk.length - offset);
+          head.push(chunk.subarray(offset, offset + take));
+          headSize += take;
+          offset += take;
+          if (headSize < 5) break;
+          const prefix = head.length === 1 ? head[0]! : concat(head);
+          head = [];
+          headSize = 0;
+          if (prefix[0] !== 0) {
             throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
           }
-          const length = new DataView(head.buffer, head.byteOffset + 1, 4).getUint32(0);
+          const length = new DataView(prefix.buffer, prefix.byteOffset + 1, 4).getUint32(0);
           if (length > maxBytes) {
             throw new ConnectError(
               `message of ${length} bytes exceeds the limit of ${maxBytes}`,
               Code.ResourceExhausted,
             );
           }
-          expected = 5 + length;
           const cost = length * messageCostFactor;
           if (streaming) {
             current?.release();
             current = budget.take(cost);
             if (!current) throw overBudget();
           } else if (!lease.grow(cost)) throw overBudget();
+          body = new Uint8Array(length);
+          filled = 0;
         }
-        if (size < expected) break;
-        const all = joined();
+        const take = Math.min(body.length - filled, chunk.length - offset);
+        body.set(chunk.subarray(offset, offset + take), filled);
+        filled += take;
+        offset += take;
+        if (filled < body.length) break;
+        const bytes = body;
+        body = undefined;
         let message: Message;
         try {
-          message = fromBinary(method.input, all.subarray(5, expected));
+          message = fromBinary(method.input, bytes);
         } catch {
           throw new ConnectError("cannot decode the request message", Code.InvalidArgument);
         }
-        const rest = all.subarray(expected);
-        chunks = rest.length > 0 ? [rest] : [];
-        size = rest.length;
-        expected = undefined;
         yield message;
       }
     }
-    if (size > 0) throw new ConnectError("truncated request message", Code.InvalidArgument);
+    if (headSize > 0 || body !== undefined) {
+      throw new ConnectError("truncated request message", Code.InvalidArgument);
+    }
   } finally {
     current?.release();
   }

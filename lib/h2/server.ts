@@ -515,12 +515,13 @@ class Connection {
     this.#write(frame(FrameType.SETTINGS, 0, 0, settings));
     this.#write(frame(FrameType.WINDOW_UPDATE, 0, 0, u32(connectionWindow - 65_535)));
 
-    let buffer: Uint8Array = new Uint8Array(0);
-    let sawPreface = false;
+    let prefaceSeen = 0;
     // One read buffer per connection, reused (cheaper than the ReadableStream's chunk per read):
-    // whatever outlives a read is copied out of it (frame remainders, DATA, HPACK strings).
-    const readBuffer = new Uint8Array(64 * 1024);
-    for (;;) {
+    // frames are parsed in place, and whatever outlives a read is copied out of it (DATA, HPACK
+    // strings, a frame split across reads into a buffer of its own size), so a connection
+    // allocates about what it receives, not a copy of every read's remainder.
+    const readBuffer = new Uint8Array(32 * 1024);
+    reading: for (;;) {
       let chunk: Uint8Array;
       try {
         const n = await this.#conn.read(readBuffer);
@@ -532,42 +533,79 @@ class Connection {
       this.#lastReceived = this.#clock.now;
       if (this.#failed || this.#closed) continue;
       try {
-        buffer = buffer.length === 0 ? chunk : concat([buffer, chunk]);
-        if (!sawPreface) {
-          const n = Math.min(buffer.length, preface.length);
-          if (!preface.subarray(0, n).every((b, i) => buffer[i] === b)) break; // not HTTP/2
-          if (buffer.length < preface.length) {
-            buffer = buffer.slice(); // out of the read buffer
-            continue;
+        if (prefaceSeen < preface.length) {
+          const n = Math.min(preface.length - prefaceSeen, chunk.length);
+          for (let i = 0; i < n; i++) {
+            if (chunk[i] !== preface[prefaceSeen + i]) break reading; // not HTTP/2
           }
-          buffer = buffer.subarray(preface.length);
-          sawPreface = true;
+          prefaceSeen += n;
+          if (prefaceSeen < preface.length) continue;
+          chunk = chunk.subarray(n);
         }
-        let offset = 0;
-        while (buffer.length - offset >= 9 && !this.#failed && !this.#closed) {
-          const length = (buffer[offset]! << 16) | (buffer[offset + 1]! << 8) | buffer[offset + 2]!;
-          if (length > maxFrameSize) {
-            throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "frame too large");
-          }
-          if (buffer.length - offset < 9 + length) break;
-          const type = buffer[offset + 3]!;
-          const flags = buffer[offset + 4]!;
-          const streamId = readU32(buffer, offset + 5) & 0x7fffffff;
-          const payload = buffer.subarray(offset + 9, offset + 9 + length);
-          offset += 9 + length;
-          this.#frame(type, flags, streamId, payload);
-        }
-        buffer = offset === buffer.length ? new Uint8Array(0) : buffer.slice(offset);
+        this.#feed(chunk);
       } catch (error) {
         if (!(error instanceof ConnectionError)) this.#options.onError?.(error);
         // Closing with unread input would reset the connection and lose the GOAWAY: finish
         // writing, half-close, and keep reading (discarding) until the peer closes or 1 s passes.
         this.#fail(error instanceof ConnectionError ? error.code : ErrorCode.INTERNAL_ERROR);
-        buffer = new Uint8Array(0);
       }
     }
     this.#teardown();
     await this.#socketClosedPromise;
+  }
+
+  /** The header of a frame split across reads, while its first 9 bytes come in. */
+  readonly #head = new Uint8Array(9);
+  #headFill = 0;
+  /** That frame's payload, being filled (allocated once its length is known, at most 16 KiB). */
+  #split: Uint8Array | undefined;
+  #splitFill = 0;
+
+  /** Parses the frames in `chunk`, completing a frame split across reads first. */
+  #feed(chunk: Uint8Array): void {
+    let offset = 0;
+    if (this.#headFill > 0) {
+      const take = Math.min(9 - this.#headFill, chunk.length);
+      this.#head.set(chunk.subarray(0, take), this.#headFill);
+      this.#headFill += take;
+      offset = take;
+      if (this.#headFill < 9) return;
+      this.#headFill = 0;
+      this.#split = new Uint8Array(frameLength(this.#head, 0));
+      this.#splitFill = 0;
+    }
+    if (this.#split) {
+      const take = Math.min(this.#split.length - this.#splitFill, chunk.length - offset);
+      this.#split.set(chunk.subarray(offset, offset + take), this.#splitFill);
+      this.#splitFill += take;
+      offset += take;
+      if (this.#splitFill < this.#split.length) return;
+      const payload = this.#split;
+      this.#split = undefined;
+      const head = this.#head;
+      this.#frame(head[3]!, head[4]!, readU32(head, 5) & 0x7fffffff, payload, true);
+    }
+    while (offset < chunk.length && !this.#failed && !this.#closed) {
+      const left = chunk.length - offset;
+      if (left < 9) {
+        this.#head.set(chunk.subarray(offset));
+        this.#headFill = left;
+        return;
+      }
+      const length = frameLength(chunk, offset);
+      if (left < 9 + length) {
+        this.#head.set(chunk.subarray(offset, offset + 9));
+        this.#split = new Uint8Array(length);
+        this.#split.set(chunk.subarray(offset + 9));
+        this.#splitFill = left - 9;
+        return;
+      }
+      const type = chunk[offset + 3]!;
+      const flags = chunk[offset + 4]!;
+      const streamId = readU32(chunk, offset + 5) & 0x7fffffff;
+      this.#frame(type, flags, streamId, chunk.subarray(offset + 9, offset + 9 + length));
+      offset += 9 + length;
+    }
   }
 
   /** Checks the connection's deadlines; called by the server's sweep. */
@@ -617,7 +655,8 @@ class Connection {
     }
   }
 
-  #frame(type: number, flags: number, streamId: number, payload: Uint8Array): void {
+  /** Handles a frame; `owned` when its payload is not a view of the read buffer. */
+  #frame(type: number, flags: number, streamId: number, payload: Uint8Array, owned = false): void {
     if (this.#continuation && type !== FrameType.CONTINUATION) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "expected CONTINUATION");
     }
@@ -626,7 +665,7 @@ class Connection {
     }
     switch (type) {
       case FrameType.DATA:
-        return this.#onData(flags, streamId, payload);
+        return this.#onData(flags, streamId, payload, owned);
       case FrameType.HEADERS:
         return this.#onHeaders(flags, streamId, payload);
       case FrameType.PRIORITY:
@@ -870,7 +909,7 @@ class Connection {
     }
   }
 
-  #onData(flags: number, streamId: number, payload: Uint8Array): void {
+  #onData(flags: number, streamId: number, payload: Uint8Array, owned: boolean): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on stream 0");
     if (this.#isIdle(streamId)) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on an idle stream");
@@ -926,7 +965,7 @@ class Connection {
       return;
     }
     stream.buffered += data.length;
-    if (data.length > 0) stream.chunks.push(data.slice());
+    if (data.length > 0) stream.chunks.push(owned ? data : data.slice());
     if (end) stream.ended = true;
     stream.wake?.();
   }
@@ -1364,6 +1403,15 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/** The payload length of the frame whose header starts at `offset` (FRAME_SIZE_ERROR past ours). */
+function frameLength(bytes: Uint8Array, offset: number): number {
+  const length = (bytes[offset]! << 16) | (bytes[offset + 1]! << 8) | bytes[offset + 2]!;
+  if (length > maxFrameSize) {
+    throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "frame too large");
+  }
+  return length;
 }
 
 /** The parts, joined into one array. */
