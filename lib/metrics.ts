@@ -44,12 +44,50 @@ export interface Metrics {
   response(): Promise<Response>;
 }
 
+const memoryGauges = [
+  ["process_resident_memory_bytes", "VmRSS"],
+  ["process_virtual_memory_bytes", "VmSize"],
+  ["process_heap_bytes", "VmData"],
+] as const;
+
+/** The `kB` fields of /proc/self/status, in bytes (none where there is no /proc). */
+function readProcStatus(): Record<string, number> {
+  const out: Record<string, number> = {};
+  try {
+    for (
+      const [, key, kb] of Deno.readTextFileSync("/proc/self/status").matchAll(
+        /^(\w+):\s+(\d+) kB$/gm,
+      )
+    ) {
+      out[key!] = Number(kb) * 1024;
+    }
+  } catch {
+    // not Linux, or no permission: the resident set comes from Deno.memoryUsage()
+  }
+  return out;
+}
+
 /** Creates the metrics of a process; `component` becomes a constant label. */
 export function createMetrics(component: string): Metrics {
   const registry = new Registry();
   registry.setDefaultLabels({ component });
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  // prom-client reads these three from /proc/self/status with node:fs, which gets nothing from
+  // /proc under Deno, so they stayed 0; read it with Deno's own file API.
+  for (const [name] of memoryGauges) registry.removeSingleMetric(name);
+  for (const [name, field] of memoryGauges) {
+    new Gauge({
+      name,
+      help: `${field} of /proc/self/status, in bytes.`,
+      registers,
+      collect() {
+        const value = readProcStatus()[field] ??
+          (field === "VmRSS" ? Deno.memoryUsage().rss : undefined);
+        if (value !== undefined) this.set(value);
+      },
+    });
+  }
   return {
     registry,
     rpcs: new Counter({

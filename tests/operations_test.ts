@@ -82,7 +82,9 @@ Deno.test("every component serves Prometheus metrics", async () => {
       assert.match(text, /rpc_duration_seconds_bucket\{/);
       assert.match(text, /db_pool_max\{component="[a-z-]+"\} 10/);
       assert.match(text, /db_pool_connections\{state="[a-z ]+",component="[a-z-]+"\} [1-9]/);
-      assert.match(text, /process_resident_memory_bytes/);
+      // The resident set, not the 0 prom-client reports where it finds no /proc/self/stat.
+      const rss = Number(/^process_resident_memory_bytes\{[^}]*\} (\d+)$/m.exec(text)?.[1]);
+      assert.ok(rss > 10 * 1024 * 1024, `process_resident_memory_bytes: ${rss}`);
     }
   } finally {
     await stack.stop();
