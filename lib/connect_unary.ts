@@ -26,8 +26,9 @@ import {
   errorToJsonBytes,
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
-import { type Lease, type MemoryBudget, overBudget } from "./budget.ts";
+import { type Lease, type MemoryBudget, overBudget, overBudgetReason } from "./budget.ts";
 import { createCallContext } from "./call_context.ts";
+import { hasReason } from "./errors.ts";
 
 /**
  * What a byte of request message costs a service while the call is served: the bytes and the
@@ -135,7 +136,9 @@ export async function serveConnectUnary(
     const error = e instanceof ConnectError
       ? e
       : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
-    status = codeToHttpStatus(error.code);
+    // A refusal for memory is 503, as at the listener (lib/http_guard.ts) and the gateway: the
+    // Connect mapping of resource_exhausted (429) would tell the caller it sent too much.
+    status = hasReason(error, overBudgetReason) ? 503 : codeToHttpStatus(error.code);
     body = errorToJsonBytes(error, {});
     headers.push(["content-type", "application/json"]);
     error.metadata.forEach((value, name) => {
