@@ -14,7 +14,7 @@
  * - `idleTimeoutMs` (75 s, longer than the 60 s of common proxies in front, so that a proxy never
  *   reuses a connection the guard is closing): no byte in either direction;
  * - `writeTimeoutMs` (30 s): a response the client does not read;
- * - `maxConnections` (512): past it, a new connection gets a 503 with `Retry-After` and the JSON
+ * - `maxConnections` (4096): past it, a new connection gets a 503 with `Retry-After` and the JSON
  *   error body, and is closed.
  *
  * A connection past a deadline is closed. `Deno.serve` still parses every byte (the relay never
@@ -23,8 +23,9 @@
  * timeouts still hold for it. The client's preface of HTTP/2 with prior knowledge is refused: this
  * listener speaks HTTP/1.1 (the services' gRPC ports are HTTP/2).
  *
- * Cost: each connection holds two 16 KiB relay buffers (8 MiB at `maxConnections`); the relay
- * costs a few microseconds of CPU per request (measured by `deno task bench`).
+ * Cost: a quiet connection holds a 4 KiB read buffer each way (32 MiB at 4,096 connections), one
+ * that streams a 64 KiB one while it does; the relay cost ~14 µs of CPU per request here (a
+ * constant handler: 132,000 req/s without it, 45,500 with it, on 2 cores).
  *
  * @module
  */
