@@ -34,6 +34,8 @@ export interface Lease {
   readonly bytes: number;
   /** Takes `bytes` more into this lease; false (and nothing taken) when they do not fit. */
   grow(bytes: number): boolean;
+  /** Gives `bytes` of the lease back (at most what it holds), keeping the rest. */
+  shrink(bytes: number): void;
   /** Gives every byte of the lease back; later calls do nothing. */
   release(): void;
 }
@@ -98,6 +100,11 @@ export function createMemoryBudget(limit: number): MemoryBudget {
           if (released || !fits(n)) return false;
           own += n;
           return true;
+        },
+        shrink(less) {
+          const n = Math.min(own, Math.max(0, Math.ceil(less)));
+          own -= n;
+          held -= n;
         },
         release() {
           if (released) return;

@@ -24,6 +24,20 @@ Deno.test("createMemoryBudget() lends bytes until the limit and counts what it r
   assert.equal(budget.held, 0);
 });
 
+Deno.test("Lease.shrink() gives part of a lease back, never more than it holds", () => {
+  const budget = createMemoryBudget(100);
+  const a = budget.take(70)!;
+  a.shrink(30);
+  assert.equal(a.bytes, 40);
+  assert.equal(budget.held, 40);
+  assert.ok(budget.take(60), "what was given back can be taken again");
+  a.shrink(1000);
+  assert.equal(a.bytes, 0);
+  assert.equal(budget.held, 60, "only the lease's own bytes came back");
+  a.release();
+  assert.equal(budget.held, 60);
+});
+
 Deno.test("overBudget() is RESOURCE_EXHAUSTED with Retry-After and the reason the gateway maps", () => {
   const error = overBudget();
   assert.equal(error.code, Code.ResourceExhausted);

@@ -97,6 +97,7 @@ export function serveGrpc(bindings: GrpcServiceBinding[], options: GrpcServerOpt
     port: options.port,
     hostname: options.hostname ?? "0.0.0.0",
     handler: (req, res) => handle(routes, { maxBytes, budget }, req, res),
+    budget,
     ...(options.onError ? { onError: options.onError } : {}),
   });
   return { port: server.port, close: (graceMs) => server.close(graceMs) };

@@ -45,6 +45,7 @@
  * @module
  */
 
+import type { Lease, MemoryBudget } from "../budget.ts";
 import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
 
 /** HTTP/2 error codes (RFC 9113 7). */
@@ -194,6 +195,14 @@ export interface H2ServerOptions {
   maxOutputBytes?: number;
   /** How long a socket write may wait for the peer to read (default 30 s): then it is dropped. */
   writeTimeoutMs?: number;
+  /**
+   * The process's memory budget. The request bytes a connection has received and its handlers have
+   * not read yet are taken from it; a DATA frame that does not fit resets its stream with
+   * ENHANCE_YOUR_CALM (gRPC clients report RESOURCE_EXHAUSTED) and its bytes go back to the
+   * connection's window. So the windows we advertise (256 KiB a stream, 1 MiB a connection) let a
+   * peer send, but never make the process hold more than the budget.
+   */
+  budget?: MemoryBudget;
   /** Reports connection-level failures (they never throw out of the server). */
   onError?: (error: unknown) => void;
 }
@@ -210,8 +219,8 @@ export interface H2Server {
 }
 
 type ConnectionOptions =
-  & Required<Omit<H2ServerOptions, "onError">>
-  & Pick<H2ServerOptions, "onError">;
+  & Required<Omit<H2ServerOptions, "onError" | "budget">>
+  & Pick<H2ServerOptions, "onError" | "budget">;
 
 /** The defaults of {@link H2ServerOptions}. */
 const defaults = {
@@ -490,9 +499,13 @@ class Connection {
   #closedHow: Uint8Array | undefined;
   #closedNext = 0;
 
+  /** Received bytes no handler has read yet, taken from the budget. */
+  readonly #queued: Lease | undefined;
+
   constructor(conn: Deno.Conn, options: ConnectionOptions, clock: Clock) {
     this.#conn = conn;
     this.#options = options;
+    this.#queued = options.budget?.take(0);
     this.#clock = clock;
     this.#startedAt = this.#lastReceived = this.#idleSince = clock.now;
   }
@@ -892,6 +905,7 @@ class Connection {
       const chunk = stream.chunks.shift();
       if (chunk) {
         stream.buffered -= chunk.length;
+        this.#queued?.shrink(chunk.length);
         // Reopen the windows by what the handler consumed: the connection's once a quarter of it
         // is used (not per request, which cost a write of its own), a stream's at once.
         this.#credit(chunk.length);
@@ -963,6 +977,13 @@ class Connection {
       if (end) return this.#closeLocal(stream, Closed.ENDED);
       stream.waitingSince = this.#clock.now;
       return;
+    }
+    if (this.#queued && !this.#queued.grow(data.length)) {
+      // Over the memory budget: this stream is refused, not the connection (and not counted as
+      // a reset the peer provoked).
+      this.#credit(data.length);
+      this.#write(frame(FrameType.RST_STREAM, 0, streamId, u32(ErrorCode.ENHANCE_YOUR_CALM)));
+      return this.#finish(stream, streamReset, Closed.BY_US);
     }
     stream.buffered += data.length;
     if (data.length > 0) stream.chunks.push(owned ? data : data.slice());
@@ -1239,6 +1260,7 @@ class Connection {
       // Received bytes no handler will read (an answer sent before the body was read, e.g. a
       // message over the size limit): give them back to the connection's window.
       this.#credit(stream.buffered);
+      this.#queued?.shrink(stream.buffered);
       stream.buffered = 0;
       stream.chunks = [];
     }
@@ -1312,6 +1334,7 @@ class Connection {
       this.#finish(stream, connectionFailed, Closed.BY_US);
     }
     this.#streams.clear();
+    this.#queued?.release();
     this.#localClosed = 0;
     if (!this.#flushing) this.#halfClose();
   }

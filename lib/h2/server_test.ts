@@ -17,6 +17,7 @@ import {
 } from "../../gen/grpc/health/v1/health_pb.ts";
 import { bindGrpc, serveGrpc } from "../grpc_server.ts";
 import { type GrpcChannel, grpcChannel, grpcChurn } from "../testing/grpc_client.ts";
+import { createMemoryBudget } from "../budget.ts";
 import { type HeaderField, hpackEncode } from "./hpack.ts";
 import {
   checkRequestHeaders,
@@ -812,4 +813,34 @@ Deno.test("checkRequestHeaders accepts what gRPC clients send and returns conten
   );
   assert.equal(checkTrailers([["x-checksum", "abc"]]), undefined);
   assert.equal(typeof checkTrailers([[":path", "/"]]), "string");
+});
+
+Deno.test("body bytes no handler has read are taken from the budget; past it the stream is reset", async () => {
+  const budget = createMemoryBudget(40 * 1024);
+  let release!: () => void;
+  const released = new Promise<void>((r) => release = r);
+  // A handler that answers only once released, reading its body after that.
+  const slow: H2Handler = async (req, res) => {
+    await released;
+    for await (const _ of req.body) { /* read */ }
+    res.headers([[":status", "200"]], true);
+  };
+  await withServer({ budget, handler: slow }, async ({ port }) => {
+    const raw = await Raw.open(port);
+    const kib16 = new Uint8Array(16 * 1024);
+    await raw.write(frame(1, 0x4, 1, requestHeaders), frame(0, 0, 1, kib16), frame(0, 0, 1, kib16));
+    await raw.write(frame(1, 0x4, 3, requestHeaders), frame(0, 0, 3, kib16));
+    // 32 KiB held for stream 1; stream 3's 16 KiB would pass 40 KiB: stream 3 is reset.
+    assert.ok(await raw.until((f) => rstOf(f, 3) !== undefined), "stream 3 was not reset");
+    assert.equal(rstCode(raw.frames, 3), 0xb); // ENHANCE_YOUR_CALM
+    assert.equal(rstOf(raw.frames, 1), undefined, "stream 1 fitted and was not reset");
+    assert.equal(budget.held, 32 * 1024);
+    // Once read, the bytes go back: stream 1 ends and is answered, and the budget is empty.
+    release();
+    await raw.write(frame(0, 0x1, 1));
+    assert.ok(await raw.until(responseEnded(1)), "stream 1 was not answered");
+    assert.equal(budget.held, 0);
+    await raw.close();
+  });
+  assert.equal(budget.held, 0);
 });
