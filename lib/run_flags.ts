@@ -13,8 +13,15 @@
  * 271-281 MB under benchmark load, collecting late when memory is plentiful). The young generation
  * is kept small (2 MiB semi-spaces instead of 16): request bodies live in ArrayBuffers outside the
  * heap, which are freed only when their small wrapper objects are collected, and a large young
- * generation let hundreds of MB of dead bodies wait for the next scavenge (a flood of 4 MB bodies:
- * 359 MB resident with the default, 293 MB with 2 MiB, in one measurement).
+ * generation let hundreds of MB of dead bodies wait for the next scavenge. Measured with 1 MiB gRPC
+ * messages at 16 connections x 100 streams for 8 s, the service's peak resident set and (in one
+ * benchmark session, 2 rounds) its gRPC create / get rates as a fraction of the reference's:
+ *
+ *   semi-space  16 MiB (V8's default)  258-263 MiB   0.86 / 0.73
+ *                4 MiB                 189-193 MiB   0.80 / 0.71   (235 MiB in tests/attacks_test.ts)
+ *                2 MiB                 175-181 MiB   0.76 / 0.62   (198-206 MiB there)
+ *
+ * 2 MiB keeps the worst load we know 50 MiB under the limit; the throughput is its price.
  */
 export const heapLimitFlag = "--v8-flags=--max-old-space-size=128,--max-semi-space-size=2";
 
