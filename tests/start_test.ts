@@ -1,11 +1,11 @@
 /**
  * `deno task start`: with no DATABASE_URL, the whole stack in one process on embedded PGlite, and
  * a client created with the README's curl is still there after a restart; with DATABASE_URL, one
- * process per component, and one that dies is restarted.
+ * process per component, started as the Dockerfile starts it, and one that dies is restarted.
  */
 
 import assert from "node:assert/strict";
-import { componentFlags, heapLimitFlag } from "../lib/run_flags.ts";
+import { componentEnv, componentFlags, heapLimitFlag } from "../lib/run_flags.ts";
 import { httpClient } from "../lib/testing/http.ts";
 
 const root = new URL("../", import.meta.url);
@@ -132,6 +132,13 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
     }).output();
     const pid = Number(new TextDecoder().decode(pgrep.stdout).trim().split("\n")[0]);
     assert.ok(pid > 0, "the oauth-registry process is a child of the supervisor");
+    // Started as the Dockerfile starts it: its flags, and its environment beside its settings.
+    const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0");
+    for (const flag of componentFlags) assert.ok(cmdline.includes(flag), flag);
+    const environ = (await Deno.readTextFile(`/proc/${pid}/environ`)).split("\0");
+    for (const [name, value] of Object.entries(componentEnv)) {
+      assert.ok(environ.includes(`${name}=${value}`), `${name}=${value}`);
+    }
     Deno.kill(pid, "SIGKILL");
     const ready = async () => (await fetch(`${gateway}/readyz`).then(
       async (r) => (await r.body?.cancel(), r.status),

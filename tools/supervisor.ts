@@ -1,12 +1,13 @@
 /**
  * The production-like local mode of `deno task start` (DATABASE_URL set): each component is its
- * own process; one that dies is restarted with backoff (0.5 s doubling to 30 s, reset after 10 s of
- * uptime).
+ * own process, started as the Dockerfile starts it (lib/run_flags.ts: its flags and its
+ * environment beside its settings); one that dies is restarted with backoff (0.5 s doubling to
+ * 30 s, reset after 10 s of uptime).
  *
  * @module
  */
 
-import { componentFlags } from "../lib/run_flags.ts";
+import { componentEnv, componentFlags } from "../lib/run_flags.ts";
 
 /** One component process. */
 export interface Component {
@@ -31,7 +32,7 @@ export function supervise(components: Component[]): { stop(): Promise<void> } {
       const child = new Deno.Command(Deno.execPath(), {
         args: ["run", ...componentFlags, c.entry],
         cwd: root,
-        env: c.env,
+        env: { ...componentEnv, ...c.env },
         stdout: "inherit",
         stderr: "inherit",
       }).spawn();
