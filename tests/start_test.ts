@@ -1,11 +1,12 @@
 /**
- * `deno task start`: with no DATABASE_URL, the whole stack in one process on embedded PGlite, and
- * a client created with the README's curl is still there after a restart; with DATABASE_URL, one
- * process per component, started as the Dockerfile starts it, and one that dies is restarted.
+ * `deno task start`, run as a user runs it: with no DATABASE_URL, the whole stack in one process on
+ * embedded PGlite in a data folder anywhere (START_DATA_DIR), and a client created with the
+ * README's curl is still there after a restart; with DATABASE_URL, one process per component,
+ * started as the Dockerfile starts it, and one that dies is restarted.
  */
 
 import assert from "node:assert/strict";
-import { componentEnv, componentFlags, heapLimitFlag } from "../lib/run_flags.ts";
+import { componentEnv, componentFlags } from "../lib/run_flags.ts";
 import { httpClient } from "../lib/testing/http.ts";
 
 const root = new URL("../", import.meta.url);
@@ -24,22 +25,30 @@ interface Started {
   output: string[];
 }
 
+/** The `deno task start` processes started, each the leader of its own process group. */
+const spawned = new Set<Deno.ChildProcess>();
+
+/** Kills what a failed test left running: every process of every start's group. */
+async function killLeftovers(): Promise<void> {
+  for (const child of spawned) {
+    try {
+      Deno.kill(-child.pid, "SIGKILL");
+    } catch { /* the group is gone */ }
+    await child.status;
+  }
+  spawned.clear();
+}
+
 async function start(env: Record<string, string>): Promise<Started> {
   const child = new Deno.Command(Deno.execPath(), {
-    // As `deno task start` runs it: one process for the embedded stack, without a component's
-    // heap bound.
-    args: [
-      "run",
-      ...componentFlags.filter((f) => f !== heapLimitFlag),
-      "--allow-write",
-      "--allow-run",
-      "tools/start.ts",
-    ],
+    args: ["task", "start"],
     cwd: root,
-    env,
+    env: { NO_COLOR: "1", ...env },
     stdout: "piped",
     stderr: "piped",
+    detached: true,
   }).spawn();
+  spawned.add(child);
   const output: string[] = [];
   child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
     new WritableStream({ write: (chunk) => void output.push(chunk) }),
@@ -54,6 +63,17 @@ async function start(env: Record<string, string>): Promise<Started> {
   reader.releaseLock();
   child.stdout.cancel().catch(() => {});
   return { child, token: /export TOKEN=(\S+)/.exec(text)![1]!, banner: text, output };
+}
+
+/** The pid of the child process of `parent` whose command line matches `pattern`. */
+async function childPid(parent: number, pattern: string): Promise<number> {
+  const pgrep = await new Deno.Command("pgrep", {
+    args: ["-P", String(parent), "-f", pattern],
+    stdout: "piped",
+  }).output();
+  const pid = Number(new TextDecoder().decode(pgrep.stdout).trim().split("\n")[0]);
+  assert.ok(pid > 0, `a child of ${parent} runs ${pattern}`);
+  return pid;
 }
 
 Deno.test("the embedded stack keeps its data across a restart", async () => {
@@ -104,6 +124,7 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
     second.child.kill("SIGTERM");
     assert.equal((await second.child.status).code, 0, second.output.join(""));
   } finally {
+    await killLeftovers();
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -126,12 +147,8 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
   const started = await start(env);
   try {
     assert.ok(started.banner.includes("one process per component"), started.banner);
-    const pgrep = await new Deno.Command("pgrep", {
-      args: ["-P", String(started.child.pid), "-f", "services/oauth/main.ts"],
-      stdout: "piped",
-    }).output();
-    const pid = Number(new TextDecoder().decode(pgrep.stdout).trim().split("\n")[0]);
-    assert.ok(pid > 0, "the oauth-registry process is a child of the supervisor");
+    const supervisor = await childPid(started.child.pid, "tools/start.ts");
+    const pid = await childPid(supervisor, "services/oauth/main.ts");
     // Started as the Dockerfile starts it: its flags, and its environment beside its settings.
     const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0");
     for (const flag of componentFlags) assert.ok(cmdline.includes(flag), flag);
@@ -161,8 +178,10 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
     assert.equal(res.status, 404, res.text);
   } finally {
     started.child.kill("SIGTERM");
-    assert.equal((await started.child.status).code, 0, started.output.join(""));
+    const { code } = await started.child.status;
+    await killLeftovers();
     await Deno.remove(dir, { recursive: true });
     await db.drop();
+    assert.equal(code, 0, started.output.join(""));
   }
 });

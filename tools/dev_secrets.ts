@@ -17,10 +17,46 @@ export interface DevSecrets {
   CLIENT_SECRET_HMAC_KEY: string;
 }
 
-/** The local stack's data folder: `START_DATA_DIR`, or `./.data` of the project. */
+/**
+ * The local stack's data folder: `START_DATA_DIR`, or `./.data` of the project. A relative
+ * START_DATA_DIR is taken from the folder `deno task` was called in (INIT_CWD), not the project's.
+ */
 export function dataDir(): URL {
   const dir = Deno.env.get("START_DATA_DIR");
-  return dir ? pathToFileURL(resolve(dir) + "/") : new URL("../.data/", import.meta.url);
+  if (!dir) return new URL("../.data/", import.meta.url);
+  return pathToFileURL(resolve(Deno.env.get("INIT_CWD") ?? Deno.cwd(), dir) + "/");
+}
+
+/** The data folder cannot be created or written: its message is one line for the user. */
+export class DataDirError extends Error {
+  override name = "DataDirError";
+}
+
+/** Why a file operation failed, in a few words. */
+function reason(error: unknown): string {
+  if (error instanceof Deno.errors.PermissionDenied) return "permission denied";
+  // Deno's messages end with the operation and path (": mkdir '/x'"), said already.
+  return String((error as Error)?.message ?? error).replace(/: \w+ '.*'$/, "");
+}
+
+/** A DataDirError: the data folder `what` ("cannot be written"), and why. */
+export function dataDirError(what: string, error: unknown): DataDirError {
+  const dir = dataDir();
+  const from = Deno.env.get("START_DATA_DIR") ? " (START_DATA_DIR)" : "";
+  return new DataDirError(`the data folder ${dir.pathname}${from} ${what}: ${reason(error)}`, {
+    cause: error,
+  });
+}
+
+/** Creates the data folder if missing; a DataDirError says why it cannot be. */
+export async function prepareDataDir(): Promise<URL> {
+  const dir = dataDir();
+  try {
+    await Deno.mkdir(dir, { recursive: true });
+  } catch (error) {
+    throw dataDirError("cannot be created", error);
+  }
+  return dir;
 }
 
 function random(): string {
@@ -45,18 +81,33 @@ export async function devSecrets(): Promise<DevSecrets> {
     };
   }
   let stored: Partial<DevSecrets> = {};
+  let text: string | undefined;
   try {
-    stored = JSON.parse(await Deno.readTextFile(file));
+    text = await Deno.readTextFile(file);
   } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    if (error instanceof Deno.errors.NotADirectory) throw dataDirError("cannot be created", error);
+    if (!(error instanceof Deno.errors.NotFound)) throw dataDirError("cannot be read", error);
+  }
+  if (text !== undefined) {
+    try {
+      stored = JSON.parse(text);
+    } catch {
+      throw new DataDirError(
+        `${file.pathname} is not JSON; remove it to have new secrets generated`,
+      );
+    }
   }
   const secrets: DevSecrets = {
     AUTH_JWT_SECRET: stored.AUTH_JWT_SECRET ?? random(),
     CLIENT_SECRET_HMAC_KEY: stored.CLIENT_SECRET_HMAC_KEY ?? random(),
   };
   if (stored.AUTH_JWT_SECRET === undefined || stored.CLIENT_SECRET_HMAC_KEY === undefined) {
-    await Deno.mkdir(new URL(".", file), { recursive: true });
-    await Deno.writeTextFile(file, JSON.stringify(secrets, null, 2) + "\n", { mode: 0o600 });
+    await prepareDataDir();
+    try {
+      await Deno.writeTextFile(file, JSON.stringify(secrets, null, 2) + "\n", { mode: 0o600 });
+    } catch (error) {
+      throw dataDirError("cannot be written", error);
+    }
   }
   return {
     AUTH_JWT_SECRET: fromEnv.AUTH_JWT_SECRET || secrets.AUTH_JWT_SECRET,

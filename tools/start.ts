@@ -14,7 +14,13 @@
  */
 
 import { signToken } from "../lib/tokens.ts";
-import { dataDir, devSecrets } from "./dev_secrets.ts";
+import {
+  dataDir,
+  DataDirError,
+  type DevSecrets,
+  devSecrets,
+  prepareDataDir,
+} from "./dev_secrets.ts";
 import { runEmbedded } from "./embedded.ts";
 import { supervise } from "./supervisor.ts";
 
@@ -27,7 +33,16 @@ const ports = {
   coreGrpc: env("CORE_GRPC_PORT", "50052"),
   coreHttp: env("CORE_HTTP_PORT", "8082"),
 };
-const secrets = await devSecrets();
+let secrets: DevSecrets;
+try {
+  await prepareDataDir();
+  secrets = await devSecrets();
+} catch (error) {
+  if (!(error instanceof DataDirError)) throw error;
+  // deno-lint-ignore no-console
+  console.error(`start: ${error.message}`);
+  Deno.exit(1);
+}
 const databaseUrl = Deno.env.get("DATABASE_URL");
 const common: Record<string, string> = {
   ...Deno.env.toObject(),

@@ -8,7 +8,7 @@
 
 import { parseArgs } from "node:util";
 import { signToken } from "../lib/tokens.ts";
-import { devSecrets } from "./dev_secrets.ts";
+import { DataDirError, devSecrets } from "./dev_secrets.ts";
 
 const { values } = parseArgs({
   args: Deno.args[0] === "--" ? Deno.args.slice(1) : Deno.args,
@@ -27,7 +27,16 @@ if (!values.sub) {
   );
   Deno.exit(2);
 }
-const token = await signToken((await devSecrets()).AUTH_JWT_SECRET, {
+let secret: string;
+try {
+  secret = (await devSecrets()).AUTH_JWT_SECRET;
+} catch (error) {
+  if (!(error instanceof DataDirError)) throw error;
+  // deno-lint-ignore no-console
+  console.error(`token: ${error.message}`);
+  Deno.exit(1);
+}
+const token = await signToken(secret, {
   sub: values.sub,
   projects: values.projects.split(",").filter((p) => p !== ""),
   ttlSeconds: Number(values.ttl),

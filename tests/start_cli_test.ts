@@ -1,0 +1,143 @@
+/**
+ * What `deno task start` and `deno task token` say to a new user, run as the user runs them
+ * (through `deno task`, with deno.json's permissions): a data folder anywhere, and one line
+ * instead of a stack trace for a data folder that cannot be created.
+ */
+
+import assert from "node:assert/strict";
+
+const root = new URL("../", import.meta.url);
+
+function freePort(): string {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return String(port);
+}
+
+function freePorts(): Record<string, string> {
+  return {
+    GATEWAY_PORT: freePort(),
+    OAUTH_GRPC_PORT: freePort(),
+    OAUTH_HTTP_PORT: freePort(),
+    CORE_GRPC_PORT: freePort(),
+    CORE_HTTP_PORT: freePort(),
+  };
+}
+
+/** A `deno task` process, its output collected as it comes. */
+class Task {
+  readonly child: Deno.ChildProcess;
+  stdout = "";
+  stderr = "";
+  readonly #done: Promise<void>;
+  #ended = false;
+  #changed = Promise.withResolvers<void>();
+
+  constructor(args: string[], env: Record<string, string>) {
+    this.child = new Deno.Command(Deno.execPath(), {
+      args: ["task", ...args],
+      cwd: root,
+      env: { NO_COLOR: "1", LOG_LEVEL: "error", ...env },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      // A process group of its own, which {@link run} can stop whole.
+      detached: true,
+    }).spawn();
+    const collect = async (stream: ReadableStream<Uint8Array>, key: "stdout" | "stderr") => {
+      for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+        this[key] += text;
+        this.#changed.resolve();
+        this.#changed = Promise.withResolvers<void>();
+      }
+    };
+    this.#done = Promise.all([
+      collect(this.child.stdout, "stdout"),
+      collect(this.child.stderr, "stderr"),
+    ]).then(() => {
+      this.#ended = true;
+      this.#changed.resolve();
+    });
+  }
+
+  /**
+   * Waits until `pattern` is in stderr; fails if the process ends first or `unless` shows up in
+   * stdout first.
+   */
+  async waitForStderr(pattern: RegExp, unless: RegExp): Promise<void> {
+    while (!pattern.test(this.stderr)) {
+      if (unless.test(this.stdout) || this.#ended) {
+        throw new Error(`no ${pattern} in stderr:\n${this.stdout}\n${this.stderr}`);
+      }
+      await this.#changed.promise;
+    }
+  }
+
+  /** Its exit status and all it wrote. */
+  async result(): Promise<{ code: number; stdout: string; stderr: string }> {
+    const { code } = await this.child.status;
+    await this.#done;
+    return { code, stdout: this.stdout, stderr: this.stderr };
+  }
+}
+
+/** Runs a task to its end, stopping it if it runs on (which would be the bug under test). */
+async function run(args: string[], env: Record<string, string> = {}) {
+  const task = new Task(args, env);
+  // A guard against a hang, not a timing: every case here ends within seconds. The whole group,
+  // so that nothing is left holding the pipes.
+  const guard = setTimeout(() => Deno.kill(-task.child.pid, "SIGKILL"), 120_000);
+  try {
+    return await task.result();
+  } finally {
+    clearTimeout(guard);
+  }
+}
+
+/** stderr without deno task's own "Task name command" line. */
+function messages(stderr: string): string[] {
+  return stderr.split("\n").filter((line) => line !== "" && !line.startsWith("Task "));
+}
+
+Deno.test("deno task token keeps its secret in a START_DATA_DIR outside the project", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "token-data-" });
+  try {
+    const env = { START_DATA_DIR: `${dir}/data`, AUTH_JWT_SECRET: "", CLIENT_SECRET_HMAC_KEY: "" };
+    const first = await run(["token", "--sub", "u1", "--projects", "p1"], env);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /^ey[\w-]+\.[\w-]+\.[\w-]+\n$/);
+    const stored = JSON.parse(await Deno.readTextFile(`${dir}/data/dev-secrets.json`));
+    assert.equal(typeof stored.AUTH_JWT_SECRET, "string");
+    const second = await run(["token", "--sub", "u1", "--projects", "p1"], env);
+    assert.equal(second.stdout.split(".")[0], first.stdout.split(".")[0]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a data folder that cannot be created is one line, exit 1", async () => {
+  const file = await Deno.makeTempFile({ prefix: "not-a-folder-" });
+  try {
+    const env = {
+      ...freePorts(),
+      DATABASE_URL: "",
+      START_DATA_DIR: `${file}/data`,
+      AUTH_JWT_SECRET: "",
+      CLIENT_SECRET_HMAC_KEY: "",
+    };
+    for (const args of [["start"], ["token", "--sub", "u1"]]) {
+      const { code, stderr } = await run(args, env);
+      assert.equal(code, 1, stderr);
+      const [line, ...rest] = messages(stderr);
+      assert.deepEqual(rest, [], stderr);
+      assert.equal(
+        line,
+        `${args[0]}: the data folder ${file}/data/ (START_DATA_DIR) cannot be created: ` +
+          "Not a directory (os error 20)",
+      );
+    }
+  } finally {
+    await Deno.remove(file);
+  }
+});
