@@ -21,7 +21,6 @@
  */
 
 import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
-import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
@@ -29,27 +28,61 @@ import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_se
 import { idKind } from "../lib/ids.ts";
 import { httpClient } from "../lib/testing/http.ts";
 import { spawn, startStack } from "../lib/testing/stack.ts";
+import { parseCommandLine, positiveNumber, usageError } from "../tools/cli.ts";
 import { ensureH2load, h2load, type LoadResult, type LoadSpec } from "./h2load.ts";
 
-const { values: flags } = parseArgs({
-  args: Deno.args[0] === "--" ? Deno.args.slice(1) : Deno.args,
-  options: {
-    quick: { type: "boolean", default: false },
-    rounds: { type: "string" },
-    seconds: { type: "string" },
-    concurrency: { type: "string", default: "32" },
-    "growth-rows": { type: "string" },
-    only: { type: "string" },
-    paths: { type: "string" },
-    "cpu-prof": { type: "string" },
-  },
+const usage = `Usage: deno task bench [options]
+
+Measures the stack against the least work a request can do: starts the gateway, oauth-registry,
+core and the reference (Deno.serve + postgres.js) against a throwaway database in the server named
+by DATABASE_URL, seeds it, and drives each operation with h2load (installed from Debian's
+nghttp2-client if missing) through the gateway, gRPC and the reference, then the growth checks.
+A full run writes bench/results/<date>.json and .md and the table in README.md.
+
+Options:
+  --quick                  one short round on 10,000 rows, results in a temporary folder (CI)
+  --rounds <n>             rounds, interleaved (3; 1 with --quick)
+  --seconds <s>            seconds of load per run (8; 0.7 with --quick)
+  --concurrency <n>        h2load connections (32)
+  --growth-rows <n>        clients of the growth project (1,000,000; 10,000 with --quick)
+  --only <regex>           only the operations matching it; writes no results
+  --paths <list>           only these of gateway,grpc,reference; writes no results
+  --cpu-prof <dir>         a V8 CPU profile per component into <dir>
+  -h, --help               this text
+
+Environment:
+  DATABASE_URL             the Postgres server to make the throwaway database in (required)`;
+
+const flags = parseCommandLine("bench", usage, {
+  quick: { type: "boolean", default: false },
+  rounds: { type: "string" },
+  seconds: { type: "string" },
+  concurrency: { type: "string", default: "32" },
+  "growth-rows": { type: "string" },
+  only: { type: "string" },
+  paths: { type: "string" },
+  "cpu-prof": { type: "string" },
 });
-const quick = flags.quick;
-const rounds = Number(flags.rounds ?? (quick ? 1 : 3));
-const seconds = Number(flags.seconds ?? (quick ? 0.7 : 8));
+const number = (option: string, value: string | undefined, fallback: number, integer = true) =>
+  value === undefined ? fallback : positiveNumber("bench", usage, option, value, integer);
+const quick = flags.quick === true;
+const rounds = number("rounds", flags.rounds, quick ? 1 : 3);
+const seconds = number("seconds", flags.seconds, quick ? 0.7 : 8, false);
 const warmup = quick ? 0.3 : 1;
-const concurrency = Number(flags.concurrency);
-const growthRows = Number(flags["growth-rows"] ?? (quick ? 10_000 : 1_000_000));
+const concurrency = number("concurrency", flags.concurrency, 32);
+const growthRows = number("growth-rows", flags["growth-rows"], quick ? 10_000 : 1_000_000);
+if (flags.only !== undefined) {
+  try {
+    new RegExp(flags.only);
+  } catch (error) {
+    usageError("bench", usage, `--only: ${(error as Error).message}`);
+  }
+}
+const knownPaths = ["gateway", "grpc", "reference"];
+const unknownPath = flags.paths?.split(",").find((p) => !knownPaths.includes(p));
+if (unknownPath !== undefined) {
+  usageError("bench", usage, `--paths takes some of ${knownPaths.join(",")}, not "${unknownPath}"`);
+}
 
 // deno-lint-ignore no-console
 const say = (text: string) => console.error(`bench: ${text}`);

@@ -1,7 +1,8 @@
 /**
- * What `deno task start` and `deno task token` say to a new user, run as the user runs them
- * (through `deno task`, with deno.json's permissions): a data folder anywhere, and one line
- * instead of a stack trace for a data folder that cannot be created.
+ * What `deno task start`, `deno task token` and `deno task bench` say to a new user, run as the
+ * user runs them (through `deno task`, with deno.json's permissions): a usage for --help and for
+ * an unknown option, a data folder anywhere, and one line instead of a stack trace for a data
+ * folder that cannot be created.
  */
 
 import assert from "node:assert/strict";
@@ -99,6 +100,64 @@ async function run(args: string[], env: Record<string, string> = {}) {
 function messages(stderr: string): string[] {
   return stderr.split("\n").filter((line) => line !== "" && !line.startsWith("Task "));
 }
+
+for (const task of ["start", "token", "bench"]) {
+  Deno.test(`deno task ${task} --help prints its usage and exits 0`, async () => {
+    // Free ports, in case it started the stack instead.
+    const { code, stdout } = await run([task, "--help"], { ...freePorts(), DATABASE_URL: "" });
+    assert.equal(code, 0, stdout);
+    assert.match(stdout, new RegExp(`^Usage: deno task ${task}`));
+    assert.match(stdout, /Options:\n/);
+    assert.match(stdout, /Environment:\n/);
+    assert.match(stdout, /-h, --help/);
+  });
+
+  Deno.test(`deno task ${task} with an unknown option prints the usage to stderr, exits 2`, async () => {
+    const { code, stdout, stderr } = await run([task, "--no-such-option"], {
+      ...freePorts(),
+      DATABASE_URL: "",
+    });
+    assert.equal(code, 2, stderr);
+    assert.equal(stdout, "");
+    assert.match(stderr, new RegExp(`${task}: Unknown option '--no-such-option'`));
+    assert.match(stderr, new RegExp(`Usage: deno task ${task}`));
+  });
+}
+
+Deno.test("deno task token: the usage names its options, and --sub is required", async () => {
+  const help = await run(["token", "--help"]);
+  for (const option of ["--sub", "--projects", "--account", "--space", "--ttl"]) {
+    assert.ok(help.stdout.includes(option), option);
+  }
+  for (const name of ["AUTH_JWT_SECRET", "START_DATA_DIR"]) assert.ok(help.stdout.includes(name));
+  const missing = await run(["token", "--projects", "p1"]);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /token: --sub is required/);
+  const badTtl = await run(["token", "--sub", "u1", "--ttl", "soon"]);
+  assert.equal(badTtl.code, 2);
+  assert.match(badTtl.stderr, /--ttl takes a positive whole number, not "soon"/);
+});
+
+Deno.test("deno task bench --help needs no DATABASE_URL and names every option", async () => {
+  const help = await run(["bench", "--help"], { DATABASE_URL: "" });
+  assert.equal(help.code, 0);
+  for (
+    const option of [
+      "--quick",
+      "--rounds",
+      "--seconds",
+      "--concurrency",
+      "--growth-rows",
+      "--only",
+      "--paths",
+      "--cpu-prof",
+      "DATABASE_URL",
+    ]
+  ) assert.ok(help.stdout.includes(option), option);
+  const badPaths = await run(["bench", "--paths", "gateway,http"], { DATABASE_URL: "" });
+  assert.equal(badPaths.code, 2);
+  assert.match(badPaths.stderr, /--paths takes some of gateway,grpc,reference, not "http"/);
+});
 
 Deno.test("deno task token keeps its secret in a START_DATA_DIR outside the project", async () => {
   const dir = await Deno.makeTempDir({ prefix: "token-data-" });

@@ -14,6 +14,7 @@
  */
 
 import { signToken } from "../lib/tokens.ts";
+import { parseCommandLine } from "./cli.ts";
 import {
   dataDir,
   DataDirError,
@@ -23,6 +24,29 @@ import {
 } from "./dev_secrets.ts";
 import { runEmbedded } from "./embedded.ts";
 import { supervise } from "./supervisor.ts";
+
+const usage = `Usage: deno task start
+
+Runs the whole stack (gateway, oauth-registry, core) on this machine and, once it is ready,
+prints the gateway URL, the gRPC addresses and a development token. Ctrl-C stops it.
+
+Without DATABASE_URL everything runs in this one process on an embedded PGlite database kept in
+the data folder; with it, each component is its own process, restarted when it dies.
+
+Options:
+  -h, --help                 this text
+
+Environment:
+  DATABASE_URL               a Postgres server to use (else the embedded database)
+  START_DATA_DIR             the data folder: PGlite's files, the generated secrets (./.data)
+  START_HOST                 the listen address (127.0.0.1)
+  GATEWAY_PORT               the gateway's HTTP port (8080)
+  OAUTH_GRPC_PORT, OAUTH_HTTP_PORT   oauth-registry's gRPC and Connect ports (50051, 8081)
+  CORE_GRPC_PORT, CORE_HTTP_PORT     core's gRPC and Connect ports (50052, 8082)
+  AUTH_JWT_SECRET, CLIENT_SECRET_HMAC_KEY   the secrets (else generated once into the data folder)
+  LOG_LEVEL                  debug, info, warn or error (info)`;
+
+parseCommandLine("start", usage, {});
 
 const env = (name: string, fallback: string) => Deno.env.get(name) || fallback;
 const host = env("START_HOST", "127.0.0.1");

@@ -1,32 +1,44 @@
 /**
  * Prints a bearer token signed with AUTH_JWT_SECRET (or the local stack's generated secret).
  *
- *   deno task token -- --sub u1 --projects p1,p2 [--account a1] [--space s1] [--ttl 3600]
+ *   deno task token --sub u1 --projects p1,p2 [--account a1] [--space s1] [--ttl 3600]
  *
  * @module
  */
 
-import { parseArgs } from "node:util";
 import { signToken } from "../lib/tokens.ts";
+import { parseCommandLine, positiveNumber, usageError } from "./cli.ts";
 import { DataDirError, devSecrets } from "./dev_secrets.ts";
 
-const { values } = parseArgs({
-  args: Deno.args[0] === "--" ? Deno.args.slice(1) : Deno.args,
-  options: {
-    sub: { type: "string" },
-    projects: { type: "string", default: "" },
-    account: { type: "string" },
-    space: { type: "string" },
-    ttl: { type: "string", default: "3600" },
-  },
+const usage = `Usage: deno task token --sub <subject> [options]
+
+Prints a bearer token for the services and the gateway, signed with AUTH_JWT_SECRET, or when it
+is not set with the secret "deno task start" generated into its data folder.
+
+Options:
+  --sub <subject>          the token's subject (required)
+  --projects <p1,p2|*>     the projects it may use, "*" for all (none unless given)
+  --account <id>           its account
+  --space <id>             its space (the core API needs one)
+  --ttl <seconds>          its lifetime (3600)
+  -h, --help               this text
+
+Environment:
+  AUTH_JWT_SECRET          the HS256 signing secret (else the generated one)
+  START_DATA_DIR           the data folder of the generated secret (./.data)
+  AUTH_ISSUER              the iss claim, for services that check it
+  AUTH_AUDIENCE            the aud claim, for services that check it`;
+
+const values = parseCommandLine("token", usage, {
+  sub: { type: "string" },
+  projects: { type: "string", default: "" },
+  account: { type: "string" },
+  space: { type: "string" },
+  ttl: { type: "string", default: "3600" },
 });
-if (!values.sub) {
-  // deno-lint-ignore no-console
-  console.error(
-    "usage: deno task token -- --sub <subject> [--projects p1,p2|*] [--account a] [--space s] [--ttl seconds]",
-  );
-  Deno.exit(2);
-}
+if (!values.sub) usageError("token", usage, "--sub is required");
+const ttlSeconds = positiveNumber("token", usage, "ttl", values.ttl ?? "3600", true);
+
 let secret: string;
 try {
   secret = (await devSecrets()).AUTH_JWT_SECRET;
@@ -38,8 +50,8 @@ try {
 }
 const token = await signToken(secret, {
   sub: values.sub,
-  projects: values.projects.split(",").filter((p) => p !== ""),
-  ttlSeconds: Number(values.ttl),
+  projects: (values.projects ?? "").split(",").filter((p) => p !== ""),
+  ttlSeconds,
   ...(values.account !== undefined ? { accountId: values.account } : {}),
   ...(values.space !== undefined ? { space: values.space } : {}),
   ...(Deno.env.get("AUTH_ISSUER") ? { issuer: Deno.env.get("AUTH_ISSUER")! } : {}),
