@@ -1,8 +1,8 @@
 /**
  * What `deno task start`, `deno task token` and `deno task bench` say to a new user, run as the
  * user runs them (through `deno task`, with deno.json's permissions): a usage for --help and for
- * an unknown option, a data folder anywhere, and one line instead of a stack trace for a data
- * folder that cannot be created.
+ * an unknown option, a data folder anywhere, and one line instead of a stack trace for a port in
+ * use or a data folder that cannot be created.
  */
 
 import assert from "node:assert/strict";
@@ -199,4 +199,44 @@ Deno.test("a data folder that cannot be created is one line, exit 1", async () =
   } finally {
     await Deno.remove(file);
   }
+});
+
+for (const mode of ["embedded", "with DATABASE_URL"]) {
+  Deno.test(`a port in use is one line, exit 1 (${mode})`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "start-port-" });
+    const held = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    try {
+      const port = (held.addr as Deno.NetAddr).port;
+      const env = {
+        ...freePorts(),
+        OAUTH_HTTP_PORT: String(port),
+        START_DATA_DIR: dir,
+        // Nothing is started, so the database is never asked.
+        DATABASE_URL: mode === "embedded" ? "" : "postgres://postgres@127.0.0.1:1/postgres",
+      };
+      const { code, stdout, stderr } = await run(["start"], env);
+      assert.equal(code, 1, stderr);
+      assert.equal(stdout, "");
+      assert.deepEqual(messages(stderr), [
+        `start: port ${port} (OAUTH_HTTP_PORT) is in use (is another "deno task start" running?)`,
+      ]);
+    } finally {
+      held.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("two ports the same are one line, exit 1", async () => {
+  const ports = freePorts();
+  const { code, stderr } = await run(["start"], {
+    ...ports,
+    CORE_GRPC_PORT: ports.GATEWAY_PORT!,
+    DATABASE_URL: "postgres://postgres@127.0.0.1:1/postgres",
+  });
+  assert.equal(code, 1, stderr);
+  assert.deepEqual(messages(stderr), [
+    `start: GATEWAY_PORT and CORE_GRPC_PORT are both ${ports.GATEWAY_PORT}: ` +
+    "each needs a port of its own",
+  ]);
 });

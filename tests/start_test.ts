@@ -1,8 +1,9 @@
 /**
  * `deno task start`, run as a user runs it: with no DATABASE_URL, the whole stack in one process on
- * embedded PGlite in a data folder anywhere (START_DATA_DIR), and a client created with the
- * README's curl is still there after a restart; with DATABASE_URL, one process per component,
- * started as the Dockerfile starts it, and one that dies is restarted.
+ * embedded PGlite in a data folder anywhere (START_DATA_DIR), used by one start at a time, and a
+ * client created with the README's curl is still there after a restart, also after a kill; with
+ * DATABASE_URL, one process per component, started as the Dockerfile starts it, and one that dies
+ * is restarted.
  */
 
 import assert from "node:assert/strict";
@@ -76,6 +77,27 @@ async function childPid(parent: number, pattern: string): Promise<number> {
   return pid;
 }
 
+/** Runs `deno task start` to its end (it ends at once when it refuses to start). */
+async function startRefused(env: Record<string, string>): Promise<string[]> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["task", "start"],
+    cwd: root,
+    env: { NO_COLOR: "1", ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    detached: true,
+  }).spawn();
+  // A guard against a start that runs instead of refusing (the bug under test), not a timing.
+  const guard = setTimeout(() => Deno.kill(-child.pid, "SIGKILL"), 120_000);
+  const out = await child.output();
+  clearTimeout(guard);
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 1, stderr);
+  assert.equal(new TextDecoder().decode(out.stdout), "");
+  return stderr.split("\n").filter((line) => line !== "" && !line.startsWith("Task "));
+}
+
 Deno.test("the embedded stack keeps its data across a restart", async () => {
   const dir = await Deno.makeTempDir({ prefix: "embedded-" });
   const env = {
@@ -107,6 +129,32 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
       json: { name: "J" },
     });
     assert.equal(journey.status, 201, journey.text);
+    // A second start on the same data folder (other ports, so that the folder is what it meets).
+    const startPid = await childPid(first.child.pid, "tools/start.ts");
+    assert.deepEqual(
+      await startRefused({
+        ...env,
+        GATEWAY_PORT: freePort(),
+        OAUTH_GRPC_PORT: freePort(),
+        OAUTH_HTTP_PORT: freePort(),
+        CORE_GRPC_PORT: freePort(),
+        CORE_HTTP_PORT: freePort(),
+      }),
+      [
+        `start: the data folder ${dir}/ is in use by process ${startPid} (another "deno task ` +
+        'start"?); stop it, or set START_DATA_DIR to another folder',
+      ],
+    );
+    // And on the same ports with another folder.
+    const otherDir = await Deno.makeTempDir({ prefix: "embedded-other-" });
+    try {
+      assert.deepEqual(await startRefused({ ...env, START_DATA_DIR: otherDir }), [
+        `start: port ${env.GATEWAY_PORT} (GATEWAY_PORT) is in use (is another "deno task start" ` +
+        "running?)",
+      ]);
+    } finally {
+      await Deno.remove(otherDir, { recursive: true });
+    }
     first.child.kill("SIGTERM");
     assert.equal((await first.child.status).code, 0, first.output.join(""));
 
@@ -121,8 +169,17 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
       (await api("GET", `/v1/core/journeys/${journey.body.id}`, { token: second.token })).status,
       200,
     );
-    second.child.kill("SIGTERM");
-    assert.equal((await second.child.status).code, 0, second.output.join(""));
+    // Killed, it leaves its lock file behind, which does not keep the next start out.
+    Deno.kill(await childPid(second.child.pid, "tools/start.ts"), "SIGKILL");
+    await second.child.status;
+    const third = await start(env);
+    assert.equal(
+      (await api("GET", `/v1/projects/demo/clients/${client.body.id}`, { token: third.token }))
+        .status,
+      200,
+    );
+    third.child.kill("SIGTERM");
+    assert.equal((await third.child.status).code, 0, third.output.join(""));
   } finally {
     await killLeftovers();
     await Deno.remove(dir, { recursive: true });

@@ -3,26 +3,22 @@
  * addresses and a development token once it is ready.
  *
  * - Without DATABASE_URL: everything in this process on an embedded PGlite database kept in
- *   `./.data/pgdata` (tools/embedded.ts), so nothing but Deno is needed. Data survives restarts.
+ *   `./.data/pgdata` (tools/embedded.ts), so nothing but Deno is needed. Data survives restarts;
+ *   one process at a time uses a data folder (a lock file in it).
  * - With DATABASE_URL: each component as its own process, like production, restarted when one
  *   dies (tools/supervisor.ts).
  *
- * Without AUTH_JWT_SECRET / CLIENT_SECRET_HMAC_KEY, values generated once into the data folder
- * are used. START_DATA_DIR moves the data folder; START_HOST the listen address (127.0.0.1).
+ * Before starting anything it checks that the data folder can be created and that every port is
+ * free, and says so in one line if not.
  *
  * @module
  */
 
 import { signToken } from "../lib/tokens.ts";
 import { parseCommandLine } from "./cli.ts";
-import {
-  dataDir,
-  DataDirError,
-  type DevSecrets,
-  devSecrets,
-  prepareDataDir,
-} from "./dev_secrets.ts";
+import { DataDirError, dataDirError, devSecrets, prepareDataDir } from "./dev_secrets.ts";
 import { runEmbedded } from "./embedded.ts";
+import { lockFolder, portProblem } from "./preflight.ts";
 import { supervise } from "./supervisor.ts";
 
 const usage = `Usage: deno task start
@@ -48,6 +44,9 @@ Environment:
 
 parseCommandLine("start", usage, {});
 
+// deno-lint-ignore no-console
+const fail = (message: string): never => (console.error(`start: ${message}`), Deno.exit(1));
+
 const env = (name: string, fallback: string) => Deno.env.get(name) || fallback;
 const host = env("START_HOST", "127.0.0.1");
 const ports = {
@@ -57,20 +56,42 @@ const ports = {
   coreGrpc: env("CORE_GRPC_PORT", "50052"),
   coreHttp: env("CORE_HTTP_PORT", "8082"),
 };
-let secrets: DevSecrets;
+const databaseUrl = Deno.env.get("DATABASE_URL");
+
+let dataDir: URL;
+let secrets: Awaited<ReturnType<typeof devSecrets>>;
+let lock: { release(): void } | undefined;
 try {
-  await prepareDataDir();
+  dataDir = await prepareDataDir();
+  if (!databaseUrl) {
+    const taken = await lockFolder(dataDir).catch((error) => {
+      throw dataDirError("cannot be written", error);
+    });
+    if ("heldBy" in taken) {
+      const by = taken.heldBy ? `process ${taken.heldBy}` : "another process";
+      fail(
+        `the data folder ${dataDir.pathname} is in use by ${by} (another "deno task start"?); ` +
+          "stop it, or set START_DATA_DIR to another folder",
+      );
+    } else lock = taken;
+  }
+  const problem = portProblem(host, {
+    GATEWAY_PORT: ports.gateway,
+    OAUTH_GRPC_PORT: ports.oauthGrpc,
+    OAUTH_HTTP_PORT: ports.oauthHttp,
+    CORE_GRPC_PORT: ports.coreGrpc,
+    CORE_HTTP_PORT: ports.coreHttp,
+  });
+  if (problem) fail(problem);
   secrets = await devSecrets();
 } catch (error) {
   if (!(error instanceof DataDirError)) throw error;
-  // deno-lint-ignore no-console
-  console.error(`start: ${error.message}`);
-  Deno.exit(1);
+  fail(error.message);
 }
-const databaseUrl = Deno.env.get("DATABASE_URL");
+
 const common: Record<string, string> = {
   ...Deno.env.toObject(),
-  ...secrets,
+  ...secrets!,
   HOST: host,
 };
 const gatewayUrl = `http://${host}:${ports.gateway}`;
@@ -102,9 +123,13 @@ if (databaseUrl) {
     },
   ]);
 } else {
-  const pgdata = new URL("pgdata/", dataDir());
+  const pgdata = new URL("pgdata/", dataDir!);
   database = `embedded PGlite in ${pgdata.pathname} (one process, one connection)`;
-  stack = await runEmbedded({ pgdata, env: common, ports });
+  try {
+    stack = await runEmbedded({ pgdata, env: common, ports });
+  } catch (error) {
+    fail(`the embedded stack did not start: ${(error as Error)?.message ?? error}`);
+  }
 }
 
 let stopping = false;
@@ -112,6 +137,7 @@ const stop = async () => {
   if (stopping) return;
   stopping = true;
   await stack.stop();
+  lock?.release();
   Deno.exit(0);
 };
 Deno.addSignalListener("SIGINT", stop);
@@ -125,14 +151,15 @@ for (let i = 0; i < 600 && !stopping; i++) {
   if (ok) break;
   await new Promise((r) => setTimeout(r, 100));
 }
-const token = await signToken(secrets.AUTH_JWT_SECRET, {
-  sub: "dev",
-  projects: ["*"],
-  space: "dev",
-  ttlSeconds: 24 * 3600,
-});
-// deno-lint-ignore no-console
-console.log(`
+if (!stopping) {
+  const token = await signToken(secrets!.AUTH_JWT_SECRET, {
+    sub: "dev",
+    projects: ["*"],
+    space: "dev",
+    ttlSeconds: 24 * 3600,
+  });
+  // deno-lint-ignore no-console
+  console.log(`
 Stack is up (database: ${database}).
   Gateway (JSON /v1):   ${gatewayUrl}
   oauth-registry gRPC:  ${host}:${ports.oauthGrpc}   (Connect: http://${host}:${ports.oauthHttp})
@@ -143,3 +170,4 @@ Stack is up (database: ${database}).
     curl -X PATCH ${gatewayUrl}/v1/projects/demo/config -H "Authorization: Bearer $TOKEN" \\
       -H 'Content-Type: application/json' -d '{"application_name":"Demo"}'
 `);
+}
