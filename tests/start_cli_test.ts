@@ -1,8 +1,9 @@
 /**
  * What `deno task start`, `deno task token` and `deno task bench` say to a new user, run as the
  * user runs them (through `deno task`, with deno.json's permissions): a usage for --help and for
- * an unknown option, a data folder anywhere, and one line instead of a stack trace for a port in
- * use or a data folder that cannot be created.
+ * an unknown option, one line instead of a stack trace for a port in use or a data folder that
+ * cannot be created, a data folder anywhere, and which component is not ready and why instead of
+ * "Stack is up" when the stack is not.
  */
 
 import assert from "node:assert/strict";
@@ -239,4 +240,36 @@ Deno.test("two ports the same are one line, exit 1", async () => {
     `start: GATEWAY_PORT and CORE_GRPC_PORT are both ${ports.GATEWAY_PORT}: ` +
     "each needs a port of its own",
   ]);
+});
+
+Deno.test("a stack that is not ready is not reported up: what is not ready and why", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "start-unready-" });
+  // A port nothing listens on: the database never answers, so the wait always runs out.
+  const dbPort = freePort();
+  const task = new Task(["start"], {
+    ...freePorts(),
+    START_DATA_DIR: dir,
+    DATABASE_URL: `postgres://postgres:not-printed@127.0.0.1:${dbPort}/postgres`,
+    START_READY_TIMEOUT_S: "1",
+  });
+  try {
+    await task.waitForStderr(/still waiting/, /Stack is up/);
+    const lines = messages(task.stderr).filter((l) => l.startsWith("start: "));
+    assert.deepEqual(lines, [
+      `start: not ready after 1 s: oauth-registry and core: the database at ` +
+      `127.0.0.1:${dbPort}/postgres does not answer (connect ECONNREFUSED 127.0.0.1:${dbPort}); ` +
+      "gateway: waits for oauth-registry and core",
+      "start: still waiting; the stack is reported up when it is (Ctrl-C stops it)",
+    ]);
+    assert.ok(!task.stdout.includes("Stack is up"), task.stdout);
+    assert.ok(!task.stderr.includes("not-printed"));
+  } finally {
+    try {
+      task.child.kill("SIGTERM");
+    } catch { /* ended already: the assertions above said why */ }
+    await task.result();
+    await Deno.remove(dir, { recursive: true });
+  }
+  // Ctrl-C (SIGTERM here) stops a stack that is still waiting.
+  assert.equal((await task.child.status).code, 0, task.stderr);
 });

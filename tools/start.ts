@@ -1,6 +1,6 @@
 /**
  * `deno task start`: runs the whole stack on this machine and prints the gateway URL, the gRPC
- * addresses and a development token once it is ready.
+ * addresses and a development token once every component answers its readiness check.
  *
  * - Without DATABASE_URL: everything in this process on an embedded PGlite database kept in
  *   `./.data/pgdata` (tools/embedded.ts), so nothing but Deno is needed. Data survives restarts;
@@ -9,7 +9,8 @@
  *   dies (tools/supervisor.ts).
  *
  * Before starting anything it checks that the data folder can be created and that every port is
- * free, and says so in one line if not.
+ * free, and says so in one line if not. When the stack is not ready within START_READY_TIMEOUT_S
+ * seconds it says which component is not and why, and keeps waiting.
  *
  * @module
  */
@@ -19,12 +20,13 @@ import { parseCommandLine } from "./cli.ts";
 import { DataDirError, dataDirError, devSecrets, prepareDataDir } from "./dev_secrets.ts";
 import { runEmbedded } from "./embedded.ts";
 import { lockFolder, portProblem } from "./preflight.ts";
+import { checkAll, explain, type Probe } from "./readiness.ts";
 import { supervise } from "./supervisor.ts";
 
 const usage = `Usage: deno task start
 
-Runs the whole stack (gateway, oauth-registry, core) on this machine and, once it is ready,
-prints the gateway URL, the gRPC addresses and a development token. Ctrl-C stops it.
+Runs the whole stack (gateway, oauth-registry, core) on this machine and, once every component is
+ready, prints the gateway URL, the gRPC addresses and a development token. Ctrl-C stops it.
 
 Without DATABASE_URL everything runs in this one process on an embedded PGlite database kept in
 the data folder; with it, each component is its own process, restarted when it dies.
@@ -36,6 +38,7 @@ Environment:
   DATABASE_URL               a Postgres server to use (else the embedded database)
   START_DATA_DIR             the data folder: PGlite's files, the generated secrets (./.data)
   START_HOST                 the listen address (127.0.0.1)
+  START_READY_TIMEOUT_S      seconds to wait for readiness before saying what is not ready (60)
   GATEWAY_PORT               the gateway's HTTP port (8080)
   OAUTH_GRPC_PORT, OAUTH_HTTP_PORT   oauth-registry's gRPC and Connect ports (50051, 8081)
   CORE_GRPC_PORT, CORE_HTTP_PORT     core's gRPC and Connect ports (50052, 8082)
@@ -49,6 +52,11 @@ const fail = (message: string): never => (console.error(`start: ${message}`), De
 
 const env = (name: string, fallback: string) => Deno.env.get(name) || fallback;
 const host = env("START_HOST", "127.0.0.1");
+const readyTimeout = env("START_READY_TIMEOUT_S", "60");
+const readyTimeoutS = Number(readyTimeout);
+if (!(readyTimeoutS > 0)) {
+  fail(`START_READY_TIMEOUT_S is "${readyTimeout}", not a number of seconds`);
+}
 const ports = {
   gateway: env("GATEWAY_PORT", "8080"),
   oauthGrpc: env("OAUTH_GRPC_PORT", "50051"),
@@ -94,13 +102,19 @@ const common: Record<string, string> = {
   ...secrets!,
   HOST: host,
 };
-const gatewayUrl = `http://${host}:${ports.gateway}`;
+// What this process connects to: the listen address, or this machine for a wildcard one.
+const reachable = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
+const urlHost = reachable.includes(":") ? `[${reachable}]` : reachable;
+const gatewayUrl = `http://${urlHost}:${ports.gateway}`;
+const oauthUrl = `http://${urlHost}:${ports.oauthHttp}`;
+const coreUrl = `http://${urlHost}:${ports.coreHttp}`;
 
 let stack: { stop(): Promise<void> };
 let database: string;
+let probes: Probe[];
 if (databaseUrl) {
   database = "Postgres at DATABASE_URL; one process per component";
-  stack = supervise([
+  const supervisor = supervise([
     {
       name: "oauth-registry",
       entry: "services/oauth/main.ts",
@@ -117,11 +131,17 @@ if (databaseUrl) {
       env: {
         ...common,
         GATEWAY_PORT: ports.gateway,
-        OAUTH_REGISTRY_URL: `http://${host}:${ports.oauthHttp}`,
-        CORE_URL: `http://${host}:${ports.coreHttp}`,
+        OAUTH_REGISTRY_URL: oauthUrl,
+        CORE_URL: coreUrl,
       },
     },
   ]);
+  stack = supervisor;
+  probes = [
+    { name: "oauth-registry", url: oauthUrl, databaseUrl },
+    { name: "core", url: coreUrl, databaseUrl },
+    { name: "gateway", url: gatewayUrl, dependsOn: ["oauth-registry", "core"] },
+  ].map((p) => ({ ...p, state: () => supervisor.state(p.name) }));
 } else {
   const pgdata = new URL("pgdata/", dataDir!);
   database = `embedded PGlite in ${pgdata.pathname} (one process, one connection)`;
@@ -130,6 +150,11 @@ if (databaseUrl) {
   } catch (error) {
     fail(`the embedded stack did not start: ${(error as Error)?.message ?? error}`);
   }
+  probes = [
+    { name: "oauth-registry", url: oauthUrl },
+    { name: "core", url: coreUrl },
+    { name: "gateway", url: gatewayUrl, dependsOn: ["oauth-registry", "core"] },
+  ];
 }
 
 let stopping = false;
@@ -143,13 +168,21 @@ const stop = async () => {
 Deno.addSignalListener("SIGINT", stop);
 Deno.addSignalListener("SIGTERM", stop);
 
-for (let i = 0; i < 600 && !stopping; i++) {
-  const ok = await fetch(`${gatewayUrl}/readyz`).then(
-    async (r) => (await r.body?.cancel(), r.ok),
-    () => false,
-  );
-  if (ok) break;
-  await new Promise((r) => setTimeout(r, 100));
+const deadline = Date.now() + readyTimeoutS * 1000;
+let reported = false;
+while (!stopping) {
+  const checks = await checkAll(probes);
+  if (checks.every((c) => c.ready)) break;
+  if (!reported && Date.now() >= deadline) {
+    reported = true;
+    const why = await explain(checks);
+    // deno-lint-ignore no-console
+    console.error(
+      `start: not ready after ${readyTimeoutS} s: ${why}\n` +
+        "start: still waiting; the stack is reported up when it is (Ctrl-C stops it)",
+    );
+  }
+  await new Promise((r) => setTimeout(r, reported ? 1000 : 100));
 }
 if (!stopping) {
   const token = await signToken(secrets!.AUTH_JWT_SECRET, {
@@ -162,8 +195,8 @@ if (!stopping) {
   console.log(`
 Stack is up (database: ${database}).
   Gateway (JSON /v1):   ${gatewayUrl}
-  oauth-registry gRPC:  ${host}:${ports.oauthGrpc}   (Connect: http://${host}:${ports.oauthHttp})
-  core gRPC:            ${host}:${ports.coreGrpc}   (Connect: http://${host}:${ports.coreHttp})
+  oauth-registry gRPC:  ${urlHost}:${ports.oauthGrpc}   (Connect: ${oauthUrl})
+  core gRPC:            ${urlHost}:${ports.coreGrpc}   (Connect: ${coreUrl})
   Dev token (sub "dev", all projects, space "dev", 24 h):
     export TOKEN=${token}
   Try:

@@ -19,13 +19,36 @@ export interface Component {
   env: Record<string, string>;
 }
 
+/** What became of a component's processes so far. */
+export interface ComponentState {
+  /** Whether a process of it runs now. */
+  running: boolean;
+  /** How many of its processes have exited. */
+  exits: number;
+  /** How the last one ended: its exit code, or the signal that ended it. */
+  lastExit?: string;
+}
+
+/** The supervisor of {@link supervise}. */
+export interface Supervisor {
+  /** Sends SIGTERM to every process and waits for them; none is restarted after. */
+  stop(): Promise<void>;
+  /** What became of the component named `name`. */
+  state(name: string): ComponentState;
+}
+
 const root = new URL("../", import.meta.url);
 
-/** Runs the components until `stop()`, which sends SIGTERM and waits for them. */
-export function supervise(components: Component[]): { stop(): Promise<void> } {
+/** Runs the components until `stop()`. */
+export function supervise(components: Component[]): Supervisor {
   let stopping = false;
+  const stopped = Promise.withResolvers<void>();
   const running = new Map<string, Deno.ChildProcess>();
+  const states = new Map<string, ComponentState>(
+    components.map((c) => [c.name, { running: false, exits: 0 }]),
+  );
   const loops = components.map(async (c) => {
+    const state = states.get(c.name)!;
     let backoff = 500;
     while (!stopping) {
       const started = Date.now();
@@ -37,18 +60,25 @@ export function supervise(components: Component[]): { stop(): Promise<void> } {
         stderr: "inherit",
       }).spawn();
       running.set(c.name, child);
+      state.running = true;
       const status = await child.status;
       running.delete(c.name);
+      state.running = false;
+      state.exits++;
+      state.lastExit = status.signal ? `signal ${status.signal}` : `code ${status.code}`;
       if (stopping) return;
       backoff = Date.now() - started > 10_000 ? 500 : Math.min(backoff * 2, 30_000);
       // deno-lint-ignore no-console
-      console.error(`start: ${c.name} exited (code ${status.code}); restarting in ${backoff} ms`);
-      await new Promise((r) => setTimeout(r, backoff));
+      console.error(`start: ${c.name} exited (${state.lastExit}); restarting in ${backoff} ms`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([new Promise((r) => timer = setTimeout(r, backoff)), stopped.promise]);
+      clearTimeout(timer);
     }
   });
   return {
     async stop() {
       stopping = true;
+      stopped.resolve();
       for (const child of running.values()) {
         try {
           child.kill("SIGTERM");
@@ -56,5 +86,6 @@ export function supervise(components: Component[]): { stop(): Promise<void> } {
       }
       await Promise.all(loops);
     },
+    state: (name) => ({ ...states.get(name)! }),
   };
 }
