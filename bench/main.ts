@@ -604,7 +604,11 @@ const machine = {
   deno: Deno.version.deno,
   postgres: (await sql`show server_version`)[0]!.server_version,
   load_tool: new TextDecoder().decode(
-    (await new Deno.Command("h2load", { args: ["--version"], stdout: "piped" }).output()).stdout,
+    (await new Deno.Command("h2load", {
+      args: ["--version"],
+      stdout: "piped",
+      env: { LD_PRELOAD: "" },
+    }).output()).stdout,
   ).trim(),
 };
 const settings = { rounds, seconds, warmup, concurrency, growth_rows: growthRows, quick };
