@@ -12,6 +12,11 @@
  * free, and says so in one line if not. When the stack is not ready within START_READY_TIMEOUT_S
  * seconds it says which component is not and why, and keeps waiting.
  *
+ * The first start of a clone installs every npm package of deno.lock (216, 334 MB, with the
+ * tests' testcontainers and kubernetes-models), of which the stack needs 32 (72 MB): `deno task`
+ * (Deno 2.9) installs them all before it runs a task's command, whatever that command's flags
+ * (`--unstable-npm-lazy-caching` is for `deno run`), unless nodeModulesDir is "manual".
+ *
  * @module
  */
 
