@@ -131,6 +131,12 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
     assert.equal(journey.status, 201, journey.text);
     // A second start on the same data folder (other ports, so that the folder is what it meets).
     const startPid = await childPid(first.child.pid, "tools/start.ts");
+    // The whole embedded stack, database included, after its first start: PGlite's initdb ran in
+    // a child process, whose ~600 MB of WebAssembly memory went with it (740 MB here before).
+    const rssMiB = Number(
+      /^VmRSS:\s+(\d+) kB$/m.exec(await Deno.readTextFile(`/proc/${startPid}/status`))![1],
+    ) / 1024;
+    assert.ok(rssMiB < 400, `the embedded stack is ${Math.round(rssMiB)} MiB resident`);
     assert.deepEqual(
       await startRefused({
         ...env,

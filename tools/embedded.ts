@@ -21,6 +21,7 @@ import { connect } from "../lib/db.ts";
 import { readServiceConfig, startService } from "../lib/service_main.ts";
 import { coreService } from "../services/core/main.ts";
 import { oauthRegistryService } from "../services/oauth/main.ts";
+import { pgliteOptions } from "./pglite_init.ts";
 
 /** Where and how to run. */
 export interface EmbeddedOptions {
@@ -38,10 +39,37 @@ export interface EmbeddedOptions {
   };
 }
 
+/**
+ * Creates the database files in a child process the first time (see tools/pglite_init.ts: the
+ * memory initdb takes is never given back by the process that ran it).
+ */
+async function initialise(pgdata: URL): Promise<void> {
+  const exists = await Deno.stat(new URL("PG_VERSION", pgdata)).then(() => true, () => false);
+  if (exists) return;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-sys",
+      new URL("./pglite_init.ts", import.meta.url).pathname,
+      pgdata.pathname,
+    ],
+    stdin: "null",
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  if (!out.success) {
+    throw new Error(`could not create the embedded database in ${pgdata.pathname}`);
+  }
+}
+
 /** Starts the stack; resolves once it is migrated and listening. */
 export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): Promise<void> }> {
   await Deno.mkdir(options.pgdata, { recursive: true });
-  const db = await PGlite.create({ dataDir: options.pgdata.pathname });
+  await initialise(options.pgdata);
+  const db = await PGlite.create({ dataDir: options.pgdata.pathname, ...pgliteOptions });
   const socket = new PGLiteSocketServer({ db, port: 0, host: "127.0.0.1", maxConnections: 1 });
   await socket.start();
   const databaseUrl = `postgres://postgres@${socket.getServerConn()}/postgres`;
