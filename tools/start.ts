@@ -12,10 +12,10 @@
  * free, and says so in one line if not. When the stack is not ready within START_READY_TIMEOUT_S
  * seconds it says which component is not and why, and keeps waiting.
  *
- * The first start of a clone installs every npm package of deno.lock (216, 334 MB, with the
- * tests' testcontainers and kubernetes-models), of which the stack needs 32 (72 MB): `deno task`
- * (Deno 2.9) installs them all before it runs a task's command, whatever that command's flags
- * (`--unstable-npm-lazy-caching` is for `deno run`), unless nodeModulesDir is "manual".
+ * The task installs only the npm packages of this module graph (32, 72 MB) before it runs: with
+ * nodeModulesDir "auto", `deno task` installed every package of deno.lock first (216, 334 MB, the
+ * tests' testcontainers and kubernetes-models included), so nodeModulesDir is "manual" and each
+ * task installs what it needs (`deno install --entrypoint` here, everything for the tests).
  *
  * @module
  */
