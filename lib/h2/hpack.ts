@@ -26,7 +26,7 @@ staticTable.forEach(([name], i) => {
 
 // Huffman decoding trie: node n has children at 2n and 2n+1 of `children` (0 = none); a leaf
 // stores symbol + 1 in `symbols`.
-const codes = (huffmanData as { encode: [number, number][] }).encode;
+const codes = (huffmanData as unknown as { encode: [number, number][] }).encode;
 const children = new Int32Array(2 * 1024);
 const symbols = new Int32Array(1024);
 let nodes = 1;
