@@ -16,6 +16,7 @@ import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { TokenVerifier } from "../lib/auth.ts";
 import { type Lease, type MemoryBudget, overBudgetRetrySeconds } from "../lib/budget.ts";
+import { concat } from "../lib/bytes.ts";
 import type { FieldViolation } from "../lib/errors.ts";
 import type { Logger } from "../lib/log.ts";
 import { keyHeader, replayedHeader } from "../lib/idempotency.ts";
@@ -114,14 +115,7 @@ async function readBody(req: Request, max: number, lease: Lease): Promise<Uint8A
     throw invalid([], "The request body could not be read to its end");
   }
   if (size === 0) return undefined;
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.byteLength;
-  }
-  return out;
+  return concat(chunks);
 }
 
 function overBudget(): HttpError {

@@ -27,6 +27,7 @@ import {
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import { type Lease, type MemoryBudget, overBudget, overBudgetReason } from "./budget.ts";
+import { concat } from "./bytes.ts";
 import { createCallContext } from "./call_context.ts";
 import { hasReason } from "./errors.ts";
 
@@ -168,13 +169,7 @@ export async function readBounded(req: Request, max: number, lease: Lease): Prom
     if (!lease.grow(chunk.byteLength * messageCostFactor)) throw overBudget();
     chunks.push(chunk);
   }
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.byteLength;
-  }
-  return out;
+  return chunks.length === 0 ? new Uint8Array(0) : concat(chunks);
 }
 
 function tooLarge(size: number, max: number): ConnectError {

@@ -29,7 +29,8 @@ import { createMemoryBudget, type Lease, type MemoryBudget, overBudget } from ".
 import { CallHeaders, createCallContext } from "./call_context.ts";
 import { messageCostFactor } from "./connect_unary.ts";
 import type { HeaderField } from "./h2/hpack.ts";
-import { concat, type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
+import { concat } from "./bytes.ts";
+import { type H2Request, type H2Response, type H2Server, serveH2 } from "./h2/server.ts";
 
 /** A service and the connect-es implementation serving it. */
 export interface GrpcServiceBinding {

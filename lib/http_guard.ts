@@ -32,6 +32,7 @@
 
 import * as v from "valibot";
 import type { MemoryBudget } from "./budget.ts";
+import { concat } from "./bytes.ts";
 import { positiveInt } from "./config.ts";
 
 /** The settings of a guarded listener that a deployment may want to change. */
@@ -311,19 +312,6 @@ export class RequestFraming {
     this.#head = [];
     this.#line = [];
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  let size = 0;
-  for (const p of parts) size += p.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
 }
 
 /** Which deadline a connection is under. */

@@ -46,6 +46,7 @@
  */
 
 import type { Lease, MemoryBudget } from "../budget.ts";
+import { concat } from "../bytes.ts";
 import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
 
 /** HTTP/2 error codes (RFC 9113 7). */
@@ -1435,19 +1436,6 @@ function frameLength(bytes: Uint8Array, offset: number): number {
     throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "frame too large");
   }
   return length;
-}
-
-/** The parts, joined into one array. */
-export function concat(parts: readonly Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const p of parts) size += p.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
 }
 
 /** SETTINGS (none) and GOAWAY ENHANCE_YOUR_CALM: what a connection past `maxConnections` gets. */

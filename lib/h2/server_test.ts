@@ -18,11 +18,11 @@ import {
 import { bindGrpc, serveGrpc } from "../grpc_server.ts";
 import { type GrpcChannel, grpcChannel, grpcChurn } from "../testing/grpc_client.ts";
 import { createMemoryBudget } from "../budget.ts";
+import { concat } from "../bytes.ts";
 import { type HeaderField, hpackEncode } from "./hpack.ts";
 import {
   checkRequestHeaders,
   checkTrailers,
-  concat,
   type H2Handler,
   type H2Server,
   type H2ServerOptions,
