@@ -9,15 +9,11 @@
 import assert from "node:assert/strict";
 import { componentEnv, componentFlags } from "../lib/run_flags.ts";
 import { httpClient } from "../lib/testing/http.ts";
+import { freePort as freeLoopbackPort } from "../lib/testing/stack.ts";
 
 const root = new URL("../", import.meta.url);
 
-function freePort(): string {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return String(port);
-}
+const freePort = (): string => String(freeLoopbackPort());
 
 interface Started {
   child: Deno.ChildProcess;

@@ -125,11 +125,22 @@ function randomSecret(): string {
     .join("");
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
+/** Ports handed out by {@link freePort} in this process. */
+const given = new Set<number>();
+
+/**
+ * A loopback port free now and not handed out before in this process: the system may offer a
+ * port again as soon as it is closed, and two settings given one port fail a start.
+ */
+export function freePort(): number {
+  for (;;) {
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (listener.addr as Deno.NetAddr).port;
+    listener.close();
+    if (given.has(port)) continue;
+    given.add(port);
+    return port;
+  }
 }
 
 /** Starts a database, the services and the gateway, each on its own fixed free ports. */
