@@ -38,8 +38,11 @@ export interface SecureServiceOptions {
   log: Logger;
   /** Where every RPC is counted and timed. */
   metrics?: Metrics;
-  /** Whether the service can take calls now (else UNAVAILABLE), e.g. false until migrated. */
-  available?: () => boolean;
+  /**
+   * Why the service cannot take calls now (they are answered UNAVAILABLE with this message), e.g.
+   * until its schema is migrated; undefined when it can.
+   */
+  unavailable?: () => string | undefined;
 }
 
 /**
@@ -67,9 +70,8 @@ export function secureService<S extends DescService>(
       let code = "ok";
       let failure: ConnectError | undefined;
       try {
-        if (options.available && !options.available()) {
-          throw new ConnectError("The service is starting; try again", Code.Unavailable);
-        }
+        const notNow = options.unavailable?.();
+        if (notNow !== undefined) throw new ConnectError(notNow, Code.Unavailable);
         ctx.values.set(callerKey, await options.verify(ctx.requestHeader.get("authorization")));
         return await handler(req, ctx);
       } catch (error) {

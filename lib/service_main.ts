@@ -115,13 +115,15 @@ export async function startService<E extends v.ObjectEntries>(
   const log = createLogger(def.name, config.LOG_LEVEL);
   const migrations = await readMigrations(def.migrations);
   let migrated = false;
+  // What callers are told until then: the database is named when it is what the service waits for.
+  let notReady: string | undefined = "The service is starting (migrating its database); try again";
   const metrics = createMetrics(def.name);
   registerBudgetMetrics(metrics, budget);
   registerPoolMetrics(sql, metrics.registry, applicationName, config.DB_POOL_MAX);
   const verify = createTokenVerifier(authOptions(config));
   const bindings = def.services({ sql, config, log }).map((b) => ({
     service: b.service,
-    impl: secureService(b.service, b.impl, { verify, log, metrics, available: () => migrated }),
+    impl: secureService(b.service, b.impl, { verify, log, metrics, unavailable: () => notReady }),
   }));
   const server = serve({
     bindings,
@@ -143,9 +145,11 @@ export async function startService<E extends v.ObjectEntries>(
         const applied = await migrate(sql, def.schema, migrations);
         if (applied.length > 0) log.info("migrated", { applied });
         migrated = true;
+        notReady = undefined;
         return;
       } catch (error) {
         if (toConnectError(error).code !== Code.Unavailable) throw error;
+        notReady = "The service is starting: its database does not answer yet; try again";
         log.warn("database unavailable; retrying migrations", {
           attempt,
           retry_in_ms: wait,

@@ -413,7 +413,7 @@ Deno.test("Postgres down at start: the services wait, not ready, and come up wit
     const meta = { authorization: `Bearer ${token}` };
     const oauthCall = () =>
       grpcTo(services[0]!.grpc).call(oauthRpc.getOAuthConfig, { projectId: "d" }, meta)
-        .then(() => 0, (e: GrpcFailure) => e.code);
+        .then(() => ({ code: 0, details: "" }), (e: GrpcFailure) => e);
     const started = Date.now();
     let probes = 0;
     while (Date.now() - started < 2000) {
@@ -424,7 +424,9 @@ Deno.test("Postgres down at start: the services wait, not ready, and come up wit
         assert.equal(await health(s.grpc, s.service), NOT_SERVING);
         probes += 4;
       }
-      assert.equal(await oauthCall(), 14, "an RPC is UNAVAILABLE meanwhile");
+      const failure = await oauthCall();
+      assert.equal(failure.code, 14, "an RPC is UNAVAILABLE meanwhile");
+      assert.match(failure.details, /database does not answer/, "and says what it waits for");
       await sleep(100);
     }
     for (const s of services) {
@@ -468,7 +470,7 @@ Deno.test("Postgres down at start: the services wait, not ready, and come up wit
         ),
       );
     }
-    assert.equal(await oauthCall(), 5, "the service answers (NOT_FOUND: no config yet)");
+    assert.equal((await oauthCall()).code, 5, "the service answers (NOT_FOUND: no config yet)");
     const core = grpcTo(services[1]!.grpc);
     const role = await core.call(CoreService.method.createRole, {
       role: { name: "r", resourceType: "project" },
