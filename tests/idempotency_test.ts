@@ -15,22 +15,13 @@ import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { buildRoutes } from "../gateway/routes.ts";
-import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
+import { type GrpcFailure, grpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
 import { httpClient, type HttpResult } from "../lib/testing/http.ts";
 import { startStack } from "../lib/testing/stack.ts";
 import { idKind } from "../lib/ids.ts";
 
 // deno-lint-ignore no-console
 const figure = (text: string) => console.log(`idempotency: ${text}`);
-
-async function failure(promise: Promise<unknown>): Promise<GrpcFailure> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as GrpcFailure;
-  }
-  throw new Error("expected the call to fail");
-}
 
 function reasons(f: GrpcFailure): string[] {
   const headers = new Headers();
@@ -208,7 +199,7 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
       assert.equal(longest.length, 255);
       const ok = await post("/v1/core/journeys", longest, body);
       assert.equal(ok.status, 201, ok.text);
-      const f = await failure(
+      const f = await grpcFailure(
         core.call(CoreService.method.createJourney, { journey: { name: "x" } }, {
           authorization: `Bearer ${token}`,
           "idempotency-key": "k".repeat(256),
@@ -355,7 +346,7 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
       assert.equal(viaHttp.status, 201);
       assert.equal(viaHttp.body.id, r1.client!.id);
       assert.equal(viaHttp.headers.get("idempotent-replayed"), "true");
-      const f = await failure(
+      const f = await grpcFailure(
         oauth.call(OAuthRegistryService.method.createClient, {
           ...request,
           client: { ...request.client, name: "Different" },
@@ -365,11 +356,11 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
       assert.deepEqual(reasons(f), ["IDEMPOTENCY_KEY_REUSED"]);
       // A stored error replays over gRPC too, marked in the trailers.
       const missing = { projectId: "idem", clientId: idKind("cli").generate().id };
-      const e1 = await failure(
+      const e1 = await grpcFailure(
         oauth.call(OAuthRegistryService.method.createClientSecret, missing, md),
       );
       assert.equal(e1.code, 5);
-      const e2 = await failure(
+      const e2 = await grpcFailure(
         oauth.call(OAuthRegistryService.method.createClientSecret, missing, md),
       );
       assert.equal(e2.code, 5);

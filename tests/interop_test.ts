@@ -31,7 +31,7 @@ import * as reflectionV1alpha from "../gen/grpc/reflection/v1alpha/reflection_pb
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
+import { type GrpcFailure, grpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
 import { startStack } from "../lib/testing/stack.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
 
@@ -126,15 +126,6 @@ function response<O extends DescMessage>(
   assert.equal(outcome.code, 0, `${method.name}: ${outcome.code} ${outcome.details}`);
   assert.equal(outcome.responses.length, 1);
   return fromBinary(method.output, outcome.responses[0]!);
-}
-
-async function failure(promise: Promise<unknown>): Promise<GrpcFailure> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as GrpcFailure;
-  }
-  throw new Error("expected the call to fail");
 }
 
 /** The file names a reflection answer for `file` must carry: the file and all it imports. */
@@ -270,7 +261,7 @@ Deno.test("stock C-core and grpc-js clients interoperate with the gRPC port", as
 
           const client = grpcTestClient(address[v.service]);
           try {
-            const js = await failure(client.call(v.method, v.request, auth[v.service]));
+            const js = await grpcFailure(client.call(v.method, v.request, auth[v.service]));
             assert.equal(js.code, 3, `grpc-js, ${v.method.name}: ${js.details}`);
             assert.equal(js.details, v.message, "grpc-js reads the message as written");
             const [bin] = js.metadata.get("grpc-status-details-bin");

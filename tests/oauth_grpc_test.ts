@@ -10,19 +10,10 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.ts";
 import { ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
+import { type GrpcFailure, grpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
 import { startStack } from "../lib/testing/stack.ts";
 
 const rpc = OAuthRegistryService.method;
-
-async function failure(promise: Promise<unknown>): Promise<GrpcFailure> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as GrpcFailure;
-  }
-  throw new Error("expected the call to fail");
-}
 
 Deno.test("a stock gRPC client uses the oauth-registry service directly", async (t) => {
   const stack = await startStack();
@@ -39,28 +30,31 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
         service: OAuthRegistryService.typeName,
       });
       assert.equal(named.status, HealthCheckResponse_ServingStatus.SERVING);
-      assert.equal((await failure(client.call(Health.method.check, { service: "nope" }))).code, 5);
+      assert.equal(
+        (await grpcFailure(client.call(Health.method.check, { service: "nope" }))).code,
+        5,
+      );
     });
 
     await t.step(
       "a call without a token is UNAUTHENTICATED; a foreign project PERMISSION_DENIED",
       async () => {
         assert.equal(
-          (await failure(client.call(rpc.getOAuthConfig, { projectId: "g1" }))).code,
+          (await grpcFailure(client.call(rpc.getOAuthConfig, { projectId: "g1" }))).code,
           16,
         );
         const stranger = {
           authorization: `Bearer ${await stack.token({ sub: "x", projects: ["other"] })}`,
         };
         assert.equal(
-          (await failure(client.call(rpc.getOAuthConfig, { projectId: "g1" }, stranger))).code,
+          (await grpcFailure(client.call(rpc.getOAuthConfig, { projectId: "g1" }, stranger))).code,
           7,
         );
       },
     );
 
     await t.step("INVALID_ARGUMENT carries a google.rpc.BadRequest per bad field", async () => {
-      const err = await failure(client.call(rpc.updateOAuthConfig, {
+      const err = await grpcFailure(client.call(rpc.updateOAuthConfig, {
         projectId: "g1",
         config: { applicationName: "", logoUri: "ftp://example.com/logo" },
         updateMask: { paths: ["application_name", "logo_uri", "publishing_status"] },
@@ -84,7 +78,7 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
       }, admin);
       assert.equal(res.config?.applicationName, "gRPC app");
       assert.equal(res.config?.supportEmail, "ops@example.com");
-      const bad = await failure(client.call(rpc.updateOAuthConfig, {
+      const bad = await grpcFailure(client.call(rpc.updateOAuthConfig, {
         projectId: "g1",
         config: { applicationName: "x".repeat(121) },
         updateMask: { paths: ["application_name"] },
@@ -144,7 +138,7 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
         authorization: `Bearer ${await stack.token({ sub: "x", projects: ["other"] })}`,
       };
       assert.equal(
-        (await failure(client.call(rpc.verifyClientSecret, { clientId, secret: s2 }, stranger)))
+        (await grpcFailure(client.call(rpc.verifyClientSecret, { clientId, secret: s2 }, stranger)))
           .code,
         7,
       );
@@ -193,7 +187,7 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
       );
       assert.ok(after.installation?.revokedAt !== undefined);
       assert.equal(
-        (await failure(
+        (await grpcFailure(
           client.call(rpc.getInstallation, { installationId: installation!.id }, admin),
         ))
           .code,
@@ -206,13 +200,13 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
         // (A lone surrogate cannot cross the wire: protobuf encodes it as U+FFFD.)
         const name of ["a\u0000b", "x".repeat(100_000), "tab\there", "\u007f"]
       ) {
-        const err = await failure(client.call(rpc.createClient, {
+        const err = await grpcFailure(client.call(rpc.createClient, {
           projectId: "g1",
           client: { name, type: ClientType.WEB },
         }, admin));
         assert.equal(err.code, 3, `${JSON.stringify(name.slice(0, 20))}: ${err.details}`);
       }
-      const err = await failure(
+      const err = await grpcFailure(
         client.call(rpc.getOAuthConfig, { projectId: "bad\u0000id" }, tokenService),
       );
       assert.equal(err.code, 3);
@@ -225,7 +219,7 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
       }, admin);
       assert.notEqual(created?.id, "cli_mine");
       assert.equal(created?.projectId, "g1");
-      const err = await failure(client.call(rpc.createClient, {
+      const err = await grpcFailure(client.call(rpc.createClient, {
         projectId: "g1",
         client: { name: "n", type: ClientType.SPA, status: ClientStatus.SUSPENDED },
       }, admin));

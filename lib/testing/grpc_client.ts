@@ -86,6 +86,16 @@ const statusNames = [
 ];
 
 /** The error a failed call rejects with: a {@link GrpcFailure}, and an Error for the test log. */
+/** The failure of a call that must fail (an Error when it succeeds instead). */
+export async function grpcFailure(call: Promise<unknown>): Promise<GrpcFailure> {
+  try {
+    await call;
+  } catch (error) {
+    return error as GrpcFailure;
+  }
+  throw new Error("expected the call to fail");
+}
+
 export class GrpcCallError extends Error implements GrpcFailure {
   /** The gRPC status code. */
   readonly code: number;
