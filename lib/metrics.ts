@@ -76,18 +76,25 @@ export function createMetrics(component: string): Metrics {
   // prom-client reads these three from /proc/self/status with node:fs, which gets nothing from
   // /proc under Deno, so they stayed 0; read it with Deno's own file API.
   for (const [name] of memoryGauges) registry.removeSingleMetric(name);
-  for (const [name, field] of memoryGauges) {
+  // The first of them (registered, so collected, first) reads the file once per scrape for all.
+  const gauges: Gauge[] = memoryGauges.map(([name, field], i) =>
     new Gauge({
       name,
       help: `${field} of /proc/self/status, in bytes.`,
       registers,
-      collect() {
-        const value = readProcStatus()[field] ??
-          (field === "VmRSS" ? Deno.memoryUsage().rss : undefined);
-        if (value !== undefined) this.set(value);
-      },
-    });
-  }
+      ...(i === 0
+        ? {
+          collect() {
+            const status = readProcStatus();
+            status.VmRSS ??= Deno.memoryUsage().rss;
+            memoryGauges.forEach(([, f], j) => {
+              if (status[f] !== undefined) gauges[j]!.set(status[f]);
+            });
+          },
+        }
+        : {}),
+    })
+  );
   return {
     registry,
     rpcs: new Counter({
