@@ -61,14 +61,13 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
   const headers: Record<string, string> = error.code === Code.Unauthenticated
     ? { "www-authenticate": 'Bearer error="invalid_token"' }
     : {};
-  // A service that asked for a pause (at its memory budget) says how long: passed on.
+  // A service that asks for a pause says how long: passed on.
   const retryAfter = error.metadata.get("retry-after");
-  if (error.code === Code.Unavailable && retryAfter !== null) headers["retry-after"] = retryAfter;
   if (hasReason(error, overBudgetReason)) {
     // A service at its memory budget: a moment's unavailability, as the gateway's own refusal.
-    const retryAfter = error.metadata.get("retry-after") ?? "1";
-    return errorResponse(503, Code.Unavailable, message, [], { "retry-after": retryAfter });
+    return errorResponse(503, Code.Unavailable, message, [], { "retry-after": retryAfter ?? "1" });
   }
+  if (error.code === Code.Unavailable && retryAfter !== null) headers["retry-after"] = retryAfter;
   // An idempotency key reused with another request: 422, as Stripe answers.
   const status = hasReason(error, keyReusedReason) ? 422 : statusOf[error.code] ?? 500;
   return errorResponse(status, error.code, message, details, headers);

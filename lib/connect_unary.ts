@@ -137,14 +137,7 @@ export async function serveConnectUnary(
     const error = e instanceof ConnectError
       ? e
       : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
-    // A refusal for memory is 503, as at the listener (lib/http_guard.ts) and the gateway: the
-    // Connect mapping of resource_exhausted (429) would tell the caller it sent too much.
-    status = hasReason(error, overBudgetReason) ? 503 : codeToHttpStatus(error.code);
-    body = errorToJsonBytes(error, {});
-    headers.push(["content-type", "application/json"]);
-    error.metadata.forEach((value, name) => {
-      if (!protocolHeaders.test(name)) headers.push([name, value]);
-    });
+    ({ status, body } = connectError(error, headers));
   } finally {
     call.end();
     lease.release();
@@ -154,6 +147,26 @@ export async function serveConnectUnary(
   });
   ctx.responseTrailer.forEach((value, name) => headers.push([`trailer-${name}`, value]));
   return new Response(body as Uint8Array<ArrayBuffer>, { status, headers });
+}
+
+/**
+ * The Connect protocol's answer for an error: its status, its JSON body, and its metadata added to
+ * `headers` (with the content type). A refusal for memory is 503, as at the listener
+ * (lib/http_guard.ts) and the gateway: the Connect mapping of resource_exhausted (429) would tell
+ * the caller it sent too much.
+ */
+export function connectError(
+  error: ConnectError,
+  headers: [string, string][],
+): { status: number; body: Uint8Array } {
+  headers.push(["content-type", "application/json"]);
+  error.metadata.forEach((value, name) => {
+    if (!protocolHeaders.test(name)) headers.push([name, value]);
+  });
+  return {
+    status: hasReason(error, overBudgetReason) ? 503 : codeToHttpStatus(error.code),
+    body: errorToJsonBytes(error, {}),
+  };
 }
 
 /**

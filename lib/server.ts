@@ -20,9 +20,14 @@ import { Health } from "../gen/grpc/health/v1/health_pb.ts";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.ts";
 import { ServerReflection as ServerReflectionV1alpha } from "../gen/grpc/reflection/v1alpha/reflection_pb.ts";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import type { MemoryBudget } from "./budget.ts";
-import { messageCostFactor, readBounded, serveConnectUnary, unaryRoutes } from "./connect_unary.ts";
+import {
+  connectError,
+  messageCostFactor,
+  readBounded,
+  serveConnectUnary,
+  unaryRoutes,
+} from "./connect_unary.ts";
 import { connectErrorBody, type GuardConfig, serveGuarded } from "./http_guard.ts";
 import { serveGrpc } from "./grpc_server.ts";
 import { createHealthImpl } from "./health.ts";
@@ -173,12 +178,9 @@ export function serve(options: ServeOptions): RunningServer {
         const error = e instanceof ConnectError
           ? e
           : new ConnectError("the request body could not be read", Code.InvalidArgument);
-        const headers = new Headers({ "content-type": "application/json" });
-        error.metadata.forEach((value, name) => headers.set(name, value));
-        return new Response(errorToJsonBytes(error, {}) as Uint8Array<ArrayBuffer>, {
-          status: codeToHttpStatus(error.code),
-          headers,
-        });
+        const headers: [string, string][] = [];
+        const { status, body } = connectError(error, headers);
+        return new Response(body as Uint8Array<ArrayBuffer>, { status, headers });
       }
       return await route(
         new Request(req.url, {
