@@ -25,9 +25,9 @@ import postgres from "postgres";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { idKind } from "../lib/ids.ts";
-import { httpClient } from "../lib/testing/http.ts";
-import { spawn, startStack } from "../lib/testing/stack.ts";
+import { idKind } from "../lib/platform/mod.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { spawn, startStack } from "../lib/testing/mod.ts";
 import { parseCommandLine, positiveNumber, usageError } from "../tools/cli.ts";
 import { ensureH2load, h2load, type LoadResult, type LoadSpec } from "./h2load.ts";
 

@@ -9,8 +9,8 @@
  * @module
  */
 
-import { connect } from "../lib/db.ts";
-import { idKind } from "../lib/ids.ts";
+import { connect } from "../lib/db/mod.ts";
+import { idKind } from "../lib/platform/mod.ts";
 import { createJourneyRepository } from "../services/core/repository/journeys.ts";
 import { createUnitRepository, type UnitRow } from "../services/core/repository/units.ts";
 import { createClientSecretRepository } from "../services/oauth/repository/client_secrets.ts";

@@ -6,9 +6,9 @@
  */
 
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { codeName, type FieldViolation, fieldViolations, hasReason } from "../lib/errors.ts";
-import { overBudgetReason } from "../lib/budget.ts";
-import { keyReusedReason } from "../lib/idempotency.ts";
+import { codeName, type FieldViolation, fieldViolations, hasReason } from "../lib/platform/mod.ts";
+import { overBudgetReason } from "../lib/platform/mod.ts";
+import { keyReusedReason } from "../lib/policy/mod.ts";
 
 /** HTTP status per RPC code. FAILED_PRECONDITION is 409 here (a state conflict), not 400. */
 const statusOf: Record<Code, number> = {

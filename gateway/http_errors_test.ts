@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { overBudget } from "../lib/budget.ts";
+import { overBudget } from "../lib/platform/mod.ts";
 import { rpcErrorResponse } from "./http_errors.ts";
 
 Deno.test("rpcErrorResponse() answers a service at its memory budget 503 with Retry-After", async () => {

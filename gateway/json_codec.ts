@@ -42,7 +42,7 @@ import {
   TimestampSchema,
 } from "@bufbuild/protobuf/wkt";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
-import type { FieldViolation } from "../lib/errors.ts";
+import type { FieldViolation } from "../lib/platform/mod.ts";
 
 /** The outcome of {@link decodeMessage}. */
 export interface DecodeResult<T> {

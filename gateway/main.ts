@@ -15,21 +15,20 @@ import * as v from "valibot";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { createTokenVerifier } from "../lib/auth.ts";
+import { authOptions, authSettings, createTokenVerifier } from "../lib/policy/mod.ts";
 import {
-  authOptions,
-  authSettings,
+  configErrorExitCode,
   logLevel,
-  onTerminate,
   port,
   positiveInt,
   readConfig,
-} from "../lib/config.ts";
-import { budgetFromConfig, budgetSettings } from "../lib/budget.ts";
-import { guardSettings, serveGuarded } from "../lib/http_guard.ts";
-import { createLogger } from "../lib/log.ts";
-import { createMetrics, registerBudgetMetrics } from "../lib/metrics.ts";
-import { formatTraceparent, requestIdOf, startSpan } from "../lib/trace.ts";
+  untilTerminated,
+} from "../lib/platform/mod.ts";
+import { budgetFromConfig, budgetSettings } from "../lib/platform/mod.ts";
+import { guardSettings, serveGuarded } from "../lib/transport/mod.ts";
+import { createLogger } from "../lib/platform/mod.ts";
+import { createMetrics, registerBudgetMetrics } from "../lib/platform/mod.ts";
+import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
 import { errorResponse } from "./http_errors.ts";
 import { createRateLimiter } from "./rate_limit.ts";
 import {
@@ -205,11 +204,20 @@ export function startGateway(config: GatewayConfig): RunningGateway {
   };
 }
 
-if (import.meta.main) {
-  const config = readConfig("gateway", v.object(gatewaySettings));
+/** Runs the gateway until SIGTERM; resolves to the exit code (2: unusable settings, printed). */
+async function run(): Promise<number> {
+  let config: GatewayConfig;
+  try {
+    config = readConfig("gateway", v.object(gatewaySettings));
+  } catch (error) {
+    return configErrorExitCode(error);
+  }
   const gateway = startGateway(config);
-  onTerminate(
+  await untilTerminated(
     createLogger("gateway", config.LOG_LEVEL),
     () => gateway.shutdown(config.SHUTDOWN_GRACE_MS),
   );
+  return 0;
 }
+
+if (import.meta.main) Deno.exit(await run());

@@ -5,7 +5,7 @@
  * Order of checks: route (404/405) -> token (401) -> rate limit (429) -> body size (413) ->
  * content type (415) -> JSON shape (400) -> the service (authorization 403, validation 400, the
  * rest). Status codes: POST 201, DELETE 204 without a body, others 200. An `Idempotency-Key`
- * header goes to the service as `idempotency-key` metadata (lib/idempotency.ts); a replayed
+ * header goes to the service as `idempotency-key` metadata (lib/policy/idempotency.ts); a replayed
  * outcome is answered with `Idempotent-Replayed: true`.
  *
  * @module
@@ -14,12 +14,12 @@
 import { create, type DescField, type DescService, type Message } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import type { TokenVerifier } from "../lib/auth.ts";
-import { type Lease, type MemoryBudget, overBudgetRetrySeconds } from "../lib/budget.ts";
-import { concat } from "../lib/bytes.ts";
-import type { FieldViolation } from "../lib/errors.ts";
-import type { Logger } from "../lib/log.ts";
-import { keyHeader, replayedHeader } from "../lib/idempotency.ts";
+import type { TokenVerifier } from "../lib/policy/mod.ts";
+import { type Lease, type MemoryBudget, overBudgetRetrySeconds } from "../lib/platform/mod.ts";
+import { concat } from "../lib/transport/mod.ts";
+import type { FieldViolation } from "../lib/platform/mod.ts";
+import type { Logger } from "../lib/platform/mod.ts";
+import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
 import { wireSizes } from "./backend.ts";
 import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
@@ -48,7 +48,7 @@ export interface TranscoderOptions {
   rpcTimeoutMs?: number;
   /** Per-caller rate limit (gateway/rate_limit.ts): seconds to wait, or undefined to go on. */
   rateLimit?: RateLimiter | undefined;
-  /** The process's memory budget, which every request body is taken from (lib/budget.ts). */
+  /** The process's memory budget, which every request body is taken from (lib/platform/budget.ts). */
   budget: MemoryBudget;
 }
 

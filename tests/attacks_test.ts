@@ -28,11 +28,11 @@ import {
   keepProbing,
   type RssPeak,
   watchRss,
-} from "../lib/testing/attacks.ts";
-import { grpcTestClient } from "../lib/testing/grpc_client.ts";
-import type { HttpFloodResult } from "../lib/testing/http_flood.ts";
-import { httpClient } from "../lib/testing/http.ts";
-import { type Stack, startStack } from "../lib/testing/stack.ts";
+} from "../lib/testing/mod.ts";
+import { grpcTestClient } from "../lib/testing/mod.ts";
+import type { HttpFloodResult } from "../lib/testing/mod.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { type Stack, startStack } from "../lib/testing/mod.ts";
 
 const seconds = Number(Deno.env.get("ATTACK_SECONDS") ?? 8);
 /** The Deployments' memory limit. */

@@ -15,9 +15,9 @@ import type { DescField, DescMethodUnary } from "@bufbuild/protobuf";
 import { FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { httpClient } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { type GrpcFailure, grpcTestClient } from "../lib/testing/mod.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 import {
   allMethods,
   allRoutes,

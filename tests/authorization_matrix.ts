@@ -25,9 +25,9 @@ import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { buildRoutes, type Route } from "../gateway/routes.ts";
-import { idKind } from "../lib/ids.ts";
-import { httpClient, type HttpResult } from "../lib/testing/http.ts";
-import type { Stack } from "../lib/testing/stack.ts";
+import { idKind } from "../lib/platform/mod.ts";
+import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
+import type { Stack } from "../lib/testing/mod.ts";
 
 /** The services whose every RPC the matrix covers. */
 export const services: DescService[] = [OAuthRegistryService, CoreService];

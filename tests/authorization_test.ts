@@ -14,8 +14,8 @@
 
 import assert from "node:assert/strict";
 import type { Route } from "../gateway/routes.ts";
-import { httpClient, type HttpResult } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 import {
   allMethods,
   allRoutes,

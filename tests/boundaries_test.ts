@@ -1,7 +1,9 @@
 /**
  * The architecture's boundaries, checked on the source: each service touches only its own
  * Postgres schema and imports no other service; the gateway reaches services only through RPC
- * (it imports generated code and lib/, never services/).
+ * (it imports generated code and lib/, never services/, and its module graph has no database
+ * driver); lib/'s folders are layers, each imported from elsewhere only through its mod.ts and only
+ * by the layers above it; only a `main.ts` (or a tool) exits the process.
  */
 
 import assert from "node:assert/strict";
@@ -53,4 +55,94 @@ Deno.test("the gateway imports no service code", async () => {
   for (const [path, text] of await sources("gateway")) {
     assert.ok(!/from "\.\.\/services\//.test(text), `${path} imports a service`);
   }
+});
+
+/** What each lib/ folder may import of the others (test files may import any; testing any). */
+const layers: Record<string, string[]> = {
+  platform: [],
+  transport: ["platform"],
+  rpc: ["platform", "transport"],
+  resource: ["platform"],
+  policy: ["platform", "rpc"],
+  db: ["platform", "policy"],
+  service: ["platform", "transport", "rpc", "policy", "db"],
+  testing: ["platform", "transport", "rpc", "policy", "db", "resource", "service"],
+};
+
+const importPattern = /(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g;
+
+/** Every relative import of every TypeScript file outside gen/, resolved from the root. */
+async function imports(): Promise<{ file: string; target: string }[]> {
+  const out: { file: string; target: string }[] = [];
+  for (const dir of ["lib", "services", "gateway", "tools", "tests", "bench"]) {
+    for (const [file, text] of await sources(dir)) {
+      if (!file.endsWith(".ts")) continue;
+      for (const match of text.matchAll(importPattern)) {
+        const url = new URL(match[1]!, new URL(file, root));
+        out.push({ file, target: url.pathname.slice(root.pathname.length) });
+      }
+    }
+  }
+  return out;
+}
+
+Deno.test("lib/'s folders are layers, imported from outside only through their mod.ts", async () => {
+  const found = await imports();
+  assert.ok(found.length > 100, `only ${found.length} imports found`);
+  const problems: string[] = [];
+  for (const folder of Object.keys(layers)) {
+    const entries = [...Deno.readDirSync(new URL(`lib/${folder}/`, root))].map((e) => e.name);
+    if (!entries.includes("mod.ts")) problems.push(`lib/${folder} has no mod.ts`);
+  }
+  for (const entry of Deno.readDirSync(new URL("lib/", root))) {
+    if (!entry.isDirectory || !(entry.name in layers)) {
+      problems.push(
+        `lib/${entry.name} is not a layer (folders: ${Object.keys(layers).join(", ")})`,
+      );
+    }
+  }
+  for (const { file, target } of found) {
+    const to = /^lib\/([a-z]+)\/(.+)$/.exec(target);
+    if (!to) continue;
+    const from = /^lib\/([a-z]+)\//.exec(file)?.[1];
+    if (from === to[1]) continue;
+    if (to[2] !== "mod.ts") problems.push(`${file} imports ${target}, not lib/${to[1]}/mod.ts`);
+    if (from && !file.endsWith("_test.ts") && !layers[from]!.includes(to[1]!)) {
+      problems.push(`lib/${from} may not import lib/${to[1]} (${file})`);
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+/** The database modules (lib/db, the postgres driver) in an entry point's module graph. */
+async function databaseModules(entry: string): Promise<string[]> {
+  const info = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", entry],
+    cwd: root,
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  assert.ok(info.success, `deno info ${entry}`);
+  const graph = JSON.parse(new TextDecoder().decode(info.stdout)) as {
+    modules: { specifier: string }[];
+  };
+  assert.ok(graph.modules.length > 10, `the graph of ${entry} was read`);
+  return graph.modules.map((m) => m.specifier).filter((s) => /\/lib\/db\/|postgres/.test(s));
+}
+
+Deno.test("the gateway's module graph has no database driver", async () => {
+  assert.deepEqual(await databaseModules("gateway/main.ts"), []);
+  // The same check sees the driver where it is.
+  assert.ok((await databaseModules("services/oauth/main.ts")).length > 0);
+});
+
+Deno.test("only a main.ts (or a tool) exits the process", async () => {
+  const exits: string[] = [];
+  for (const dir of ["lib", "services", "gateway"]) {
+    for (const [file, text] of await sources(dir)) {
+      if (file.endsWith("/main.ts") || file.endsWith("_test.ts")) continue;
+      if (/Deno\.exit\(/.test(text)) exits.push(file);
+    }
+  }
+  assert.deepEqual(exits, []);
 });

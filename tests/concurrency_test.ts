@@ -21,11 +21,11 @@ import postgres from "postgres";
 import { ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
-import { idKind } from "../lib/ids.ts";
-import { grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { httpClient, type HttpResult } from "../lib/testing/http.ts";
-import { type Stack, startStack } from "../lib/testing/stack.ts";
-import type { TokenClaims } from "../lib/tokens.ts";
+import { idKind } from "../lib/platform/mod.ts";
+import { grpcTestClient } from "../lib/testing/mod.ts";
+import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
+import { type Stack, startStack } from "../lib/testing/mod.ts";
+import type { TokenClaims } from "../lib/policy/mod.ts";
 
 const oauthRpc = OAuthRegistryService.method;
 const coreRpc = CoreService.method;

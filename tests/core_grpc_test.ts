@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { UnitPriority, UnitStatus } from "../gen/registry/core/v1/unit_pb.ts";
-import { type GrpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { type GrpcFailure, grpcTestClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 const rpc = CoreService.method;
 

@@ -181,8 +181,8 @@ Deno.test("broken manifests are caught", async () => {
 });
 
 Deno.test("deploy/sql/roles.sql gives each service its own schema and no other", async () => {
-  const { createTestDatabase } = await import("../lib/testing/database.ts");
-  const { connect, migrate, readMigrations } = await import("../lib/db.ts");
+  const { createTestDatabase } = await import("../lib/testing/mod.ts");
+  const { connect, migrate, readMigrations } = await import("../lib/db/mod.ts");
   const postgres = (await import("postgres")).default;
   const db = await createTestDatabase();
   const admin = postgres(db.url, { max: 1, onnotice: () => {} });
@@ -223,7 +223,7 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
 });
 
 Deno.test("the image: pinned base, non-root, no dev files, the components' flags", async () => {
-  const { componentEnv, componentFlags } = await import("../lib/run_flags.ts");
+  const { componentEnv, componentFlags } = await import("../lib/platform/mod.ts");
   const dockerfile = await Deno.readTextFile(new URL("../deploy/Dockerfile", import.meta.url));
   const ignore = await Deno.readTextFile(
     new URL("../deploy/Dockerfile.dockerignore", import.meta.url),

@@ -22,16 +22,12 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { signToken } from "../lib/tokens.ts";
-import { createTestDatabase } from "../lib/testing/database.ts";
-import {
-  type GrpcFailure,
-  type GrpcTestClient,
-  grpcTestClient,
-} from "../lib/testing/grpc_client.ts";
-import { httpClient, status, until } from "../lib/testing/http.ts";
-import { type Proc, spawn, startStack } from "../lib/testing/stack.ts";
-import { startTcpProxy } from "../lib/testing/tcp_proxy.ts";
+import { signToken } from "../lib/policy/mod.ts";
+import { createTestDatabase } from "../lib/testing/mod.ts";
+import { type GrpcFailure, type GrpcTestClient, grpcTestClient } from "../lib/testing/mod.ts";
+import { httpClient, status, until } from "../lib/testing/mod.ts";
+import { type Proc, spawn, startStack } from "../lib/testing/mod.ts";
+import { startTcpProxy } from "../lib/testing/mod.ts";
 
 const oauthRpc = OAuthRegistryService.method;
 const { SERVING, NOT_SERVING } = HealthCheckResponse_ServingStatus;

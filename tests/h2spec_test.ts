@@ -1,5 +1,5 @@
 /**
- * HTTP/2 conformance of the services' gRPC ports (lib/h2/server.ts): h2spec, the conformance
+ * HTTP/2 conformance of the services' gRPC ports (lib/transport/h2_server.ts): h2spec, the conformance
  * tester, in strict mode against `services/oauth/main.ts` and `services/core/main.ts` started as
  * real processes on a throwaway database. Every test case must pass; the summary of each run is
  * printed, and the failures, when there are any.
@@ -11,8 +11,8 @@
  */
 
 import assert from "node:assert/strict";
-import { createTestDatabase } from "../lib/testing/database.ts";
-import { spawn } from "../lib/testing/stack.ts";
+import { createTestDatabase } from "../lib/testing/mod.ts";
+import { spawn } from "../lib/testing/mod.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
 
 async function findH2spec(): Promise<string | undefined> {

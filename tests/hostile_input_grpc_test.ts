@@ -35,13 +35,13 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { HpackDecoder, hpackEncode } from "../lib/h2/hpack.ts";
+import { HpackDecoder, hpackEncode } from "../lib/transport/mod.ts";
 import {
   type GrpcChannel,
   grpcChannel,
   type GrpcMetadata,
   grpcTestClient,
-} from "../lib/testing/grpc_client.ts";
+} from "../lib/testing/mod.ts";
 import {
   assertStackAlive,
   dbDigest,
@@ -49,8 +49,8 @@ import {
   openDatabase,
   overLimits,
   serverFaults,
-} from "../lib/testing/hostile.ts";
-import { type Stack, startStack } from "../lib/testing/stack.ts";
+} from "../lib/testing/mod.ts";
+import { type Stack, startStack } from "../lib/testing/mod.ts";
 
 const seed = Number(Deno.env.get("HOSTILE_SEED") ?? Math.floor(Math.random() * 2 ** 31));
 const batchesPerRpc = Number(Deno.env.get("HOSTILE_RUNS") ?? 20);

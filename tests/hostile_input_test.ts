@@ -30,9 +30,9 @@ import {
   openDatabase,
   overLimits,
   serverFaults,
-} from "../lib/testing/hostile.ts";
-import { httpClient, type HttpResult } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+} from "../lib/testing/mod.ts";
+import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 const seed = Number(Deno.env.get("HOSTILE_SEED") ?? Math.floor(Math.random() * 2 ** 31));
 const batchesPerRoute = Number(Deno.env.get("HOSTILE_RUNS") ?? 40);

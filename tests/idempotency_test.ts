@@ -1,5 +1,5 @@
 /**
- * Idempotency keys (lib/idempotency.ts, Stripe's semantics) against the running stack, through the
+ * Idempotency keys (lib/policy/idempotency.ts, Stripe's semantics) against the running stack, through the
  * gateway (`Idempotency-Key` header) and directly over gRPC (`idempotency-key` metadata): every
  * POST route replays its stored outcome with the same status; a key reused with another request
  * is 422; 50 concurrent duplicates make one record; keys are scoped per caller; an expired key is
@@ -15,10 +15,10 @@ import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { buildRoutes } from "../gateway/routes.ts";
-import { type GrpcFailure, grpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { httpClient, type HttpResult } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
-import { idKind } from "../lib/ids.ts";
+import { type GrpcFailure, grpcFailure, grpcTestClient } from "../lib/testing/mod.ts";
+import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
+import { idKind } from "../lib/platform/mod.ts";
 
 // deno-lint-ignore no-console
 const figure = (text: string) => console.log(`idempotency: ${text}`);

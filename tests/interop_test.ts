@@ -31,8 +31,8 @@ import * as reflectionV1alpha from "../gen/grpc/reflection/v1alpha/reflection_pb
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { grpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { grpcFailure, grpcTestClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
 
 /** One call for tests/grpcio_client.py, messages as bytes. */

@@ -13,9 +13,9 @@ import {
   OAuthRegistryService,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
-import { grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { httpClient } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { grpcTestClient } from "../lib/testing/mod.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 /** Cost factors: the gateway holds a body 5 times over, a service a message 3 times. */
 const budgetMiB = 1;

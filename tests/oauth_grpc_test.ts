@@ -10,8 +10,8 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.ts";
 import { ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { grpcFailure, grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { grpcFailure, grpcTestClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 const rpc = OAuthRegistryService.method;
 

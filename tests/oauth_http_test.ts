@@ -5,8 +5,8 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { httpClient, type HttpResult } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 const configKeys = [
   "project_id",

@@ -4,8 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { httpClient } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 /** A string of exactly `n` characters: `prefix` padded with `fill`. */
 function sized(prefix: string, n: number, fill = "a", suffix = ""): string {

@@ -4,9 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { httpClient, status, until } from "../lib/testing/http.ts";
-import { type Proc, startStack, waitReady } from "../lib/testing/stack.ts";
-import { startTcpProxy } from "../lib/testing/tcp_proxy.ts";
+import { httpClient, status, until } from "../lib/testing/mod.ts";
+import { type Proc, startStack, waitReady } from "../lib/testing/mod.ts";
+import { startTcpProxy } from "../lib/testing/mod.ts";
 
 function logLines(proc: Proc): Record<string, unknown>[] {
   return proc.lines.flatMap((l) => {
@@ -234,7 +234,7 @@ Deno.test("a backend killed under load: 503 JSON meanwhile, served again soon af
 });
 
 Deno.test("gRPC clients that close their connections never take a service down", async () => {
-  const { grpcChurn } = await import("../lib/testing/grpc_client.ts");
+  const { grpcChurn } = await import("../lib/testing/mod.ts");
   const { OAuthRegistryService } = await import(
     "../gen/registry/oauth/v1/oauth_registry_service_pb.ts"
   );

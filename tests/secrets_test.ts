@@ -10,9 +10,9 @@
 import assert from "node:assert/strict";
 import { ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { grpcTestClient } from "../lib/testing/grpc_client.ts";
-import { httpClient } from "../lib/testing/http.ts";
-import { startStack } from "../lib/testing/stack.ts";
+import { grpcTestClient } from "../lib/testing/mod.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { startStack } from "../lib/testing/mod.ts";
 
 const rpc = OAuthRegistryService.method;
 const bigints = (_: string, v: unknown) => typeof v === "bigint" ? String(v) : v;

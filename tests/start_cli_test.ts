@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { freePort as freeLoopbackPort } from "../lib/testing/stack.ts";
+import { freePort as freeLoopbackPort } from "../lib/testing/mod.ts";
 
 const root = new URL("../", import.meta.url);
 

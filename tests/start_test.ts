@@ -7,9 +7,9 @@
  */
 
 import assert from "node:assert/strict";
-import { componentEnv, componentFlags } from "../lib/run_flags.ts";
-import { httpClient } from "../lib/testing/http.ts";
-import { freePort as freeLoopbackPort } from "../lib/testing/stack.ts";
+import { componentEnv, componentFlags } from "../lib/platform/mod.ts";
+import { httpClient } from "../lib/testing/mod.ts";
+import { freePort as freeLoopbackPort } from "../lib/testing/mod.ts";
 
 const root = new URL("../", import.meta.url);
 
@@ -189,7 +189,7 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
 });
 
 Deno.test("with DATABASE_URL, each component is a process and a dead one is restarted", async () => {
-  const { createTestDatabase } = await import("../lib/testing/database.ts");
+  const { createTestDatabase } = await import("../lib/testing/mod.ts");
   const db = await createTestDatabase();
   const dir = await Deno.makeTempDir({ prefix: "supervised-" });
   const env = {

@@ -5,7 +5,7 @@
  * grpc.health.v1, grpc.reflection.v1) come from pinned npm packages listed in deno.json, so no
  * schema registry is needed and nothing third-party is committed. Two are staged though no file
  * of ours imports them, for the code buf generates from every file of the workspace:
- * grpc.reflection.v1alpha (the services answer reflection under both names, lib/reflection.ts)
+ * grpc.reflection.v1alpha (the services answer reflection under both names, lib/rpc/reflection.ts)
  * and google.rpc.Status (what `grpc-status-details-bin` carries, decoded by the tests).
  *
  *   deno task buf lint

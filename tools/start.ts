@@ -20,7 +20,7 @@
  * @module
  */
 
-import { signToken } from "../lib/tokens.ts";
+import { signToken } from "../lib/policy/mod.ts";
 import { parseCommandLine } from "./cli.ts";
 import { DataDirError, dataDirError, devSecrets, prepareDataDir } from "./dev_secrets.ts";
 import { runEmbedded } from "./embedded.ts";

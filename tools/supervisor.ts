@@ -1,13 +1,13 @@
 /**
  * The production-like local mode of `deno task start` (DATABASE_URL set): each component is its
- * own process, started as the Dockerfile starts it (lib/run_flags.ts: its flags and its
+ * own process, started as the Dockerfile starts it (lib/platform/run_flags.ts: its flags and its
  * environment beside its settings); one that dies is restarted with backoff (0.5 s doubling to
  * 30 s, reset after 10 s of uptime).
  *
  * @module
  */
 
-import { componentEnv, componentFlags } from "../lib/run_flags.ts";
+import { componentEnv, componentFlags } from "../lib/platform/mod.ts";
 
 /** One component process. */
 export interface Component {

@@ -23,7 +23,7 @@
  * @module
  */
 
-import { databaseProblem } from "../lib/testing/database.ts";
+import { databaseProblem } from "../lib/testing/mod.ts";
 
 /** What one file's `deno test` process did. */
 export interface Outcome {

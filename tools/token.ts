@@ -6,7 +6,7 @@
  * @module
  */
 
-import { signToken } from "../lib/tokens.ts";
+import { signToken } from "../lib/policy/mod.ts";
 import { parseCommandLine, positiveNumber, usageError } from "./cli.ts";
 import { DataDirError, devSecrets } from "./dev_secrets.ts";
 

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { componentEnv, componentFlags } from "../run_flags.ts";
-import { signToken, type TokenClaims } from "../tokens.ts";
+import { componentEnv, componentFlags } from "../platform/mod.ts";
+import { signToken, type TokenClaims } from "../policy/mod.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 
 /** A running process and the log lines it wrote. */

@@ -1,13 +1,22 @@
 /**
- * The core process (schema `core`; gRPC 50052, Connect 8082 by default).
+ * The core process (schema `core`; gRPC 50052, Connect 8082 by default): its handlers, and the
+ * interceptors every call goes through, in the order they run.
  *
  * @module
  */
 
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
-import { createIdempotencyStore, idempotencySettings, idempotent } from "../../lib/idempotency.ts";
-import { bind } from "../../lib/server.ts";
-import { defineService, runService } from "../../lib/service_main.ts";
+import { createIdempotencyStore } from "../../lib/db/mod.ts";
+import {
+  authentication,
+  authorization,
+  idempotency,
+  idempotencySettings,
+  policyOf,
+} from "../../lib/policy/mod.ts";
+import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
+import { defineService, runService } from "../../lib/service/mod.ts";
+import { corePolicy } from "./policy.ts";
 import { createCore } from "./service.ts";
 
 /** The service: run as its own process, or embedded by `deno task start`. */
@@ -17,21 +26,27 @@ export const coreService = defineService({
   migrations: new URL("./migrations/", import.meta.url),
   ports: { grpc: 50052, http: 8082 },
   settings: { ...idempotencySettings },
-  services: ({ sql, config, log }) => [
-    bind(
-      CoreService,
-      // Keys are scoped by the caller's space (lib/idempotency.ts), the core area's only tenancy.
-      idempotent(
-        CoreService,
-        createCore({ sql }),
+  serve: ({ sql, config, log, metrics, verify, notReady }) => ({
+    services: [bind(CoreService, createCore({ sql }))],
+    interceptors: [
+      tracing(),
+      logging(log),
+      metering(metrics),
+      deadline(),
+      availability(notReady),
+      authentication(verify),
+      authorization([policyOf(CoreService, corePolicy)]),
+      // Keys are scoped by the caller's space too (lib/policy), the core area's only tenancy.
+      idempotency(
         createIdempotencyStore(sql, {
           schema: "core",
           ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
           log,
         }),
+        [CoreService],
       ),
-    ),
-  ],
+    ],
+  }),
 });
 
-if (import.meta.main) await runService(coreService);
+if (import.meta.main) Deno.exit(await runService(coreService));

@@ -1,6 +1,7 @@
 /**
- * The CoreService handlers: resolve the caller's space, validate, call a repository, map rows to
- * messages. Authentication and error normalisation wrap these handlers in lib/rpc.ts.
+ * The CoreService handlers: validate, call a repository scoped to the caller's space, map rows to
+ * messages. Who may call what is decided before a handler runs, by ./policy.ts in the process's
+ * interceptor list (./main.ts).
  *
  * @module
  */
@@ -25,13 +26,13 @@ import {
   type UnitSchema,
   UnitStatusSchema,
 } from "../../gen/registry/core/v1/unit_pb.ts";
-import type { Sql } from "../../lib/db.ts";
-import { enumName, enumNumber } from "../../lib/enums.ts";
-import { invalidArgument, notFound } from "../../lib/errors.ts";
-import { idKind } from "../../lib/ids.ts";
-import { nullable, pageOf, pathUuid, readPage } from "../../lib/resources.ts";
-import { callerOf } from "../../lib/rpc.ts";
-import { validate } from "../../lib/validation.ts";
+import type { Sql } from "../../lib/db/mod.ts";
+import { enumName, enumNumber } from "../../lib/resource/mod.ts";
+import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
+import { idKind } from "../../lib/platform/mod.ts";
+import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
+import { callerOf } from "../../lib/policy/mod.ts";
+import { validate } from "../../lib/resource/mod.ts";
 import {
   createJourneyRepository,
   type JourneyFields,
@@ -49,15 +50,10 @@ export const ids = {
   unit: idKind("unit"),
 } as const;
 
-/** Returns the caller's space, or throws PERMISSION_DENIED when the token has none. */
+/** The caller's space (./policy.ts has refused callers without one). */
 function spaceOf(ctx: HandlerContext): string {
   const space = callerOf(ctx).space;
-  if (space === undefined) {
-    throw new ConnectError(
-      "The token has no space claim; the core area needs one",
-      Code.PermissionDenied,
-    );
-  }
+  if (space === undefined) throw new ConnectError("No space in the call", Code.Internal);
   return space;
 }
 

@@ -11,7 +11,7 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { rule, text, uniqueList } from "../../lib/validation.ts";
+import { rule, text, uniqueList } from "../../lib/resource/mod.ts";
 
 /** Longest description. */
 export const maxDescription = 10_000;

@@ -1,19 +1,27 @@
 /**
- * The oauth-registry process (schema `oauth`; gRPC 50051, Connect 8081 by default).
+ * The oauth-registry process (schema `oauth`; gRPC 50051, Connect 8081 by default): its handlers,
+ * and the interceptors every call goes through, in the order they run.
  *
  * @module
  */
 
-import type { Message } from "@bufbuild/protobuf";
 import {
   type CreateClientSecretResponse,
   OAuthRegistryService,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { requireProject } from "../../lib/auth.ts";
-import { positiveInt, required } from "../../lib/config.ts";
-import { createIdempotencyStore, idempotencySettings, idempotent } from "../../lib/idempotency.ts";
-import { bind } from "../../lib/server.ts";
-import { defineService, runService } from "../../lib/service_main.ts";
+import { createIdempotencyStore } from "../../lib/db/mod.ts";
+import { positiveInt, required } from "../../lib/platform/mod.ts";
+import {
+  authentication,
+  authorization,
+  idempotency,
+  idempotencySettings,
+  policyOf,
+} from "../../lib/policy/mod.ts";
+import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
+import { defineService, runService } from "../../lib/service/mod.ts";
+import { createOAuthPolicy } from "./policy.ts";
+import { createConfigRepository } from "./repository/configs.ts";
 import { createSecretHasher } from "./secrets.ts";
 import { createOAuthRegistry } from "./service.ts";
 
@@ -28,41 +36,45 @@ export const oauthRegistryService = defineService({
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     ...idempotencySettings,
   },
-  services: ({ sql, config, log }) => [
-    bind(
-      OAuthRegistryService,
-      idempotent(
+  serve: ({ sql, config, log, metrics, verify, notReady }) => ({
+    services: [
+      bind(
         OAuthRegistryService,
         createOAuthRegistry({
           sql,
           hasher: createSecretHasher(config.CLIENT_SECRET_HMAC_KEY),
           maxSecretsPerClient: config.MAX_SECRETS_PER_CLIENT,
         }),
+      ),
+    ],
+    interceptors: [
+      tracing(),
+      logging(log),
+      metering(metrics),
+      deadline(),
+      availability(notReady),
+      authentication(verify),
+      authorization([
+        policyOf(OAuthRegistryService, createOAuthPolicy(createConfigRepository(sql))),
+      ]),
+      idempotency(
         createIdempotencyStore(sql, {
           schema: "oauth",
           ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
           log,
         }),
-        // A replay skips the handler: re-check the project first. The plaintext of a secret is
-        // never stored, so a replayed CreateClientSecret has no `secret` (shown once only).
-        {
-          createClient: { authorize: (req, caller) => requireProject(caller, projectOf(req)) },
-          createClientSecret: {
-            authorize: (req, caller) => requireProject(caller, projectOf(req)),
-            redact: (res) => {
-              const secret = (res as CreateClientSecretResponse).clientSecret;
-              if (secret) secret.plaintext = { case: undefined };
-              return res;
-            },
-          },
-        },
+        [OAuthRegistryService],
+        // The plaintext of a secret is never stored: a replay has none (it is shown once only).
+        [[OAuthRegistryService.method.createClientSecret, withoutPlaintext]],
       ),
-    ),
-  ],
+    ],
+  }),
 });
 
-function projectOf(req: Message): string {
-  return (req as Message & { projectId: string }).projectId;
+function withoutPlaintext<T>(res: T): T {
+  const secret = (res as CreateClientSecretResponse).clientSecret;
+  if (secret) secret.plaintext = { case: undefined };
+  return res;
 }
 
-if (import.meta.main) await runService(oauthRegistryService);
+if (import.meta.main) Deno.exit(await runService(oauthRegistryService));

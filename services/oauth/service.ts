@@ -1,13 +1,14 @@
 /**
- * The OAuthRegistryService handlers: authorize, validate, call a repository, map rows to messages.
- * Authentication and error normalisation wrap these handlers in lib/rpc.ts.
+ * The OAuthRegistryService handlers: validate, call a repository, map rows to messages. Who may
+ * call what is decided before a handler runs, by the service's policy (./policy.ts) in the
+ * process's interceptor list (./main.ts).
  *
  * @module
  */
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type ServiceImpl } from "@connectrpc/connect";
 import * as v from "valibot";
 import {
   ClientSchema,
@@ -33,15 +34,14 @@ import {
   UpdateClientRequestSchema,
   UpdateOAuthConfigRequestSchema,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { administers, requireProject } from "../../lib/auth.ts";
-import type { Sql } from "../../lib/db.ts";
-import { enumName, enumNumber } from "../../lib/enums.ts";
-import { invalidArgument, notFound } from "../../lib/errors.ts";
-import { nullable, pageOf, pathUuid, readPage } from "../../lib/resources.ts";
-import { idKind } from "../../lib/ids.ts";
-import { callerOf } from "../../lib/rpc.ts";
-import { resolveMask } from "../../lib/update_mask.ts";
-import { assertValid, validate } from "../../lib/validation.ts";
+import { administers, callerOf } from "../../lib/policy/mod.ts";
+import type { Sql } from "../../lib/db/mod.ts";
+import { enumName, enumNumber } from "../../lib/resource/mod.ts";
+import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
+import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
+import { idKind } from "../../lib/platform/mod.ts";
+import { resolveMask } from "../../lib/resource/mod.ts";
+import { assertValid, validate } from "../../lib/resource/mod.ts";
 import { createClientSecretRepository } from "./repository/client_secrets.ts";
 import {
   type ClientChanges,
@@ -175,7 +175,8 @@ function toInstallation(row: InstallationRow): MessageInitShape<typeof Installat
   };
 }
 
-function noConfig(projectId: string): ConnectError {
+/** NOT_FOUND: the project has no OAuth config yet. */
+export function noConfig(projectId: string): ConnectError {
   return new ConnectError(
     `Project ${projectId} has no OAuth config; create it first (PATCH /v1/projects/${projectId}/config)`,
     Code.NotFound,
@@ -184,9 +185,13 @@ function noConfig(projectId: string): ConnectError {
 
 const projectRequest = v.object({ projectId: projectIdSchema });
 
-/** Authorizes the caller for the project, then checks the project id's syntax. */
-function project(ctx: HandlerContext, projectId: string): void {
-  requireProject(callerOf(ctx), projectId);
+/** The project's OAuth config, as the consent rule of ./policy.ts read it for the handler. */
+export const consentConfigKey = createContextKey<ConfigRow | undefined>(undefined, {
+  description: "consent config",
+});
+
+/** Checks the project id's syntax (the policy has checked the caller administers it). */
+function project(projectId: string): void {
   validate(projectRequest, ListClientsRequestSchema, { projectId });
 }
 
@@ -206,15 +211,15 @@ export function createOAuthRegistry(
   const maxSecretsPerClient = deps.maxSecretsPerClient ?? defaultMaxSecretsPerClient;
 
   return {
-    async getOAuthConfig(req, ctx) {
-      project(ctx, req.projectId);
+    async getOAuthConfig(req) {
+      project(req.projectId);
       const row = await configs.get(req.projectId);
       if (!row) throw noConfig(req.projectId);
       return { config: toConfig(row) };
     },
 
-    async updateOAuthConfig(req, ctx) {
-      project(ctx, req.projectId);
+    async updateOAuthConfig(req) {
+      project(req.projectId);
       const mask = resolveMask(OAuthConfigSchema, req.config, req.updateMask, configMask, "config");
       assertValid(mask.violations);
       const keys = mask.paths.map(localName) as (keyof typeof configFields)[];
@@ -250,8 +255,8 @@ export function createOAuthRegistry(
       return { config: toConfig(row) };
     },
 
-    async createClient(req, ctx) {
-      project(ctx, req.projectId);
+    async createClient(req) {
+      project(req.projectId);
       const { client } = validate(
         createClientSchema(req.client?.type ?? 0),
         CreateClientRequestSchema,
@@ -274,15 +279,15 @@ export function createOAuthRegistry(
       }
     },
 
-    async getClient(req, ctx) {
-      project(ctx, req.projectId);
+    async getClient(req) {
+      project(req.projectId);
       const row = await clients.get(req.projectId, pathId("client", req.clientId));
       if (!row) throw notFound("client", req.clientId);
       return { client: toClient(row) };
     },
 
-    async listClients(req, ctx) {
-      project(ctx, req.projectId);
+    async listClients(req) {
+      project(req.projectId);
       const { limit, after } = await readPage(
         req,
         ListClientsRequestSchema,
@@ -293,8 +298,8 @@ export function createOAuthRegistry(
       return pageOf(await clients.list(req.projectId, limit, after), limit, toClient);
     },
 
-    async updateClient(req, ctx) {
-      project(ctx, req.projectId);
+    async updateClient(req) {
+      project(req.projectId);
       const uuid = pathId("client", req.clientId);
       const mask = resolveMask(ClientSchema, req.client, req.updateMask, clientMask, "client");
       assertValid(mask.violations);
@@ -318,16 +323,16 @@ export function createOAuthRegistry(
       return { client: toClient(row) };
     },
 
-    async deleteClient(req, ctx) {
-      project(ctx, req.projectId);
+    async deleteClient(req) {
+      project(req.projectId);
       if (!(await clients.delete(req.projectId, pathId("client", req.clientId)))) {
         throw notFound("client", req.clientId);
       }
       return {};
     },
 
-    async createClientSecret(req, ctx) {
-      project(ctx, req.projectId);
+    async createClientSecret(req) {
+      project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
       const secret = deps.hasher.generate();
       const id = ids.secret.generate();
@@ -352,15 +357,15 @@ export function createOAuthRegistry(
       };
     },
 
-    async listClientSecrets(req, ctx) {
-      project(ctx, req.projectId);
+    async listClientSecrets(req) {
+      project(req.projectId);
       const rows = await secrets.list(req.projectId, pathId("client", req.clientId));
       if (!rows) throw notFound("client", req.clientId);
       return { data: rows.map(toSecret), hasMore: false };
     },
 
-    async deleteClientSecret(req, ctx) {
-      project(ctx, req.projectId);
+    async deleteClientSecret(req) {
+      project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
       const deleted = await secrets.delete(
         req.projectId,
@@ -395,14 +400,9 @@ export function createOAuthRegistry(
     async consentInstallation(req, ctx) {
       const caller = callerOf(ctx);
       const input = validate(consentSchema, ConsentInstallationRequestSchema, req);
-      const config = await configs.get(input.projectId);
+      // The policy read the config to check the audience; read again only without it (tests).
+      const config = ctx.values.get(consentConfigKey) ?? await configs.get(input.projectId);
       if (!config) throw noConfig(input.projectId);
-      if (config.audience === "internal" && !administers(caller, input.projectId)) {
-        throw new ConnectError(
-          `Project ${input.projectId} accepts consent only from its own users (audience internal)`,
-          Code.PermissionDenied,
-        );
-      }
       const row = await installations.consent({
         id: ids.installation.generate().uuid,
         project_id: input.projectId,

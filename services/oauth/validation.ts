@@ -13,8 +13,8 @@ import {
   ClientTypeSchema,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
-import { enumName } from "../../lib/enums.ts";
-import { checkedString, enumValue, rule, text, uniqueList } from "../../lib/validation.ts";
+import { enumName } from "../../lib/resource/mod.ts";
+import { checkedString, enumValue, rule, text, uniqueList } from "../../lib/resource/mod.ts";
 import {
   checkEmail,
   checkHostname,

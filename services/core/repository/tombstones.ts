@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
 
 /** Whether `id` was a record of `kind` in the list named by `listKey` (space or journey id). */
 export async function isTombstone(

@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db.ts";
-import { uuidTime } from "../../../lib/ids.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
+import { uuidTime } from "../../../lib/platform/mod.ts";
 
 /** A row of oauth.clients. */
 export interface ClientRow {

@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
 
 /** A row of oauth.configs. */
 export interface ConfigRow {

@@ -4,8 +4,8 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db.ts";
-import { uuidTime } from "../../../lib/ids.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
+import { uuidTime } from "../../../lib/platform/mod.ts";
 
 /** A row of oauth.installations. */
 export interface InstallationRow {

@@ -1,0 +1,77 @@
+/**
+ * The idempotency keys' table of a service (`<schema>.idempotency_keys`), the store behind
+ * lib/policy's idempotency interceptor.
+ *
+ * @module
+ */
+
+import type { IdempotencyOptions, IdempotencyStore, StoredError } from "../policy/mod.ts";
+import type { Sql } from "./postgres.ts";
+
+/** Creates the store of a service's `<schema>.idempotency_keys` table. */
+export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): IdempotencyStore {
+  if (!/^[a-z_][a-z0-9_]*$/.test(options.schema)) {
+    throw new Error(`Cannot store idempotency keys in schema ${options.schema}`);
+  }
+  const table = sql(`${options.schema}.idempotency_keys`);
+  const ttl = options.ttlSeconds;
+  const lock = options.lockSeconds ?? 60;
+  return {
+    options,
+    async claim(caller, rpc, key, hash) {
+      const owner = crypto.randomUUID();
+      // A new key, an expired one, or one whose request died with the same body: take it.
+      const [taken] = await sql<{ owner: string }[]>`
+        insert into ${table} as k (caller, rpc, key, request_hash, owner)
+        values (${caller}, ${rpc}, ${key}, ${hash}, ${owner})
+        on conflict (caller, rpc, key) do update
+          set request_hash = excluded.request_hash, owner = excluded.owner, response = null,
+              error = null, created_at = now(), completed_at = null
+          where k.created_at <= now() - make_interval(secs => ${ttl})
+             or (k.completed_at is null and k.request_hash = excluded.request_hash
+                 and k.created_at <= now() - make_interval(secs => ${lock}))
+        returning k.owner`;
+      if (taken?.owner === owner) return { kind: "owner", owner };
+      const [row] = await sql<
+        {
+          request_hash: Uint8Array;
+          response: Uint8Array | null;
+          error: StoredError | null;
+          completed: boolean;
+        }[]
+      >`
+        select request_hash, response, error, completed_at is not null as completed
+        from ${table} where caller = ${caller} and rpc = ${rpc} and key = ${key}`;
+      if (!row) return { kind: "gone" };
+      return {
+        kind: "existing",
+        hash: row.request_hash,
+        response: row.response,
+        error: row.error,
+        completed: row.completed,
+      };
+    },
+    async complete(caller, rpc, key, owner, outcome) {
+      const response = "response" in outcome ? outcome.response : null;
+      const error = "error" in outcome ? outcome.error : null;
+      await sql`
+        update ${table} set response = ${response}, error = ${
+        error ? sql.json(error as never) : null
+      },
+          completed_at = now(), owner = null
+        where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}`;
+    },
+    async release(caller, rpc, key, owner) {
+      await sql`
+        delete from ${table}
+        where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}`;
+    },
+    async purge() {
+      const rows = await sql`
+        delete from ${table} where ctid = any(array(
+          select ctid from ${table}
+          where created_at <= now() - make_interval(secs => ${ttl}) limit 1000))`;
+      return rows.count;
+    },
+  };
+}

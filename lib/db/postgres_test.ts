@@ -1,0 +1,203 @@
+import assert from "node:assert/strict";
+import { Code } from "@connectrpc/connect";
+import { connect, migrate, type Migration, readMigrations } from "./postgres.ts";
+import { toConnectError } from "../platform/mod.ts";
+import { createTestDatabase } from "../testing/mod.ts";
+
+const migrations: Migration[] = [
+  { version: 1, name: "0001_a.sql", sql: "create table t.a (id int primary key);" },
+  { version: 2, name: "0002_b.sql", sql: "insert into t.a values (1); create table t.b (x int);" },
+];
+
+Deno.test("migrate() applies each migration once when replicas start together", async () => {
+  const db = await createTestDatabase();
+  const pools = Array.from(
+    { length: 4 },
+    () => connect(db.url, { max: 2, applicationName: "test" }),
+  );
+  try {
+    const applied = await Promise.all(pools.map((sql) => migrate(sql, "t", migrations)));
+    assert.deepEqual(applied.flat().sort(), ["0001_a.sql", "0002_b.sql"]);
+    const [row] = await pools[0]!`select count(*)::int as n from t.a`;
+    assert.equal(row!.n, 1); // the insert of 0002 ran once
+    assert.deepEqual(await migrate(pools[0]!, "t", migrations), []);
+  } finally {
+    await Promise.all(pools.map((sql) => sql.end()));
+    await db.drop();
+  }
+});
+
+Deno.test("migrate() refuses a migration that changed after it was applied", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "test" });
+  try {
+    await migrate(sql, "t", migrations);
+    const edited = [migrations[0]!, { ...migrations[1]!, sql: "select 1;" }];
+    await assert.rejects(migrate(sql, "t", edited), /0002_b.sql changed after it was applied/);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("readMigrations() rejects gaps and bad names", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/0001_a.sql`, "select 1;");
+    await Deno.writeTextFile(`${dir}/0003_c.sql`, "select 1;");
+    await assert.rejects(
+      readMigrations(new URL(`file://${dir}/`)),
+      /0003_c.sql should be number 2/,
+    );
+    await Deno.remove(`${dir}/0003_c.sql`);
+    await Deno.writeTextFile(`${dir}/2_bad.sql`, "select 1;");
+    await assert.rejects(readMigrations(new URL(`file://${dir}/`)), /expected NNNN_name.sql/);
+    await Deno.remove(`${dir}/2_bad.sql`);
+    assert.deepEqual((await readMigrations(new URL(`file://${dir}/`))).map((m) => m.version), [1]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the oauth migrations apply to an empty database", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "test" });
+  try {
+    const files = await readMigrations(
+      new URL("../../services/oauth/migrations/", import.meta.url),
+    );
+    assert.deepEqual(await migrate(sql, "oauth", files), files.map((f) => f.name));
+    const tables = await sql`select table_name from information_schema.tables
+      where table_schema = 'oauth' order by table_name`;
+    assert.deepEqual(tables.map((t) => t.table_name), [
+      "client_secrets",
+      "clients",
+      "configs",
+      "deleted_clients",
+      "idempotency_keys",
+      "installations",
+      "schema_migrations",
+    ]);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("connect() fails a query when the server side closes cleanly during start-up", async () => {
+  // A proxy in front of a Postgres that is down: it accepts, then closes (FIN). postgres.js alone
+  // left such a query pending forever (porsager/postgres#1193).
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepting = (async () => {
+    for await (const conn of listener) conn.close();
+  })().catch(() => {});
+  const { port } = listener.addr as Deno.NetAddr;
+  const sql = connect(`postgres://postgres@127.0.0.1:${port}/postgres`, {
+    max: 2,
+    applicationName: "test",
+  });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const outcome = await Promise.race([
+      sql`select 1`.then(() => "answered", (error) => toConnectError(error).code),
+      new Promise((r) => timer = setTimeout(() => r("still pending after 10 s"), 10_000)),
+    ]);
+    assert.equal(outcome, Code.Unavailable);
+  } finally {
+    clearTimeout(timer);
+    await sql.end({ timeout: 1 });
+    listener.close();
+    await accepting;
+  }
+});
+
+Deno.test("connect() fails queries fast while the server refuses, and recovers when it listens", async () => {
+  // Nothing listens: every query fails (ECONNREFUSED), more of them than the pool has
+  // connections, so a connection lost to a failed connect would show as a hang.
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = probe.addr as Deno.NetAddr;
+  probe.close();
+  const real = new URL(Deno.env.get("DATABASE_URL") ?? "postgres://127.0.0.1:5432/postgres");
+  const url = new URL(real);
+  url.hostname = "127.0.0.1";
+  url.port = String(port);
+  const sql = connect(url.toString(), { max: 2, applicationName: "test" });
+  let forwarder: Deno.Listener | undefined;
+  const settle = (ms: number) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    return Promise.race([
+      sql`select 1 as one`.then(() => "answered", (error) => Code[toConnectError(error).code]),
+      new Promise<string>((r) => timer = setTimeout(() => r(`still pending after ${ms} ms`), ms)),
+    ]).finally(() => clearTimeout(timer));
+  };
+  try {
+    for (let i = 0; i < 6; i++) assert.equal(await settle(5000), "Unavailable");
+    forwarder = Deno.listen({ hostname: "127.0.0.1", port });
+    (async () => {
+      for await (const conn of forwarder!) {
+        Deno.connect({ hostname: real.hostname, port: Number(real.port || 5432) }).then(
+          (server) => {
+            conn.readable.pipeTo(server.writable).catch(() => {});
+            server.readable.pipeTo(conn.writable).catch(() => {});
+          },
+          () => conn.close(),
+        );
+      }
+    })().catch(() => {});
+    assert.equal(await settle(10_000), "answered");
+  } finally {
+    await sql.end({ timeout: 1 });
+    forwarder?.close();
+  }
+});
+
+Deno.test("connect() settles every query while connections are cut under load", async () => {
+  const { startTcpProxy } = await import("../testing/mod.ts");
+  const real = new URL(Deno.env.get("DATABASE_URL") ?? "postgres://127.0.0.1:5432/postgres");
+  const proxy = startTcpProxy({ hostname: real.hostname, port: Number(real.port || 5432) });
+  const url = new URL(real);
+  url.hostname = "127.0.0.1";
+  url.port = String(proxy.port);
+  const sql = connect(url.toString(), { max: 4, applicationName: "test" });
+  const outcomes = new Map<string, number>();
+  let running = true;
+  const worker = async () => {
+    while (running) {
+      const code = await sql`select pg_sleep(0.001)`.then(
+        () => "ok",
+        (error) => Code[toConnectError(error).code],
+      );
+      outcomes.set(code ?? "?", (outcomes.get(code ?? "?") ?? 0) + 1);
+    }
+  };
+  const workers = Array.from({ length: 8 }, worker);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    for (let round = 0; round < 3; round++) {
+      await new Promise((r) => setTimeout(r, 200));
+      proxy.cut();
+      await new Promise((r) => setTimeout(r, 300));
+      proxy.restore();
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    running = false;
+    // Before the fix, a query handed to a connection between its error and its close, or the
+    // first query of a connection the proxy closed during start-up, never settled. A connection
+    // the proxy accepted but never answered fails after connect_timeout (5 s), so the bound is
+    // twice that.
+    const stoppedAt = Date.now();
+    const settled = await Promise.race([
+      Promise.all(workers).then(() => true),
+      new Promise<boolean>((r) => timer = setTimeout(() => r(false), 12_000)),
+    ]);
+    // deno-lint-ignore no-console
+    console.log(`every query settled ${Date.now() - stoppedAt} ms after the load stopped`);
+    assert.ok(settled, `queries still pending: ${JSON.stringify([...outcomes])}`);
+    assert.deepEqual([...outcomes.keys()].sort(), ["Unavailable", "ok"]);
+  } finally {
+    clearTimeout(timer);
+    running = false;
+    await sql.end({ timeout: 1 });
+    await proxy.close();
+  }
+});

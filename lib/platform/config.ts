@@ -1,0 +1,101 @@
+/**
+ * Process settings come from the environment, parsed once at start-up with valibot; a bad or
+ * missing setting stops the process with one line per problem.
+ *
+ * @module
+ */
+
+import * as v from "valibot";
+import type { Logger } from "./log.ts";
+
+/** A TCP port setting with a default. */
+export function port(fallback: number) {
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d{1,5}$/, "must be a port number"),
+      v.transform(Number),
+      v.maxValue(65535, "must be a port number"),
+    ),
+    String(fallback),
+  );
+}
+
+/** A positive integer setting with a default. */
+export function positiveInt(fallback: number) {
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[1-9]\d{0,8}$/, "must be a positive integer"),
+      v.transform(Number),
+    ),
+    String(fallback),
+  );
+}
+
+/** An optional non-empty string setting (empty counts as unset). */
+export const optionalString = v.pipe(
+  v.optional(v.string()),
+  v.transform((s) => (s === "" ? undefined : s)),
+);
+
+/** The log level setting. */
+export const logLevel = v.optional(v.picklist(["debug", "info", "warn", "error"]), "info");
+
+/** Settings that cannot be used: its message has one line per problem. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/**
+ * Reads the settings of `schema` from the environment (or `env`); throws a {@link ConfigError}
+ * naming every problem (the process's `main.ts` prints it and exits 2).
+ */
+export function readConfig<S extends v.GenericSchema>(
+  component: string,
+  schema: S,
+  env: Record<string, string | undefined> = Deno.env.toObject(),
+): v.InferOutput<S> {
+  const result = v.safeParse(schema, env);
+  if (result.success) return result.output;
+  throw new ConfigError(
+    result.issues.map((issue) => {
+      const key = issue.path?.map((p) => String(p.key)).join(".") ?? "";
+      return `${component}: setting ${key}: ${issue.message}`;
+    }).join("\n"),
+  );
+}
+
+/**
+ * What a process's `main.ts` exits with when it could not start: 2 after printing the problems
+ * of a {@link ConfigError}; anything else is rethrown.
+ */
+export function configErrorExitCode(error: unknown): number {
+  if (!(error instanceof ConfigError)) throw error;
+  // deno-lint-ignore no-console
+  console.error(error.message);
+  return 2;
+}
+
+/** A required non-empty string setting. */
+export const required = v.pipe(v.string("is required"), v.nonEmpty("is required"));
+
+/**
+ * Runs `stop` once on SIGTERM (or SIGINT), logging around it; resolves when it has run (the
+ * process's `main.ts` then exits 0).
+ */
+export function untilTerminated(log: Logger, stop: () => Promise<void>): Promise<void> {
+  return new Promise((resolve) => {
+    let stopping = false;
+    const handler = async () => {
+      if (stopping) return;
+      stopping = true;
+      log.info("draining");
+      await stop();
+      log.info("stopped");
+      resolve();
+    };
+    Deno.addSignalListener("SIGTERM", handler);
+    Deno.addSignalListener("SIGINT", handler);
+  });
+}

@@ -1,0 +1,61 @@
+/**
+ * Structured logging: one JSON object per line on stderr, with a time, a level, the component
+ * and a message. Callers must never pass secrets or tokens as fields.
+ *
+ * @module
+ */
+
+/** Severity of a log line. */
+export type Level = "debug" | "info" | "warn" | "error";
+
+const order: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+const encoder = new TextEncoder();
+
+/** A logger bound to one component. */
+export interface Logger {
+  /** Writes a debug line. */
+  debug(message: string, fields?: Record<string, unknown>): void;
+  /** Writes an info line. */
+  info(message: string, fields?: Record<string, unknown>): void;
+  /** Writes a warning line. */
+  warn(message: string, fields?: Record<string, unknown>): void;
+  /** Writes an error line. */
+  error(message: string, fields?: Record<string, unknown>): void;
+  /** Whether lines of this level are written (to skip building fields that would be dropped). */
+  enabled(level: Level): boolean;
+}
+
+function describe(value: unknown): unknown {
+  if (value instanceof Error) {
+    const out: Record<string, unknown> = { name: value.name, message: value.message };
+    const code = (value as { code?: unknown }).code;
+    if (code !== undefined) out.code = code;
+    if (value.cause !== undefined) out.cause = describe(value.cause);
+    return out;
+  }
+  return value;
+}
+
+/** Creates a logger for a component; lines below `LOG_LEVEL` (default `info`) are dropped. */
+export function createLogger(component: string, level: Level = "info"): Logger {
+  const min = order[level];
+  const write = (lvl: Level, message: string, fields?: Record<string, unknown>) => {
+    if (order[lvl] < min) return;
+    const line: Record<string, unknown> = {
+      time: new Date().toISOString(),
+      level: lvl,
+      component,
+      msg: message,
+    };
+    if (fields) { for (const [k, v] of Object.entries(fields)) line[k] = describe(v); }
+    let bytes = encoder.encode(JSON.stringify(line) + "\n");
+    while (bytes.length > 0) bytes = bytes.subarray(Deno.stderr.writeSync(bytes));
+  };
+  return {
+    debug: (m, f) => write("debug", m, f),
+    info: (m, f) => write("info", m, f),
+    warn: (m, f) => write("warn", m, f),
+    error: (m, f) => write("error", m, f),
+    enabled: (lvl) => order[lvl] >= min,
+  };
+}

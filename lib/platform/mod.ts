@@ -1,0 +1,44 @@
+/**
+ * What every process is built on, whatever it serves: settings from the environment, the one
+ * error class and its builders, identifiers, logging, metrics, trace context, the memory budget and
+ * the flags a component process runs with. Nothing here knows of HTTP, RPC, Postgres or a service.
+ *
+ * @module
+ */
+
+export {
+  budgetFromConfig,
+  budgetSettings,
+  createMemoryBudget,
+  type Lease,
+  type MemoryBudget,
+  overBudget,
+  overBudgetReason,
+  overBudgetRetrySeconds,
+} from "./budget.ts";
+export {
+  ConfigError,
+  configErrorExitCode,
+  logLevel,
+  optionalString,
+  port,
+  positiveInt,
+  readConfig,
+  required,
+  untilTerminated,
+} from "./config.ts";
+export {
+  codeName,
+  errorDomain,
+  type FieldViolation,
+  fieldViolations,
+  hasReason,
+  invalidArgument,
+  notFound,
+  toConnectError,
+} from "./errors.ts";
+export { type IdKind, idKind, uuidTime } from "./ids.ts";
+export { createLogger, type Logger } from "./log.ts";
+export { createMetrics, type Metrics, registerBudgetMetrics } from "./metrics.ts";
+export { componentEnv, componentFlags } from "./run_flags.ts";
+export { formatTraceparent, parseTraceparent, requestIdOf, startSpan } from "./trace.ts";

@@ -1,0 +1,311 @@
+/**
+ * Idempotency keys with Stripe's semantics, enforced by the services (internal gRPC callers never
+ * pass the gateway): a create RPC called with `idempotency-key` metadata (the gateway forwards the
+ * HTTP `Idempotency-Key` header) runs at most once per caller, RPC and key within the key's
+ * lifetime (`IDEMPOTENCY_TTL_SECONDS`, default 24 h):
+ *
+ * - the same key with the same request message replays the stored outcome, the response or the
+ *   error, with `idempotent-replayed: true` response metadata (the gateway answers the same status
+ *   with an `Idempotent-Replayed: true` header);
+ * - the same key with a different request message is INVALID_ARGUMENT with a google.rpc.ErrorInfo
+ *   whose reason is {@link keyReusedReason} (HTTP 422);
+ * - while the first request with a key is still running, a duplicate is ABORTED with reason
+ *   {@link keyInUseReason} (HTTP 409, "a request with this key is in progress"), as Stripe does;
+ *   it is safe to retry it, and the retry replays the outcome once it is stored;
+ * - a key is 1..255 printable ASCII characters (else INVALID_ARGUMENT, HTTP 400);
+ * - a key older than the lifetime is forgotten: the request runs again as a new one.
+ *
+ * What is stored (as Stripe: an outcome is saved once the endpoint started executing): the response,
+ * or an error that says something about the state (NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION,
+ * INTERNAL...). Not saved, so a retry with the same key runs again: INVALID_ARGUMENT (validation),
+ * UNAUTHENTICATED and PERMISSION_DENIED (rejected before executing) and the transient codes
+ * (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELED, ABORTED, RESOURCE_EXHAUSTED), which our handlers
+ * raise with their transaction rolled back.
+ *
+ * Keys are scoped by the caller's tenancy claims (`sub`, `account_id`, `space`: the same `sub` in
+ * another space or account is another caller), by the RPC and by the key. The interceptor runs
+ * after authorization, so a replay is authorized exactly as a first call (a token that lost access
+ * to a project does not get the project's record back); a method can leave secrets out of what is
+ * stored (a {@link Redaction}).
+ *
+ * Each service stores its keys in its own schema, table `idempotency_keys` (a migration of each
+ * service; the store is lib/db's `createIdempotencyStore`), as (caller, rpc, key, request hash, response bytes or error, created_at). Expired rows
+ * are purged opportunistically, at most once a minute per process, a thousand at a time.
+ *
+ * A crash between the handler's commit and the storing of its outcome leaves the key "in progress"
+ * ({@link IdempotencyOptions.lockSeconds}, 60 s); after that a retry with the same request takes
+ * the key over and runs again (the handler's effect and the stored outcome are not one
+ * transaction).
+ *
+ * @module
+ */
+
+import {
+  clone,
+  create,
+  type DescMethod,
+  type DescMethodUnary,
+  type DescService,
+  fromBinary,
+  getOption,
+  hasOption,
+  type Message,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor, type UnaryResponse } from "@connectrpc/connect";
+import * as v from "valibot";
+import { http } from "../../gen/google/api/annotations_pb.ts";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import { answerWith } from "../rpc/mod.ts";
+import { type Caller, callerOf } from "./auth.ts";
+import { positiveInt } from "../platform/mod.ts";
+import { errorDomain, toConnectError } from "../platform/mod.ts";
+import type { Logger } from "../platform/mod.ts";
+
+/** The metadata (and, through the gateway, HTTP header) carrying the key. */
+export const keyHeader = "idempotency-key";
+/** The response metadata set on a replayed outcome. */
+export const replayedHeader = "idempotent-replayed";
+/** ErrorInfo reason: the key was used with a different request (HTTP 422). */
+export const keyReusedReason = "IDEMPOTENCY_KEY_REUSED";
+/** ErrorInfo reason: a request with the key is still running (HTTP 409). */
+export const keyInUseReason = "IDEMPOTENCY_KEY_IN_USE";
+
+/** The settings of the services that store keys. */
+export const idempotencySettings = {
+  /** How long a key is remembered (default 24 h). */
+  IDEMPOTENCY_TTL_SECONDS: positiveInt(24 * 60 * 60),
+};
+
+const keyPattern = /^[\x20-\x7e]{1,255}$/;
+
+/** Outcomes that are not stored: nothing ran, or what ran was rolled back, so retrying is safe. */
+const notStored = new Set<Code>([
+  Code.InvalidArgument,
+  Code.Unauthenticated,
+  Code.PermissionDenied,
+  Code.Unavailable,
+  Code.DeadlineExceeded,
+  Code.Canceled,
+  Code.Aborted,
+  Code.ResourceExhausted,
+]);
+
+/** Options of {@link createIdempotencyStore}. */
+export interface IdempotencyOptions {
+  /** The service's schema, holding the `idempotency_keys` table. */
+  schema: string;
+  /** How long a key is remembered, in seconds. */
+  ttlSeconds: number;
+  /** How long a key whose request never finished stays locked, in seconds (default 60). */
+  lockSeconds?: number;
+  /** Least time between two purges of expired keys, in milliseconds (default 60,000). */
+  purgeIntervalMs?: number;
+  /** Where failures to store an outcome are reported. */
+  log: Logger;
+}
+
+/** A stored error: code, message and the details as (type, base64 bytes). */
+export interface StoredError {
+  code: number;
+  message: string;
+  details: { type: string; value: string }[];
+}
+
+/** What a claim found. */
+export type Claim =
+  | { kind: "owner"; owner: string }
+  | {
+    kind: "existing";
+    hash: Uint8Array;
+    response: Uint8Array | null;
+    error: StoredError | null;
+    completed: boolean;
+  }
+  | { kind: "gone" };
+
+/** A service's key table. */
+export interface IdempotencyStore {
+  /** Takes the key (a new or expired one), or returns the row that holds it. */
+  claim(caller: string, rpc: string, key: string, hash: Uint8Array): Promise<Claim>;
+  /** Stores the outcome of the owner's execution. */
+  complete(
+    caller: string,
+    rpc: string,
+    key: string,
+    owner: string,
+    outcome: { response: Uint8Array } | { error: StoredError },
+  ): Promise<void>;
+  /** Forgets a key whose outcome is not stored. */
+  release(caller: string, rpc: string, key: string, owner: string): Promise<void>;
+  /** Deletes up to 1,000 expired keys; returns how many. */
+  purge(): Promise<number>;
+  /** Options, for the wrapper. */
+  readonly options: IdempotencyOptions;
+}
+
+/** The key of the request, undefined without one; INVALID_ARGUMENT when malformed. */
+export function requestKey(header: Headers): string | undefined {
+  const key = header.get(keyHeader);
+  if (key === null) return undefined;
+  if (!keyPattern.test(key)) {
+    throw new ConnectError(
+      "The Idempotency-Key must be 1 to 255 printable ASCII characters",
+      Code.InvalidArgument,
+    );
+  }
+  return key;
+}
+
+/** The caller's scope of keys: its tenancy claims, unambiguously joined. */
+export function callerScope(caller: Caller): string {
+  return JSON.stringify([caller.subject, caller.accountId, caller.space ?? null]);
+}
+
+function reasoned(message: string, code: Code, reason: string): ConnectError {
+  return new ConnectError(message, code, undefined, [
+    { desc: ErrorInfoSchema, value: { reason, domain: errorDomain } },
+  ]);
+}
+
+function toStored(error: ConnectError): StoredError {
+  return {
+    code: error.code,
+    message: error.rawMessage,
+    details: error.details.map((d) => {
+      const bytes = "desc" in d ? toBinary(d.desc, create(d.desc, d.value)) : d.value;
+      return {
+        type: "desc" in d ? d.desc.typeName : d.type,
+        value: btoa(String.fromCharCode(...bytes)),
+      };
+    }),
+  };
+}
+
+function fromStored(stored: StoredError): ConnectError {
+  const error = new ConnectError(stored.message, stored.code as Code, {
+    [replayedHeader]: "true",
+  });
+  for (const d of stored.details) {
+    error.details.push({
+      type: d.type,
+      value: Uint8Array.from(atob(d.value), (c) => c.charCodeAt(0)),
+    });
+  }
+  return error;
+}
+
+async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+}
+
+/** The unary methods of a service that `google.api.http` maps to POST: the creates. */
+export function postMethods(service: DescService): DescMethodUnary[] {
+  return service.methods.filter((m): m is DescMethodUnary =>
+    m.methodKind === "unary" && hasOption(m, http) && getOption(m, http).pattern.case === "post"
+  );
+}
+
+/** What to store of a method's response (e.g. without a secret); the caller gets it whole. */
+export type Redaction = readonly [method: DescMethodUnary, redact: (res: Message) => Message];
+
+/**
+ * The idempotency interceptor for the POST methods of `services` (see {@link postMethods}), keys
+ * kept in `store`. It runs after authentication and authorization (it scopes keys by the caller,
+ * and a replay must be as authorized as a first call), right before the handler.
+ */
+export function idempotency(
+  store: IdempotencyStore,
+  services: readonly DescService[],
+  redactions: readonly Redaction[] = [],
+): Interceptor {
+  const posts = new Set<DescMethod>(services.flatMap(postMethods));
+  const redact = new Map<DescMethod, (res: Message) => Message>();
+  for (const [method, fn] of redactions) {
+    if (!posts.has(method)) {
+      throw new Error(`Cannot make ${method.name} idempotent: it is not a POST method`);
+    }
+    redact.set(method, fn);
+  }
+  const purgeEvery = store.options.purgeIntervalMs ?? 60_000;
+  let lastPurge = 0;
+  const log = store.options.log;
+
+  return (next) => async (req) => {
+    if (req.stream || !posts.has(req.method)) return await next(req);
+    const key = requestKey(req.header);
+    if (key === undefined) return await next(req);
+    const method = req.method as DescMethodUnary;
+    const rpc = `${req.service.typeName}/${method.name}`;
+    const scope = callerScope(callerOf({ values: req.contextValues }));
+    const hash = await sha256(toBinary(method.input, req.message));
+    if (Date.now() - lastPurge >= purgeEvery) {
+      lastPurge = Date.now();
+      store.purge().then(
+        (n) => n > 0 && log.info("purged expired idempotency keys", { count: n }),
+        (error) => log.warn("cannot purge idempotency keys", { error }),
+      );
+    }
+    let claim: Claim = { kind: "gone" };
+    // "gone": the owner released the key between our two statements; claim it again.
+    for (let attempt = 0; attempt < 3 && claim.kind !== "owner"; attempt++) {
+      claim = await store.claim(scope, rpc, key, hash);
+      if (claim.kind === "gone") continue;
+      if (claim.kind === "existing") {
+        if (!equal(claim.hash, hash)) {
+          throw reasoned(
+            "This Idempotency-Key was used with a different request; use a new key",
+            Code.InvalidArgument,
+            keyReusedReason,
+          );
+        }
+        if (!claim.completed) {
+          throw reasoned(
+            "A request with this Idempotency-Key is in progress; retry later",
+            Code.Aborted,
+            keyInUseReason,
+          );
+        }
+        if (claim.error) throw fromStored(claim.error);
+        answerWith(
+          req.contextValues,
+          fromBinary(method.output, claim.response ?? new Uint8Array()),
+        );
+        const res = await next(req);
+        res.header.set(replayedHeader, "true");
+        return res;
+      }
+    }
+    if (claim.kind !== "owner") {
+      throw new ConnectError("The Idempotency-Key is contended; retry", Code.Aborted);
+    }
+    const owner = claim.owner;
+    let res: UnaryResponse;
+    try {
+      res = await next(req) as UnaryResponse;
+    } catch (error) {
+      const err = toConnectError(error);
+      await (notStored.has(err.code)
+        ? store.release(scope, rpc, key, owner)
+        : store.complete(scope, rpc, key, owner, { error: toStored(err) })).catch((e) =>
+          log.warn("cannot store an idempotent outcome", { rpc, error: e })
+        );
+      throw error;
+    }
+    const output = res.message as Message;
+    const strip = redact.get(method);
+    const stored = strip ? strip(clone(method.output, output)) : output;
+    await store.complete(scope, rpc, key, owner, { response: toBinary(method.output, stored) })
+      .catch((e) => log.warn("cannot store an idempotent outcome", { rpc, error: e }));
+    return res;
+  };
+}
+
+function equal(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** valibot type of the parsed {@link idempotencySettings}. */
+export type IdempotencyConfig = v.InferOutput<
+  v.ObjectSchema<typeof idempotencySettings, undefined>
+>;

@@ -1,0 +1,19 @@
+/**
+ * The AIP resource conventions every service's handlers share: identifiers in paths, list pages,
+ * update masks, validation turned into field violations, enum spellings.
+ *
+ * @module
+ */
+
+export { enumName, enumNumber } from "./enums.ts";
+export { nullable, pageOf, pathUuid, readPage } from "./pages.ts";
+export { resolveMask } from "./update_mask.ts";
+export {
+  assertValid,
+  checkedString,
+  enumValue,
+  rule,
+  text,
+  uniqueList,
+  validate,
+} from "./validation.ts";

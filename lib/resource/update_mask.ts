@@ -1,0 +1,65 @@
+/**
+ * Update masks (AIP-134): which fields of a resource an Update call changes.
+ *
+ * @module
+ */
+
+import { type DescMessage, isFieldSet, type Message } from "@bufbuild/protobuf";
+import type { FieldMask } from "@bufbuild/protobuf/wkt";
+import type { FieldViolation } from "../platform/mod.ts";
+
+/** Which fields of the resource a caller may change, and why the others cannot be named. */
+export interface MaskRules {
+  /** Proto names of the fields an update may change. */
+  updatable: readonly string[];
+  /** Proto names of fields that are set once, at creation. */
+  immutable?: readonly string[];
+}
+
+/** The fields an update changes, as proto names, or the violations of a bad mask. */
+export interface MaskResult {
+  /** Proto names of the fields to change, in mask order, without duplicates. */
+  paths: string[];
+  /** One violation per path that names no updatable field. */
+  violations: FieldViolation[];
+}
+
+/**
+ * Resolves the update mask of a request. With a mask, every path must name an updatable field
+ * (violations are reported as `<resourceField>.<path>`); without one, the updatable fields that are
+ * set in the resource are taken (AIP-134), and output-only fields are ignored (AIP-203).
+ */
+export function resolveMask(
+  desc: DescMessage,
+  resource: Message | undefined,
+  mask: FieldMask | undefined,
+  rules: MaskRules,
+  resourceField: string,
+): MaskResult {
+  const paths: string[] = [];
+  const violations: FieldViolation[] = [];
+  if (mask === undefined) {
+    for (const name of rules.updatable) {
+      const field = desc.fields.find((f) => f.name === name);
+      if (field && resource && isFieldSet(resource, field)) paths.push(name);
+    }
+    return { paths, violations };
+  }
+  for (const path of mask.paths) {
+    if (paths.includes(path)) continue;
+    if (rules.updatable.includes(path)) {
+      paths.push(path);
+      continue;
+    }
+    const known = desc.fields.some((f) => f.name === path);
+    violations.push({
+      field: `${resourceField}.${path}`,
+      description: !known
+        ? "unknown field"
+        : rules.immutable?.includes(path)
+        ? "cannot be changed after creation"
+        : "is output only and cannot be set",
+    });
+  }
+  return { paths, violations };
+}

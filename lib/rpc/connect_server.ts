@@ -1,0 +1,198 @@
+/**
+ * The Connect protocol (and gRPC-web) on `Deno.serve`: connect-es's universal handlers through its
+ * fetch adapter, each request's body read first, within the size limit and the process's memory
+ * budget (the listener itself, lib/transport's guard, already refused a declared length that does
+ * not fit). Errors outside a handler are answered as the Connect protocol answers them: its JSON
+ * error body, and 503 for a refusal for memory (as the gateway and the guard answer it; Connect's
+ * own mapping of resource_exhausted, 429, would tell the caller it sent too much).
+ *
+ * @module
+ */
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  createAsyncIterable,
+  readAllBytes,
+  type UniversalHandler,
+  universalServerResponseToFetch,
+} from "@connectrpc/connect/protocol";
+import {
+  codeFromString,
+  codeToHttpStatus,
+  errorToJsonBytes,
+  parseTimeout,
+} from "@connectrpc/connect/protocol-connect";
+import {
+  hasReason,
+  type Lease,
+  type MemoryBudget,
+  overBudget,
+  overBudgetReason,
+} from "../platform/mod.ts";
+import { concat } from "../transport/mod.ts";
+import {
+  invokeUnary,
+  messageCostFactor,
+  requestFault,
+  type Routes,
+  type UnaryRoute,
+} from "./router.ts";
+
+/** Headers of the protocol, never copied from an error's metadata into the response. */
+const protocolHeaders = /^(content-type|content-length|content-encoding|accept-encoding|connect-)/i;
+
+/**
+ * The Connect protocol's answer for an error: its status, its JSON body and its metadata as
+ * headers. A refusal for memory is 503.
+ */
+export function connectErrorResponse(error: ConnectError, metadata?: [string, string][]): Response {
+  const headers: [string, string][] = [["content-type", "application/json"]];
+  if (metadata) headers.push(...metadata);
+  error.metadata.forEach((value, name) => {
+    if (!protocolHeaders.test(name)) headers.push([name, value]);
+  });
+  const status = hasReason(error, overBudgetReason) ? 503 : codeToHttpStatus(error.code);
+  return new Response(errorToJsonBytes(error, {}) as Uint8Array<ArrayBuffer>, { status, headers });
+}
+
+/** A fetch handler per request path, for the handlers of the Connect and gRPC-web protocols. */
+export function connectRoutes(
+  served: Routes,
+  options: { maxMessageBytes: number; budget: MemoryBudget },
+): Map<string, (req: Request) => Promise<Response>> {
+  const routes = new Map<string, (req: Request) => Promise<Response>>();
+  for (const h of served.handlers) {
+    const unary = served.unary.get(h.requestPath);
+    routes.set(h.requestPath, (req) => serveCall(h, unary, req, options));
+  }
+  return routes;
+}
+
+/**
+ * Answers a well-formed unary call through lib/rpc/router.ts's `invokeUnary` (see there why):
+ * a POST of one binary message, uncompressed, that parses, with a valid `connect-timeout-ms`.
+ * Anything else (JSON, GET, compression, a malformed message) returns undefined, for connect-es's
+ * handler to answer exactly as it answers it.
+ */
+async function answerUnary(
+  route: UnaryRoute,
+  req: Request,
+  chunks: Uint8Array[],
+): Promise<Response | undefined> {
+  const header = req.headers;
+  const encoding = header.get("content-encoding");
+  if (
+    req.method !== "POST" || header.get("content-type") !== "application/proto" ||
+    (encoding !== null && encoding !== "identity")
+  ) return undefined;
+  const timeout = parseTimeout(header.get("connect-timeout-ms"), Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return undefined;
+  const outcome = await invokeUnary(route, concat(chunks), {
+    protocolName: "connect",
+    url: req.url,
+    header,
+    timeoutMs: timeout.timeoutMs,
+    signal: req.signal,
+  });
+  if (outcome === undefined) return undefined;
+  const metadata: [string, string][] = [];
+  outcome.header.forEach((value, name) => metadata.push([name, value]));
+  outcome.trailer.forEach((value, name) => metadata.push([`trailer-${name}`, value]));
+  if (outcome.output === undefined) return connectErrorResponse(outcome.error!, metadata);
+  metadata.push(["content-type", "application/proto"]);
+  return new Response(outcome.output as Uint8Array<ArrayBuffer>, { headers: metadata });
+}
+
+/**
+ * Serves one call: its body read first, within the size limit and the budget, then handed to the
+ * universal handler as the chunks that arrived (connect-es joins them once, into a buffer of the
+ * declared length).
+ */
+async function serveCall(
+  handler: UniversalHandler,
+  unary: UnaryRoute | undefined,
+  req: Request,
+  options: { maxMessageBytes: number; budget: MemoryBudget },
+): Promise<Response> {
+  const lease = options.budget.take(0)!;
+  try {
+    let chunks: Uint8Array[];
+    try {
+      chunks = await readBounded(req, options.maxMessageBytes, lease);
+    } catch (e) {
+      return connectErrorResponse(
+        e instanceof ConnectError
+          ? e
+          // The client went away mid-body or broke the chunked framing: its fault, not INTERNAL.
+          : new ConnectError("the request body could not be read", Code.InvalidArgument),
+      );
+    }
+    if (unary) {
+      const answer = await answerUnary(unary, req, chunks);
+      if (answer) return answer;
+    }
+    const res = await handler({
+      httpVersion: "1.1",
+      method: req.method,
+      url: req.url,
+      header: req.headers,
+      body: createAsyncIterable(chunks),
+      signal: req.signal,
+    });
+    if (handler.method.methodKind !== "unary" && res.status === 200) {
+      return universalServerResponseToFetch(res);
+    }
+    // A unary answer is one small body: sent whole, with its length, not streamed chunked.
+    const body: Uint8Array | undefined = res.body === undefined || res.body instanceof Uint8Array
+      ? res.body
+      : await readAllBytes(res.body as AsyncIterable<Uint8Array>, Number.MAX_SAFE_INTEGER);
+    if (res.status === 500 && body !== undefined) {
+      const fault = parseFault(body);
+      if (fault) return connectErrorResponse(fault);
+    }
+    return new Response(body as Uint8Array<ArrayBuffer> | undefined, {
+      status: res.status,
+      headers: res.header ?? [],
+    });
+  } finally {
+    lease.release();
+  }
+}
+
+/** A request fault connect-es answered as INTERNAL (see lib/rpc/router.ts's `requestFault`). */
+function parseFault(body: Uint8Array): ConnectError | undefined {
+  try {
+    const { code, message } = JSON.parse(new TextDecoder().decode(body));
+    const known = typeof code === "string" ? codeFromString(code) : undefined;
+    return known === undefined ? undefined : requestFault(known, String(message ?? ""));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Reads a body into `lease`, refusing it as soon as it exceeds `max` bytes or the budget. */
+async function readBounded(req: Request, max: number, lease: Lease): Promise<Uint8Array[]> {
+  const declared = Number(req.headers.get("content-length") ?? 0);
+  if (declared > max) throw tooLarge(declared, max);
+  if (!lease.grow(declared * messageCostFactor)) throw overBudget();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let held = declared;
+  for await (const chunk of req.body ?? []) {
+    size += chunk.byteLength;
+    if (size > max) throw tooLarge(size, max);
+    if (size > held) {
+      if (!lease.grow((size - held) * messageCostFactor)) throw overBudget();
+      held = size;
+    }
+    chunks.push(chunk);
+  }
+  return chunks;
+}
+
+function tooLarge(size: number, max: number): ConnectError {
+  return new ConnectError(
+    `message size ${size} is larger than configured readMaxBytes ${max}`,
+    Code.ResourceExhausted,
+  );
+}

@@ -1,0 +1,421 @@
+/**
+ * gRPC on our HTTP/2 server (lib/transport): connect-es's universal handlers for the gRPC
+ * protocol, served to stock gRPC clients (grpc-js, grpcurl, C-core, any language). connect-es does
+ * the protocol (framing, deadlines, status trailers, error details, unary and streaming methods);
+ * this adapter maps an HTTP/2 stream onto a universal request and writes the universal response
+ * back, and adds what a public port needs beyond the protocol:
+ *
+ * - a request that is not gRPC (not POST, or not `application/grpc`) gets 415 with a body saying
+ *   what this port is (browsers, curl and h2spec expect a body), an unknown method UNIMPLEMENTED;
+ * - every request message's bytes are taken from the process's memory budget as soon as its length
+ *   prefix arrives, before its body is read (RESOURCE_EXHAUSTED with ErrorInfo
+ *   MEMORY_BUDGET_EXCEEDED when they do not fit);
+ * - `grpc-message` is percent-encoded as PROTOCOL-HTTP2.md says ({@link encodeGrpcMessage}), so
+ *   that every client reads exactly the message that was written;
+ * - an error the handler throws that is not a ConnectError is answered INTERNAL "internal error"
+ *   (connect-es's rule): its message never leaks.
+ *
+ * @module
+ */
+
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import {
+  createAsyncIterable,
+  type UniversalHandler,
+  type UniversalServerRequest,
+} from "@connectrpc/connect/protocol";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { createMemoryBudget, type Lease, type MemoryBudget, overBudget } from "../platform/mod.ts";
+import {
+  type H2Request,
+  type H2Response,
+  type H2Server,
+  type HeaderField,
+  serveH2,
+} from "../transport/mod.ts";
+import {
+  createRouter,
+  invokeUnary,
+  messageCostFactor,
+  requestFault,
+  type Routes,
+  type UnaryRoute,
+} from "./router.ts";
+
+/**
+ * What a byte of gRPC request message costs: one more than on the Connect port, because
+ * connect-es's envelope decoder copies each message once more out of the buffer this adapter
+ * hands it.
+ */
+const grpcCostFactor = messageCostFactor + 1;
+
+/** A service and the connect-es implementation serving it. */
+export interface GrpcServiceBinding {
+  /** The service descriptor. */
+  service: DescService;
+  /** Its handlers, keyed by method local name; missing methods answer UNIMPLEMENTED. */
+  impl: Partial<ServiceImpl<DescService>>;
+}
+
+/** Pairs a service with its (possibly partial) implementation, type-checking the handlers. */
+export function bindGrpc<S extends DescService>(
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+): GrpcServiceBinding {
+  return { service, impl: impl as Partial<ServiceImpl<DescService>> };
+}
+
+/** Options of {@link serveGrpc} and {@link serveGrpcRoutes}. */
+export interface GrpcServerOptions {
+  /** Port (0 = any free port). */
+  port: number;
+  /** Address (default 0.0.0.0). */
+  hostname?: string;
+  /** Largest request message accepted, in bytes (default 4 MiB). */
+  maxReceiveMessageBytes?: number;
+  /** The process's memory budget (default: unbounded). */
+  budget?: MemoryBudget;
+  /** Interceptors of every call, outermost first ({@link serveGrpc} only). */
+  interceptors?: Interceptor[];
+  /** Reports connection-level failures. */
+  onError?: (error: unknown) => void;
+}
+
+/** A running gRPC server. */
+export interface GrpcServer {
+  /** The bound port. */
+  port: number;
+  /** Stops accepting calls and lets calls in flight finish, for at most `graceMs`. */
+  close(graceMs: number): Promise<void>;
+}
+
+/** Serves the bindings through a connect-es router of their own (for tests and small servers). */
+export function serveGrpc(bindings: GrpcServiceBinding[], options: GrpcServerOptions): GrpcServer {
+  const router = createRouter(bindings, {
+    interceptors: options.interceptors ?? [],
+    maxMessageBytes: options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
+  });
+  return serveGrpcRoutes(router, options);
+}
+
+/** Serves the gRPC protocol of connect-es routes on our HTTP/2 server. */
+export function serveGrpcRoutes(served: Routes, options: GrpcServerOptions): GrpcServer {
+  const routes = new Map<string, UniversalHandler>();
+  for (const h of served.handlers) {
+    if (h.protocolNames.includes("grpc")) routes.set(h.requestPath, h);
+  }
+  const budget = options.budget ?? createMemoryBudget(Number.MAX_SAFE_INTEGER);
+  const maxBytes = options.maxReceiveMessageBytes ?? 4 * 1024 * 1024;
+  const server: H2Server = serveH2({
+    port: options.port,
+    hostname: options.hostname ?? "0.0.0.0",
+    handler: (req, res) => handle(routes, served.unary, budget, maxBytes, req, res),
+    budget,
+    ...(options.onError ? { onError: options.onError } : {}),
+  });
+  return { port: server.port, close: (graceMs) => server.close(graceMs) };
+}
+
+/** What `grpc-message` must percent-encode; see {@link encodeGrpcMessage}. */
+const unsafeInGrpcMessage = /[^\x20-\x24\x26-\x7e]|^ | $/gu;
+const utf8 = new TextEncoder();
+
+/**
+ * Percent-encodes a status message for `grpc-message` as gRPC's PROTOCOL-HTTP2.md specifies: the
+ * UTF-8 bytes outside 0x20-0x7E, and `%` itself, become `%XX` (upper-case hex); every other
+ * character is sent as it is. A space at either end is encoded too (HTTP/2 field values must not
+ * begin or end with whitespace, and peers may strip it). Lone surrogates become U+FFFD.
+ *
+ * connect-es encodes with `encodeURIComponent`, which the grammar allows but which also encodes
+ * space and `;/?:@&=+$,#`; @grpc/grpc-js decodes with `decodeURI`, which leaves the escapes of
+ * `;/?:@&=+$,#` as they are, so its users would read `%3A` for `:`. With only the bytes the spec
+ * requires encoded, every decoder in use returns the message as written: grpc-js's `decodeURI`,
+ * connect-es's `decodeURIComponent`, C-core's and Go's percent-decoding.
+ */
+export function encodeGrpcMessage(message: string): string {
+  return message.replace(unsafeInGrpcMessage, (ch) => {
+    let out = "";
+    for (const byte of utf8.encode(ch.toWellFormed())) {
+      out += `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    }
+    return out;
+  });
+}
+
+const grpcContentType = /^application\/grpc(\+proto)?(;.*)?$/i;
+const notGrpc = new TextEncoder().encode(
+  "This is a gRPC server: requests are POST with content-type application/grpc.\n",
+);
+const baseHeaders: readonly HeaderField[] = [
+  [":status", "200"],
+  ["content-type", "application/grpc"],
+  ["grpc-accept-encoding", "identity"],
+];
+
+function decodeMessage(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+/** The fields of a Headers object, with `grpc-message` re-encoded the spec's way. */
+function fields(headers: Headers | undefined, out: HeaderField[]): HeaderField[] {
+  headers?.forEach((value, name) => {
+    if (name === "content-type" || name === "grpc-accept-encoding") return;
+    if (name === "grpc-message") {
+      const text = decodeMessage(value);
+      if (text !== "") out.push([name, encodeGrpcMessage(text)]);
+      return;
+    }
+    out.push([name, value]);
+  });
+  return out;
+}
+
+/** A status sent as trailers-only, before anything reached the handler. */
+function trailersOnly(res: H2Response, req: H2Request, error: ConnectError): void {
+  res.headers(fields(setTrailerStatus(new Headers(), error), [...baseHeaders]), true);
+  drain(req);
+}
+
+async function handle(
+  routes: Map<string, UniversalHandler>,
+  unary: Map<string, UnaryRoute>,
+  budget: MemoryBudget,
+  maxBytes: number,
+  req: H2Request,
+  res: H2Response,
+): Promise<void> {
+  let path = "";
+  let method = "";
+  let contentType = "";
+  const header = new Headers();
+  try {
+    for (const [name, value] of req.headers) {
+      if (name === ":path") path = value;
+      else if (name === ":method") method = value;
+      else if (name.startsWith(":")) continue;
+      else {
+        if (name === "content-type") contentType = value;
+        // Binary metadata is not read by any handler here; its base64 is not validated.
+        if (!name.endsWith("-bin")) header.append(name, value);
+      }
+    }
+  } catch {
+    return trailersOnly(res, req, new ConnectError("malformed metadata", Code.InvalidArgument));
+  }
+  if (method !== "POST" || !grpcContentType.test(contentType)) {
+    res.headers([[":status", "415"], ["content-type", "text/plain"]]);
+    void res.data(notGrpc, true);
+    drain(req);
+    return;
+  }
+  const handler = routes.get(path);
+  if (!handler) {
+    return trailersOnly(
+      res,
+      req,
+      new ConnectError(`${path.slice(1).replace("/", ".")} is not implemented`, Code.Unimplemented),
+    );
+  }
+  const lease = budget.take(0)!;
+  let onCancel: (() => void) | undefined;
+  try {
+    let body: AsyncIterable<Uint8Array> = budgeted(
+      req.body,
+      handler.method.methodKind,
+      maxBytes,
+      lease,
+      budget,
+    );
+    const route = unary.get(path);
+    if (route) {
+      const messages: Uint8Array[] = [];
+      for await (const message of body) messages.push(message);
+      if (await answerUnary(route, messages, maxBytes, header, path, req.signal, res)) return;
+      body = createAsyncIterable(messages);
+    }
+    // The stream's reset by the client or a lost connection: CANCELED for the handler (connect-es
+    // passes the signal's reason on as it is, and a handler tells a cancel by its code).
+    const cancel = new AbortController();
+    onCancel = () => cancel.abort(cancelled);
+    req.signal.addEventListener("abort", onCancel, { once: true });
+    const ureq: UniversalServerRequest = {
+      httpVersion: "2.0",
+      method,
+      url: path,
+      header,
+      body,
+      signal: cancel.signal,
+    };
+    const ures = await handler(ureq);
+    const out: HeaderField[] = [[":status", String(ures.status)]];
+    if (ures.status !== 200) {
+      res.headers(out, true);
+      drain(req);
+      return;
+    }
+    let headersSent = false;
+    const responseHeaders = ures.header instanceof Headers ? ures.header : new Headers(ures.header);
+    const responseBody = ures.body;
+    if (responseBody instanceof Uint8Array) throw new Error("a gRPC response body is a stream");
+    if (responseBody) {
+      for await (const chunk of responseBody) {
+        if (!headersSent) {
+          headersSent = true;
+          res.headers(fields(responseHeaders, [...baseHeaders]));
+        }
+        // Not awaited when queued at once, so the trailers below leave in the same write.
+        const pending = res.data(chunk);
+        if (pending) await pending;
+      }
+    }
+    const trailer = ures.trailer instanceof Headers ? ures.trailer : new Headers(ures.trailer);
+    const status = trailer.get("grpc-status");
+    if (status !== null && status !== "0") {
+      const error = requestFault(Number(status), decodeMessage(trailer.get("grpc-message") ?? ""));
+      if (error) setTrailerStatus(trailer, error);
+    }
+    if (headersSent) res.trailers(fields(trailer, []));
+    else res.headers(fields(trailer, fields(responseHeaders, [...baseHeaders])), true);
+  } catch (error) {
+    const err = error instanceof ConnectError
+      ? error
+      : new ConnectError("internal error", Code.Internal);
+    trailersOnly(res, req, err);
+  } finally {
+    if (onCancel) req.signal.removeEventListener("abort", onCancel);
+    lease.release();
+  }
+}
+
+/** What a call's signal aborts with when its stream goes away (one instance: no stack each time). */
+const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
+
+/**
+ * Answers a well-formed unary call through {@link invokeUnary} (see there why): one uncompressed
+ * message of at most `maxBytes`, complete, that parses, and a valid `grpc-timeout`. Anything else
+ * returns false, unanswered, for connect-es's gRPC handler to answer exactly as it answers it.
+ */
+async function answerUnary(
+  route: UnaryRoute,
+  messages: Uint8Array[],
+  maxBytes: number,
+  header: Headers,
+  url: string,
+  signal: AbortSignal,
+  res: H2Response,
+): Promise<boolean> {
+  const envelope = messages.length === 1 ? messages[0]! : undefined;
+  if (envelope === undefined || envelope.length < 5 || envelope[0] !== 0) return false;
+  const length = new DataView(envelope.buffer, envelope.byteOffset, 5).getUint32(1);
+  if (length !== envelope.length - 5 || length > maxBytes) return false;
+  const timeout = parseTimeout(header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return false;
+  const outcome = await invokeUnary(route, envelope.subarray(5), {
+    protocolName: "grpc",
+    url,
+    header,
+    timeoutMs: timeout.timeoutMs,
+    signal,
+  });
+  if (outcome === undefined) return false;
+  const { output, trailer } = outcome;
+  if (output === undefined) {
+    setTrailerStatus(trailer, outcome.error);
+    res.headers(fields(trailer, fields(outcome.header, [...baseHeaders])), true);
+    return true;
+  }
+  const data = new Uint8Array(5 + output.length);
+  new DataView(data.buffer).setUint32(1, output.length);
+  data.set(output, 5);
+  res.headers(fields(outcome.header, [...baseHeaders]));
+  // Not awaited when queued at once, so the trailers leave in the same write.
+  const pending = res.data(data);
+  if (pending) await pending;
+  trailer.set("grpc-status", "0");
+  res.trailers(fields(trailer, []));
+  return true;
+}
+
+/**
+ * The request body as whole messages: each one's cost is taken from the budget as soon as its
+ * 5-byte length prefix has arrived (one over `maxBytes` is left to connect-es, which refuses it at
+ * its prefix), and its bytes go straight into one buffer of its size, handed on once complete. So
+ * the HTTP/2 server's read buffers are never held by a message in transit, and no list of chunks
+ * is kept beside the joined copy. For a stream of messages (client and bidi streaming), a
+ * message's share is given back when the next one's prefix arrives.
+ */
+async function* budgeted(
+  body: AsyncIterable<Uint8Array>,
+  kind: string,
+  maxBytes: number,
+  lease: Lease,
+  budget: MemoryBudget,
+): AsyncGenerator<Uint8Array> {
+  const streaming = kind === "client_streaming" || kind === "bidi_streaming";
+  let current: Lease | undefined;
+  const prefix = new Uint8Array(5);
+  let prefixSize = 0;
+  let message: Uint8Array | undefined; // prefix and body of the message being received
+  let filled = 0;
+  try {
+    for await (const chunk of body) {
+      let offset = 0;
+      while (offset < chunk.length) {
+        if (message === undefined) {
+          const take = Math.min(5 - prefixSize, chunk.length - offset);
+          prefix.set(chunk.subarray(offset, offset + take), prefixSize);
+          prefixSize += take;
+          offset += take;
+          if (prefixSize < 5) break;
+          prefixSize = 0;
+          // No compression is negotiated (we accept `identity` only): a compressed message
+          // cannot be.
+          if (prefix[0]! & 1) {
+            throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+          }
+          const length = new DataView(prefix.buffer).getUint32(1);
+          if (length > maxBytes) {
+            // connect-es refuses it at its prefix, without reading its body.
+            yield prefix.slice();
+            return;
+          }
+          const cost = length * grpcCostFactor;
+          if (streaming) {
+            current?.release();
+            current = budget.take(cost);
+            if (!current) throw overBudget();
+          } else if (!lease.grow(cost)) throw overBudget();
+          message = new Uint8Array(5 + length);
+          message.set(prefix);
+          filled = 5;
+        }
+        const take = Math.min(message.length - filled, chunk.length - offset);
+        message.set(chunk.subarray(offset, offset + take), filled);
+        filled += take;
+        offset += take;
+        if (filled === message.length) {
+          const whole = message;
+          message = undefined;
+          yield whole;
+        }
+      }
+    }
+    // A cut-short message is handed on as far as it came: connect-es calls it incomplete.
+    if (message !== undefined) yield message.subarray(0, filled);
+    else if (prefixSize > 0) yield prefix.slice(0, prefixSize);
+  } finally {
+    current?.release();
+  }
+}
+
+/** Reads and discards what is left of a request body. */
+function drain(req: H2Request): void {
+  (async () => {
+    for await (const _ of req.body) { /* discard */ }
+  })().catch(() => {});
+}

@@ -1,0 +1,237 @@
+/**
+ * A process's services as connect-es routers: one implementation and one interceptor list, turned
+ * into the universal handlers that lib/rpc/grpc_server.ts serves on the gRPC port and
+ * lib/rpc/connect_server.ts on the Connect port.
+ *
+ * @module
+ */
+
+import { type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type ContextValues,
+  createConnectRouter,
+  createContextKey,
+  createContextValues,
+  createServiceImplSpec,
+  type HandlerContext,
+  type Interceptor,
+  type MethodImplSpec,
+  type ServiceImpl,
+} from "@connectrpc/connect";
+import {
+  createMethodUrl,
+  invokeUnaryImplementation,
+  type UniversalHandler,
+} from "@connectrpc/connect/protocol";
+
+const answerKey = createContextKey<unknown>(undefined, { description: "answer" });
+
+/**
+ * Answers a unary call from an interceptor without running its handler, while the response still
+ * goes through the protocol's own headers and trailers (an interceptor that returned a response of
+ * its own would replace them): the interceptor sets the answer, then calls `next`. Used for
+ * replayed idempotent outcomes.
+ */
+export function answerWith(values: ContextValues, message: unknown): void {
+  values.set(answerKey, message);
+}
+
+type UnaryFn = (req: unknown, ctx: HandlerContext) => unknown;
+
+/** The implementation with each unary handler skipped when an interceptor has answered. */
+function answerable(impl: Partial<ServiceImpl<DescService>>, service: DescService) {
+  const out: Record<string, unknown> = { ...impl };
+  for (const method of service.methods) {
+    const fn = (impl as Record<string, UnaryFn | undefined>)[method.localName];
+    if (method.methodKind !== "unary" || !fn) continue;
+    out[method.localName] = (req: unknown, ctx: HandlerContext) => {
+      const answer = ctx.values.get(answerKey);
+      return answer === undefined ? fn.call(impl, req, ctx) : answer;
+    };
+  }
+  return out as Partial<ServiceImpl<DescService>>;
+}
+
+/**
+ * What a byte of request message costs a service while the call is served: the bytes and the
+ * decoded message are alive together, and the handler copies fields into its queries.
+ */
+export const messageCostFactor = 3;
+
+/**
+ * connect-es answers a request message that does not parse as INTERNAL ("parse binary: ...", its
+ * serialization serves requests and responses alike); a request that does not parse is the
+ * caller's fault, INVALID_ARGUMENT, as everything else a caller gets wrong. Returns the error to
+ * answer instead, or undefined when the status stands.
+ */
+export function requestFault(code: Code, message: string): ConnectError | undefined {
+  if (code !== Code.Internal || !/^parse (binary|json): /.test(message)) return undefined;
+  return new ConnectError(message, Code.InvalidArgument);
+}
+
+/** A service and its implementation. */
+export interface Binding {
+  /** The service descriptor. */
+  service: DescService;
+  /** Its handlers (missing ones answer UNIMPLEMENTED). */
+  impl: Partial<ServiceImpl<DescService>>;
+}
+
+/** Binds an implementation to its service, keeping the types checked. */
+export function bind<S extends DescService>(service: S, impl: ServiceImpl<S>): Binding {
+  return { service, impl: impl as unknown as Partial<ServiceImpl<DescService>> };
+}
+
+/** Options of {@link createRouter}. */
+export interface RouterOptions {
+  /** Every call's interceptors, outermost first. */
+  interceptors: Interceptor[];
+  /** Largest request message accepted, in bytes. */
+  maxMessageBytes: number;
+  /**
+   * `grpc` for the HTTP/2 port; `http` (Connect and gRPC-web) for `Deno.serve`, which cannot send
+   * the HTTP trailers gRPC needs.
+   */
+  protocols?: "grpc" | "http";
+}
+
+/** A unary method as connect-es invokes it: its implementation and the interceptors around it. */
+export interface UnaryRoute {
+  /** The method and its implementation (connect-es's spec). */
+  spec: Extract<MethodImplSpec, { kind: "unary" }>;
+  /** The interceptors of its router, outermost first. */
+  interceptors: Interceptor[];
+}
+
+/**
+ * What a server serves: connect-es's universal handlers, one per method and protocol, and the
+ * unary methods by request path, for a server that invokes a well-formed unary call without the
+ * streaming pipeline (lib/rpc/grpc_server.ts).
+ */
+export interface Routes {
+  /** connect-es's universal handlers. */
+  handlers: UniversalHandler[];
+  /** The unary methods, by request path (`/package.Service/Method`). */
+  unary: Map<string, UnaryRoute>;
+}
+
+/** Registers the bindings on a connect-es router with the interceptors. */
+export function createRouter(bindings: readonly Binding[], options: RouterOptions): Routes {
+  const grpc = (options.protocols ?? "grpc") === "grpc";
+  const router: ConnectRouter = createConnectRouter({
+    grpc,
+    connect: !grpc,
+    grpcWeb: !grpc,
+    interceptors: options.interceptors,
+    readMaxBytes: options.maxMessageBytes,
+  });
+  const unary = new Map<string, UnaryRoute>();
+  for (const b of bindings) {
+    const impl = answerable(b.impl, b.service);
+    router.service(b.service, impl);
+    for (const spec of Object.values(createServiceImplSpec(b.service, impl).methods)) {
+      if (spec.kind !== "unary") continue;
+      unary.set(createMethodUrl("/", spec.method), { spec, interceptors: options.interceptors });
+    }
+  }
+  return { handlers: router.handlers, unary };
+}
+
+/** A unary call as a server adapter received it. */
+export interface UnaryCall {
+  /** `grpc` or `connect`, for the handler context. */
+  protocolName: string;
+  /** The request URL (or path). */
+  url: string;
+  /** The request metadata, as received (not copied). */
+  header: Headers;
+  /** The caller's timeout, if it sent one. */
+  timeoutMs: number | undefined;
+  /** Aborts when the caller goes away. */
+  signal: AbortSignal;
+}
+
+/** What a unary call answered: the response metadata and the message or the error. */
+export interface UnaryOutcome {
+  /** Response headers the interceptors and the handler set. */
+  header: Headers;
+  /** Response trailers the interceptors and the handler set. */
+  trailer: Headers;
+  /** The response message, serialized, when the call succeeded. */
+  output?: Uint8Array;
+  /** The error, when it failed (one that is not a ConnectError becomes INTERNAL). */
+  error?: ConnectError;
+}
+
+const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
+const deadlineExceeded = new ConnectError("the operation timed out", Code.DeadlineExceeded);
+
+/**
+ * Invokes a well-formed unary call as connect-es's handlers invoke it (its interceptors, its
+ * `invokeUnaryImplementation`, errors that are not ConnectErrors become INTERNAL "internal error")
+ * but without the rest of their per-call machinery, which the services' CPU profiles under load
+ * showed to be most of an RPC's cost: the gRPC handler's pipeline of async generators that split,
+ * parse, serialize and join one message, and in both protocols three AbortControllers, three
+ * Headers copies and an aborted signal's DOMException per call. The context's signal aborts when
+ * the caller goes away (CANCELED) or at the deadline (DEADLINE_EXCEEDED).
+ *
+ * Returns undefined, having run nothing, when the request message does not parse: the adapter
+ * then hands the call to connect-es's handler, which answers it as it answers every malformed call.
+ */
+export async function invokeUnary(
+  route: UnaryRoute,
+  message: Uint8Array,
+  call: UnaryCall,
+): Promise<UnaryOutcome | undefined> {
+  const { spec, interceptors } = route;
+  let input;
+  try {
+    input = fromBinary(spec.method.input, message);
+  } catch {
+    return undefined;
+  }
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(cancelled);
+  if (call.signal.aborted) onAbort();
+  else call.signal.addEventListener("abort", onAbort, { once: true });
+  const { timeoutMs } = call;
+  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const timer = timeoutMs === undefined
+    ? undefined
+    : setTimeout(() => controller.abort(deadlineExceeded), timeoutMs);
+  const context: HandlerContext = {
+    method: spec.method,
+    service: spec.method.parent,
+    requestMethod: "POST",
+    protocolName: call.protocolName,
+    url: call.url,
+    signal: controller.signal,
+    timeoutMs: () => deadline === undefined ? undefined : deadline - Date.now(),
+    requestHeader: call.header,
+    responseHeader: new Headers(),
+    responseTrailer: new Headers(),
+    values: createContextValues(),
+  };
+  try {
+    const output = await invokeUnaryImplementation(spec, context, input, interceptors);
+    return {
+      header: context.responseHeader,
+      trailer: context.responseTrailer,
+      output: toBinary(spec.method.output, output),
+    };
+  } catch (error) {
+    return {
+      header: context.responseHeader,
+      trailer: context.responseTrailer,
+      error: error instanceof ConnectError
+        ? error
+        : new ConnectError("internal error", Code.Internal, undefined, undefined, error),
+    };
+  } finally {
+    clearTimeout(timer);
+    call.signal.removeEventListener("abort", onAbort);
+  }
+}

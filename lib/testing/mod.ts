@@ -1,0 +1,41 @@
+/**
+ * Helpers for the tests only (not shipped in the image): throwaway databases, the real stack as
+ * processes, stock gRPC clients, hostile loads, fault-injecting proxies.
+ *
+ * @module
+ */
+
+export {
+  flood,
+  type FloodResult,
+  grpcFrame,
+  halfOpen,
+  httpFlood,
+  keepProbing,
+  type RssPeak,
+  watchRss,
+} from "./attacks.ts";
+export { createTestDatabase, databaseProblem } from "./database.ts";
+export {
+  type GrpcChannel,
+  grpcChannel,
+  grpcChurn,
+  type GrpcFailure,
+  grpcFailure,
+  GrpcMetadata,
+  type GrpcTestClient,
+  grpcTestClient,
+  type RawCall,
+} from "./grpc_client.ts";
+export {
+  assertStackAlive,
+  dbDigest,
+  isRunning,
+  openDatabase,
+  overLimits,
+  serverFaults,
+} from "./hostile.ts";
+export { httpClient, type HttpResult, status, until } from "./http.ts";
+export { type HttpFloodResult } from "./http_flood.ts";
+export { freePort, type Proc, spawn, type Stack, startStack, waitReady } from "./stack.ts";
+export { startTcpProxy } from "./tcp_proxy.ts";

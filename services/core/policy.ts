@@ -1,0 +1,41 @@
+/**
+ * Who may call each CoreService method: the one table the authorization interceptor (lib/policy)
+ * checks before idempotency and the handler. The core area's only tenancy is the token's `space`
+ * claim: every method needs one (PERMISSION_DENIED without), and every query is scoped to it, so a
+ * caller never sees or changes another space's roles, journeys or units.
+ *
+ * @module
+ */
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
+import type { Policy, Rule } from "../../lib/policy/mod.ts";
+
+/** Callers whose token names a space. */
+const inSpace: Rule = (_req, caller) => {
+  if (caller.space === undefined) {
+    throw new ConnectError(
+      "The token has no space claim; the core area needs one",
+      Code.PermissionDenied,
+    );
+  }
+};
+
+/** The service's policy. */
+export const corePolicy: Policy<typeof CoreService> = {
+  createRole: inSpace,
+  getRole: inSpace,
+  listRoles: inSpace,
+  updateRole: inSpace,
+  deleteRole: inSpace,
+  createJourney: inSpace,
+  getJourney: inSpace,
+  listJourneys: inSpace,
+  updateJourney: inSpace,
+  deleteJourney: inSpace,
+  createUnit: inSpace,
+  getUnit: inSpace,
+  listUnits: inSpace,
+  updateUnit: inSpace,
+  deleteUnit: inSpace,
+};

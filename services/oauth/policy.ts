@@ -1,0 +1,71 @@
+/**
+ * Who may call each OAuthRegistryService method: the one table the authorization interceptor
+ * (lib/policy) checks before idempotency and the handler, so a replayed create is authorized
+ * exactly as a first one.
+ *
+ * - Project resources (config, clients, secrets): callers that administer the project (the token's
+ *   `projects` claim lists it, or `*`).
+ * - VerifyClientSecret: any caller; the handler answers only about clients of projects the caller
+ *   administers, and answers unknown and out-of-reach clients alike (PERMISSION_DENIED naming no
+ *   project), so the answer never tells that an id exists elsewhere. It has no idempotency key and
+ *   so no replay path.
+ * - ConsentInstallation: any caller, unless the project's audience is `internal`: then only its own
+ *   users (PERMISSION_DENIED). The rule reads the project's config (NOT_FOUND without one) and
+ *   hands it to the handler.
+ * - Installations: any caller; every query is scoped to the caller's account.
+ *
+ * @module
+ */
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  ConsentInstallationRequestSchema,
+  type OAuthRegistryService,
+} from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import {
+  administers,
+  authenticated,
+  type Policy,
+  projectAdmin,
+  type Rule,
+} from "../../lib/policy/mod.ts";
+import { validate } from "../../lib/resource/mod.ts";
+import type { ConfigRepository } from "./repository/configs.ts";
+import { consentConfigKey, noConfig } from "./service.ts";
+import { consentSchema } from "./validation.ts";
+
+/** The service's policy; `configs` is read by the consent rule. */
+export function createOAuthPolicy(
+  configs: ConfigRepository,
+): Policy<typeof OAuthRegistryService> {
+  const audience: Rule<{ projectId: string; scopes: string[] }> = async (req, caller, values) => {
+    // The request's syntax first, as every other method checks it before looking anything up.
+    const { projectId } = validate(consentSchema, ConsentInstallationRequestSchema, req as never);
+    const config = await configs.get(projectId);
+    if (!config) throw noConfig(projectId);
+    if (config.audience === "internal" && !administers(caller, projectId)) {
+      throw new ConnectError(
+        `Project ${projectId} accepts consent only from its own users (audience internal)`,
+        Code.PermissionDenied,
+      );
+    }
+    values.set(consentConfigKey, config);
+  };
+  return {
+    getOAuthConfig: projectAdmin,
+    updateOAuthConfig: projectAdmin,
+    createClient: projectAdmin,
+    getClient: projectAdmin,
+    listClients: projectAdmin,
+    updateClient: projectAdmin,
+    deleteClient: projectAdmin,
+    createClientSecret: projectAdmin,
+    listClientSecrets: projectAdmin,
+    deleteClientSecret: projectAdmin,
+    verifyClientSecret: authenticated,
+    consentInstallation: audience,
+    getInstallation: authenticated,
+    listInstallations: authenticated,
+    revokeInstallation: authenticated,
+  };
+}
