@@ -99,6 +99,26 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     budget,
   });
   let draining = false;
+  // One label set per method, route and status, made once: prom-client hashes a label object on
+  // every update otherwise.
+  const seriesByKey = new Map<string, { observe: (seconds: number) => void }>();
+  const series = (method: string, route: string, status: number) => {
+    const key = `${method} ${route} ${status}`;
+    let found = seriesByKey.get(key);
+    if (found === undefined) {
+      const labels = { method, route, status: String(status) };
+      const count = metrics.requests.labels(labels);
+      const time = metrics.requestSeconds.labels(labels);
+      found = {
+        observe: (seconds) => {
+          count.inc();
+          time.observe(seconds);
+        },
+      };
+      seriesByKey.set(key, found);
+    }
+    return found;
+  };
 
   async function ready(): Promise<boolean> {
     if (draining) return false;
@@ -170,10 +190,8 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     const { response, route: template } = result;
     response.headers.set("x-request-id", requestId);
     const seconds = (performance.now() - started) / 1000;
-    const labels = { method: req.method, route: template, status: String(response.status) };
-    metrics.requests.inc(labels);
-    metrics.requestSeconds.observe(labels, seconds);
-    if (template.startsWith("/v1/") || template === "unmatched") {
+    series(req.method, template, response.status).observe(seconds);
+    if ((template.startsWith("/v1/") || template === "unmatched") && log.enabled("info")) {
       log.info("request", {
         method: req.method,
         route: template,
