@@ -13,7 +13,13 @@
 
 import { create, type DescField, type DescService, type Message } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import {
+  type CallOptions,
+  Code,
+  ConnectError,
+  createClient,
+  type Transport,
+} from "@connectrpc/connect";
 import type { TokenVerifier } from "../lib/policy/mod.ts";
 import { type Lease, type MemoryBudget, overBudgetRetrySeconds } from "../lib/platform/mod.ts";
 import { concat } from "../lib/transport/mod.ts";
@@ -228,6 +234,12 @@ async function buildRequest(
   return input;
 }
 
+/** A unary method of a connect-es client. */
+type UnaryFn = (input: Message, options: CallOptions) => Promise<Message>;
+
+/** The response headers of a call that sent none (never written to). */
+const noHeaders = new Headers();
+
 /** Correlation headers the gateway forwards to the services. */
 export interface Correlation {
   /** The request id (`x-request-id`). */
@@ -250,9 +262,15 @@ export function createTranscoder(
 ): (req: Request, url: URL, correlation: Correlation) => Promise<Transcoded> {
   const maxBodyBytes = options.maxBodyBytes ?? defaultMaxBodyBytes;
   const timeoutMs = options.rpcTimeoutMs ?? 10_000;
-  const transports = new Map<DescService, Transport>();
-  for (const b of options.backends) for (const s of b.services) transports.set(s, b.transport);
-  const routes = buildRoutes([...transports.keys()]);
+  // One connect-es client per service, called by method name (the routes are built from the
+  // same descriptors, so every route's method is on its service's client).
+  const clients = new Map<DescService, Record<string, UnaryFn>>();
+  for (const b of options.backends) {
+    for (const s of b.services) {
+      clients.set(s, createClient(s, b.transport) as unknown as Record<string, UnaryFn>);
+    }
+  }
+  const routes = buildRoutes([...clients.keys()]);
 
   return async (req, url, correlation) => {
     const match = matchRoute(routes, req.method, url.pathname);
@@ -304,28 +322,27 @@ export function createTranscoder(
       };
       const key = req.headers.get(keyHeader);
       if (key !== null) header[keyHeader] = key;
-      const response = await transports.get(route.service)!.unary(
-        route.method,
-        undefined,
+      let responseHeader = noHeaders;
+      const message = await clients.get(route.service)![route.method.localName]!(input, {
         timeoutMs,
-        header,
-        input,
-      );
+        headers: header,
+        onHeader: (h) => responseHeader = h,
+      });
       // The answer is held again while it becomes JSON: its bytes are taken too.
-      if (!lease.grow((wireSizes.get(response.message) ?? 0) * bodyCostFactor)) {
+      if (!lease.grow((wireSizes.get(message) ?? 0) * bodyCostFactor)) {
         throw overBudget();
       }
       if (route.httpMethod === "DELETE") return new Response(null, { status: 204 });
       const out = route.responseBody
-        ? (response.message as Record<string, unknown>)[route.responseBody.localName] as Message
-        : response.message;
+        ? (message as Record<string, unknown>)[route.responseBody.localName] as Message
+        : message;
       const schema = route.responseBody ? route.responseBody.message! : route.method.output;
       if (out === undefined) {
         throw new ConnectError(`${route.method.name} returned no ${bodyField}`, Code.Internal);
       }
       return Response.json(encodeMessage(schema, out), {
         status: route.httpMethod === "POST" ? 201 : 200,
-        headers: replayed(response.header),
+        headers: replayed(responseHeader),
       });
     } catch (error) {
       if (error instanceof HttpError) {
