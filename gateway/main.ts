@@ -77,6 +77,16 @@ export interface RunningGateway {
   shutdown(graceMs: number): Promise<void>;
 }
 
+const knownMethods = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+/**
+ * The `method` label: HTTP allows any token as a method, and each distinct one would be a new
+ * series kept for the life of the process.
+ */
+function methodLabel(method: string): string {
+  return knownMethods.has(method) ? method : "other";
+}
+
 /** Starts the gateway. */
 export function startGateway(config: GatewayConfig): RunningGateway {
   const log = createLogger("gateway", config.LOG_LEVEL);
@@ -190,7 +200,7 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     const { response, route: template } = result;
     response.headers.set("x-request-id", requestId);
     const seconds = (performance.now() - started) / 1000;
-    series(req.method, template, response.status).observe(seconds);
+    series(methodLabel(req.method), template, response.status).observe(seconds);
     if ((template.startsWith("/v1/") || template === "unmatched") && log.enabled("info")) {
       log.info("request", {
         method: req.method,

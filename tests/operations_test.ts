@@ -69,7 +69,18 @@ Deno.test("every component serves Prometheus metrics", async () => {
     const token = await stack.token({ sub: "u", projects: ["m"], space: "s" });
     await api("GET", "/v1/projects/m/config", { token });
     await api("GET", "/v1/core/roles", { token });
+    // Any token is an HTTP method; one a client makes up must not become a series of its own.
+    for (const method of ["FROB1", "FROB2"]) {
+      const res = await fetch(`${stack.gatewayUrl}/v1/nothing`, { method });
+      assert.equal(res.status, 404);
+      await res.body?.cancel();
+    }
     const gateway = await (await fetch(`${stack.gatewayUrl}/metrics`)).text();
+    assert.doesNotMatch(gateway, /FROB/);
+    assert.match(
+      gateway,
+      /http_requests_total\{[^}]*method="other"[^}]*route="unmatched"[^}]*\} 2/,
+    );
     assert.match(
       gateway,
       /http_requests_total\{[^}]*route="\/v1\/projects\/\{project_id\}\/config"[^}]*status="404"/,
