@@ -8,5 +8,5 @@
 
 export { bindGrpc, encodeGrpcMessage, serveGrpc } from "./grpc_server.ts";
 export { availability, deadline, logging, metering, tracing } from "./interceptors.ts";
-export { answerWith, bind, type Binding, messageCostFactor } from "./router.ts";
+export { answerWith, bind, type Binding, messageCostFactor, register } from "./router.ts";
 export { type RunningServer, serve } from "./server.ts";

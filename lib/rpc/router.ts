@@ -129,15 +129,29 @@ export function createRouter(bindings: readonly Binding[], options: RouterOption
     readMaxBytes: options.maxMessageBytes,
   });
   const unary = new Map<string, UnaryRoute>();
-  for (const b of bindings) {
-    const impl = answerable(b.impl, b.service);
-    router.service(b.service, impl);
-    for (const spec of Object.values(createServiceImplSpec(b.service, impl).methods)) {
+  for (const [service, impl] of register(router, bindings)) {
+    for (const spec of Object.values(createServiceImplSpec(service, impl).methods)) {
       if (spec.kind !== "unary") continue;
       unary.set(createMethodUrl("/", spec.method), { spec, interceptors: options.interceptors });
     }
   }
   return { handlers: router.handlers, unary };
+}
+
+/**
+ * Registers the bindings on a connect-es router, each unary handler skipped when an interceptor
+ * has answered the call ({@link answerWith}); returns the implementations as registered. Also the
+ * way to serve the bindings through connect-es's `createRouterTransport` (fast in-process tests).
+ */
+export function register(
+  router: ConnectRouter,
+  bindings: readonly Binding[],
+): [DescService, Partial<ServiceImpl<DescService>>][] {
+  return bindings.map((b) => {
+    const impl = answerable(b.impl, b.service);
+    router.service(b.service, impl);
+    return [b.service, impl];
+  });
 }
 
 /** A unary call as a server adapter received it. */

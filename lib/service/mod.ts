@@ -9,6 +9,7 @@ export {
   defineService,
   readServiceConfig,
   runService,
+  type ServiceDefinition,
   type ServiceDeps,
   startService,
 } from "./service.ts";

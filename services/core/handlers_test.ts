@@ -1,0 +1,109 @@
+/**
+ * The core service's handlers and policy through its real interceptor list, in this process
+ * (connect-es's router transport; lib/testing/in_process.ts): seconds, no listener. The wire and
+ * the processes are tested by tests/core_grpc_test.ts and tests/core_http_test.ts.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
+import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
+import { serveInProcess } from "../../lib/testing/mod.ts";
+import { coreService } from "./main.ts";
+
+async function failure(call: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await call;
+  } catch (error) {
+    if (error instanceof ConnectError) return error;
+    throw error;
+  }
+  assert.fail("the call succeeded");
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+Deno.test("core handlers, in process, through the real interceptors", async (t) => {
+  const service = await serveInProcess(coreService);
+  const api = createClient(CoreService, service.transport);
+  const ann = bearer(await service.token({ sub: "ann", space: "s1" }));
+  const bob = bearer(await service.token({ sub: "bob", space: "s2" }));
+  try {
+    await t.step("no token: UNAUTHENTICATED; no space claim: PERMISSION_DENIED", async () => {
+      assert.equal((await failure(api.listRoles({}))).code, Code.Unauthenticated);
+      const spaceless = bearer(await service.token({ sub: "x" }));
+      const err = await failure(api.listRoles({}, { headers: spaceless }));
+      assert.equal(err.code, Code.PermissionDenied);
+      assert.match(err.rawMessage, /no space claim/);
+    });
+
+    await t.step("journeys and units: created, read, listed, moved, deleted", async () => {
+      const { journey: root } = await api.createJourney({ journey: { name: "Root" } }, {
+        headers: ann,
+      });
+      assert.equal(root?.owner, "ann");
+      const { unit } = await api.createUnit({
+        unit: { journey: root!.id, title: "Do", priority: UnitPriority.HIGH },
+      }, { headers: ann });
+      assert.equal(unit?.status, UnitStatus.TODO);
+      assert.equal(unit?.originator, "ann");
+      const listed = await api.listUnits({ journey: root!.id }, { headers: ann });
+      assert.deepEqual(listed.data.map((u) => u.id), [unit!.id]);
+      const done = await api.updateUnit({
+        unitId: unit!.id,
+        unit: { journey: root!.id, title: "Done", status: UnitStatus.DONE },
+      }, { headers: ann });
+      assert.equal(done.unit?.status, UnitStatus.DONE);
+      const busy = await failure(api.deleteJourney({ journeyId: root!.id }, { headers: ann }));
+      assert.equal(busy.code, Code.FailedPrecondition);
+      await api.deleteUnit({ unitId: unit!.id }, { headers: ann });
+      await api.deleteJourney({ journeyId: root!.id }, { headers: ann });
+      assert.equal((await api.listJourneys({}, { headers: ann })).data.length, 0);
+    });
+
+    await t.step("another space sees nothing of it (NOT_FOUND, empty lists)", async () => {
+      const { role } = await api.createRole({
+        role: { name: "Admin", resourceType: "project", permissions: ["units.write"] },
+      }, { headers: ann });
+      const err = await failure(api.getRole({ roleId: role!.id }, { headers: bob }));
+      assert.equal(err.code, Code.NotFound);
+      assert.equal((await api.listRoles({}, { headers: bob })).data.length, 0);
+      assert.equal((await api.listRoles({}, { headers: ann })).data.length, 1);
+    });
+
+    await t.step("a bad field is INVALID_ARGUMENT; a taken name ALREADY_EXISTS", async () => {
+      const bad = await failure(api.createRole({ role: { name: "", resourceType: "project" } }, {
+        headers: ann,
+      }));
+      assert.equal(bad.code, Code.InvalidArgument);
+      const taken = await failure(
+        api.createRole({ role: { name: "Admin", resourceType: "project" } }, { headers: ann }),
+      );
+      assert.equal(taken.code, Code.AlreadyExists);
+    });
+
+    await t.step(
+      "a create replayed with its Idempotency-Key returns the first outcome",
+      async () => {
+        const headers = { ...ann, "idempotency-key": "journey-once" };
+        const first = await api.createJourney({ journey: { name: "Once" } }, { headers });
+        let replayed: string | null = null;
+        const second = await api.createJourney({ journey: { name: "Once" } }, {
+          headers,
+          onHeader: (h) => replayed = h.get("idempotent-replayed"),
+        });
+        assert.equal(second.journey?.id, first.journey?.id);
+        assert.equal(replayed, "true");
+        // The key is the caller's own: another space's caller with the same key gets its own.
+        const other = await api.createJourney({ journey: { name: "Once" } }, {
+          headers: { ...bob, "idempotency-key": "journey-once" },
+        });
+        assert.notEqual(other.journey?.id, first.journey?.id);
+      },
+    );
+  } finally {
+    await service.close();
+  }
+});
