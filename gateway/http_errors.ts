@@ -6,29 +6,18 @@
  */
 
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { codeName, type FieldViolation, fieldViolations, hasReason } from "../lib/platform/mod.ts";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import { type FieldViolation, fieldViolations, hasReason } from "../lib/platform/mod.ts";
 import { overBudgetReason } from "../lib/platform/mod.ts";
 import { keyReusedReason } from "../lib/policy/mod.ts";
 
-/** HTTP status per RPC code. FAILED_PRECONDITION is 409 here (a state conflict), not 400. */
-const statusOf: Record<Code, number> = {
-  [Code.Canceled]: 499,
-  [Code.Unknown]: 500,
-  [Code.InvalidArgument]: 400,
-  [Code.DeadlineExceeded]: 504,
-  [Code.NotFound]: 404,
-  [Code.AlreadyExists]: 409,
-  [Code.PermissionDenied]: 403,
-  [Code.ResourceExhausted]: 429,
-  [Code.FailedPrecondition]: 409,
-  [Code.Aborted]: 409,
-  [Code.OutOfRange]: 400,
-  [Code.Unimplemented]: 501,
-  [Code.Internal]: 500,
-  [Code.Unavailable]: 503,
-  [Code.DataLoss]: 500,
-  [Code.Unauthenticated]: 401,
-};
+/**
+ * HTTP status per RPC code: connect-es's mapping, but FAILED_PRECONDITION is 409 here (a state
+ * conflict, as Google's APIs answer it), not 400.
+ */
+function statusOf(code: Code): number {
+  return code === Code.FailedPrecondition ? 409 : codeToHttpStatus(code);
+}
 
 const jsonHeaders = { "content-type": "application/json" };
 
@@ -41,7 +30,7 @@ export function errorResponse(
   headers: Record<string, string> = {},
 ): Response {
   return new Response(
-    JSON.stringify({ error: { code: codeName(code), message, details } }),
+    JSON.stringify({ error: { code: codeToString(code), message, details } }),
     { status, headers: { ...jsonHeaders, ...headers } },
   );
 }
@@ -69,6 +58,6 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
   }
   if (error.code === Code.Unavailable && retryAfter !== null) headers["retry-after"] = retryAfter;
   // An idempotency key reused with another request: 422, as Stripe answers.
-  const status = hasReason(error, keyReusedReason) ? 422 : statusOf[error.code] ?? 500;
+  const status = hasReason(error, keyReusedReason) ? 422 : statusOf(error.code);
   return errorResponse(status, error.code, message, details, headers);
 }

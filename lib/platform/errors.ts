@@ -13,11 +13,6 @@ import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_de
 /** The ErrorInfo domain of the reasons this project's errors carry (google.rpc.ErrorInfo). */
 export const errorDomain = "registry.example.com";
 
-/** The Connect name of a code: `invalid_argument`. */
-export function codeName(code: Code): string {
-  return Code[code].replace(/[A-Z]/g, (c, i: number) => (i > 0 ? "_" : "") + c.toLowerCase());
-}
-
 /** One bad field of a request: its path (snake_case proto names) and what is wrong with it. */
 export interface FieldViolation {
   /** The field path, e.g. `redirect_uris[2]`. */

@@ -28,7 +28,6 @@ export {
   untilTerminated,
 } from "./config.ts";
 export {
-  codeName,
   errorDomain,
   type FieldViolation,
   fieldViolations,

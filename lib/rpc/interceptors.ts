@@ -13,13 +13,8 @@ import {
   type Interceptor,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import {
-  codeName,
-  type Logger,
-  type Metrics,
-  parseTraceparent,
-  toConnectError,
-} from "../platform/mod.ts";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { type Logger, type Metrics, parseTraceparent, toConnectError } from "../platform/mod.ts";
 
 /** What the gateway (or another caller) sent to correlate a call: request id and trace context. */
 export interface CallTrace {
@@ -98,7 +93,7 @@ export function logging(log: Logger): Interceptor {
         (serverFault ? log.error : log.info)("rpc", {
           rpc: rpcName(req),
           protocol: protocolOf(req.header),
-          code: failure ? codeName(failure.code) : "ok",
+          code: failure ? codeToString(failure.code) : "ok",
           duration_ms: Math.round((performance.now() - started) * 1e3) / 1e3,
           request_id: trace.requestId,
           trace_id: trace.traceId,
@@ -133,7 +128,7 @@ export function metering(metrics: Metrics): Interceptor {
     try {
       return await next(req);
     } catch (error) {
-      code = codeName(toConnectError(error).code);
+      code = codeToString(toConnectError(error).code);
       throw error;
     } finally {
       const s = seriesOf(rpcName(req), protocolOf(req.header), code);
