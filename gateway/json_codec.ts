@@ -19,6 +19,14 @@
  * Decoding never throws on bad input: it collects one {@link FieldViolation} per bad field.
  * Lookup tables (fields by name, field behaviours, enum names) are built once per descriptor.
  *
+ * Why not protobuf-es's `toJson`/`fromJson` underneath: every rule above differs from the canonical
+ * mapping they implement, which accepts camelCase as well as proto names, full enum names (and the
+ * zero value), writes 64-bit integers as strings, omits unset fields, writes timestamps with 0, 3, 6
+ * or 9 fraction digits and field masks in camelCase, and throws at the first bad value. Adapting
+ * their output field by field would take as much code as writing it, on every response's path.
+ * From protobuf-es this uses the descriptors, `create`, its base64 codec, and `toJson` for Struct
+ * and Value, whose canonical form is the contract's.
+ *
  * @module
  */
 
