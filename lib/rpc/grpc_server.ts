@@ -35,6 +35,8 @@ import {
   serveH2,
 } from "../transport/mod.ts";
 import {
+  type Binding,
+  cancelled,
   createRouter,
   invokeUnary,
   messageCostFactor,
@@ -50,19 +52,15 @@ import {
  */
 const grpcCostFactor = messageCostFactor + 1;
 
-/** A service and the connect-es implementation serving it. */
-export interface GrpcServiceBinding {
-  /** The service descriptor. */
-  service: DescService;
-  /** Its handlers, keyed by method local name; missing methods answer UNIMPLEMENTED. */
-  impl: Partial<ServiceImpl<DescService>>;
-}
-
-/** Pairs a service with its (possibly partial) implementation, type-checking the handlers. */
+/**
+ * Pairs a service with a partial implementation, type-checking the handlers it has (the methods
+ * it lacks answer UNIMPLEMENTED): for tests and small servers; a service binds all its methods
+ * with lib/rpc/router.ts's `bind`.
+ */
 export function bindGrpc<S extends DescService>(
   service: S,
   impl: Partial<ServiceImpl<S>>,
-): GrpcServiceBinding {
+): Binding {
   return { service, impl: impl as Partial<ServiceImpl<DescService>> };
 }
 
@@ -91,7 +89,7 @@ export interface GrpcServer {
 }
 
 /** Serves the bindings through a connect-es router of their own (for tests and small servers). */
-export function serveGrpc(bindings: GrpcServiceBinding[], options: GrpcServerOptions): GrpcServer {
+export function serveGrpc(bindings: Binding[], options: GrpcServerOptions): GrpcServer {
   const router = createRouter(bindings, {
     interceptors: options.interceptors ?? [],
     maxMessageBytes: options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
@@ -291,9 +289,6 @@ async function handle(
     lease.release();
   }
 }
-
-/** What a call's signal aborts with when its stream goes away (one instance: no stack each time). */
-const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
 
 /**
  * Answers a well-formed unary call through {@link invokeUnary} (see there why): one uncompressed

@@ -31,7 +31,8 @@ import {
   type ServerReflectionRequest,
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.ts";
-import { bindGrpc, type GrpcServiceBinding, serveGrpc } from "./grpc_server.ts";
+import { bindGrpc, serveGrpc } from "./grpc_server.ts";
+import type { Binding } from "./router.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { createReflectionImpl } from "./reflection.ts";
 import {
@@ -48,11 +49,11 @@ const UNAVAILABLE = 14;
 
 type HealthImpl = Partial<ServiceImpl<typeof Health>>;
 
-const health = (impl: HealthImpl): GrpcServiceBinding => bindGrpc(Health, impl);
+const health = (impl: HealthImpl): Binding => bindGrpc(Health, impl);
 
 /** Starts a server on an ephemeral port, runs `fn` with a client, then closes both. */
 async function withServer(
-  bindings: GrpcServiceBinding[],
+  bindings: Binding[],
   fn: (client: GrpcChannel) => Promise<void>,
 ): Promise<void> {
   const server = serveGrpc(bindings, { port: 0, hostname: "127.0.0.1" });

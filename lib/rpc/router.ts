@@ -180,7 +180,8 @@ export interface UnaryOutcome {
   error?: ConnectError;
 }
 
-const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
+/** What a call's signal aborts with when its caller goes away (one instance: no stack each time). */
+export const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
 const deadlineExceeded = new ConnectError("the operation timed out", Code.DeadlineExceeded);
 
 /**

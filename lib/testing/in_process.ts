@@ -7,7 +7,7 @@
  * @module
  */
 
-import { createRouterTransport, type Transport } from "@connectrpc/connect";
+import { ConnectError, createRouterTransport, type Transport } from "@connectrpc/connect";
 import type * as v from "valibot";
 import { connect, migrate, readMigrations, type Sql } from "../db/mod.ts";
 import { createLogger, createMetrics } from "../platform/mod.ts";
@@ -22,8 +22,8 @@ export interface InProcessService {
   transport: Transport;
   /** Its pool (to look at what a call wrote). */
   sql: Sql;
-  /** Signs a caller's token with the service's key. */
-  token(claims: TokenClaims): Promise<string>;
+  /** A caller's `authorization` header, its token signed with the service's key. */
+  bearer(claims: TokenClaims): Promise<{ authorization: string }>;
   /** Closes the pool and drops the database. */
   close(): Promise<void>;
 }
@@ -66,10 +66,21 @@ export async function serveInProcess<E extends v.ObjectEntries>(
   return {
     transport,
     sql,
-    token: (claims) => signToken(secret, claims),
+    bearer: async (claims) => ({ authorization: `Bearer ${await signToken(secret, claims)}` }),
     async close() {
       await sql.end({ timeout: 5 });
       await db.drop();
     },
   };
+}
+
+/** The ConnectError a call failed with; fails the test when the call succeeds or throws another. */
+export async function rejection(call: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await call;
+  } catch (error) {
+    if (error instanceof ConnectError) return error;
+    throw error;
+  }
+  throw new Error("the call succeeded");
 }

@@ -7,34 +7,22 @@
  */
 
 import assert from "node:assert/strict";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { serveInProcess } from "../../lib/testing/mod.ts";
+import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
 import { coreService } from "./main.ts";
-
-async function failure(call: Promise<unknown>): Promise<ConnectError> {
-  try {
-    await call;
-  } catch (error) {
-    if (error instanceof ConnectError) return error;
-    throw error;
-  }
-  assert.fail("the call succeeded");
-}
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 Deno.test("core handlers, in process, through the real interceptors", async (t) => {
   const service = await serveInProcess(coreService);
   const api = createClient(CoreService, service.transport);
-  const ann = bearer(await service.token({ sub: "ann", space: "s1" }));
-  const bob = bearer(await service.token({ sub: "bob", space: "s2" }));
+  const ann = await service.bearer({ sub: "ann", space: "s1" });
+  const bob = await service.bearer({ sub: "bob", space: "s2" });
   try {
     await t.step("no token: UNAUTHENTICATED; no space claim: PERMISSION_DENIED", async () => {
-      assert.equal((await failure(api.listRoles({}))).code, Code.Unauthenticated);
-      const spaceless = bearer(await service.token({ sub: "x" }));
-      const err = await failure(api.listRoles({}, { headers: spaceless }));
+      assert.equal((await rejection(api.listRoles({}))).code, Code.Unauthenticated);
+      const spaceless = await service.bearer({ sub: "x" });
+      const err = await rejection(api.listRoles({}, { headers: spaceless }));
       assert.equal(err.code, Code.PermissionDenied);
       assert.match(err.rawMessage, /no space claim/);
     });
@@ -56,7 +44,7 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
         unit: { journey: root!.id, title: "Done", status: UnitStatus.DONE },
       }, { headers: ann });
       assert.equal(done.unit?.status, UnitStatus.DONE);
-      const busy = await failure(api.deleteJourney({ journeyId: root!.id }, { headers: ann }));
+      const busy = await rejection(api.deleteJourney({ journeyId: root!.id }, { headers: ann }));
       assert.equal(busy.code, Code.FailedPrecondition);
       await api.deleteUnit({ unitId: unit!.id }, { headers: ann });
       await api.deleteJourney({ journeyId: root!.id }, { headers: ann });
@@ -67,18 +55,18 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
       const { role } = await api.createRole({
         role: { name: "Admin", resourceType: "project", permissions: ["units.write"] },
       }, { headers: ann });
-      const err = await failure(api.getRole({ roleId: role!.id }, { headers: bob }));
+      const err = await rejection(api.getRole({ roleId: role!.id }, { headers: bob }));
       assert.equal(err.code, Code.NotFound);
       assert.equal((await api.listRoles({}, { headers: bob })).data.length, 0);
       assert.equal((await api.listRoles({}, { headers: ann })).data.length, 1);
     });
 
     await t.step("a bad field is INVALID_ARGUMENT; a taken name ALREADY_EXISTS", async () => {
-      const bad = await failure(api.createRole({ role: { name: "", resourceType: "project" } }, {
+      const bad = await rejection(api.createRole({ role: { name: "", resourceType: "project" } }, {
         headers: ann,
       }));
       assert.equal(bad.code, Code.InvalidArgument);
-      const taken = await failure(
+      const taken = await rejection(
         api.createRole({ role: { name: "Admin", resourceType: "project" } }, { headers: ann }),
       );
       assert.equal(taken.code, Code.AlreadyExists);

@@ -7,39 +7,27 @@
  */
 
 import assert from "node:assert/strict";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { serveInProcess } from "../../lib/testing/mod.ts";
+import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
 import { oauthRegistryService } from "./main.ts";
-
-async function failure(call: Promise<unknown>): Promise<ConnectError> {
-  try {
-    await call;
-  } catch (error) {
-    if (error instanceof ConnectError) return error;
-    throw error;
-  }
-  assert.fail("the call succeeded");
-}
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 Deno.test("oauth-registry handlers, in process, through the real interceptors", async (t) => {
   const service = await serveInProcess(oauthRegistryService, {
     CLIENT_SECRET_HMAC_KEY: "in-process-test-key-".padEnd(40, "k"),
   });
   const api = createClient(OAuthRegistryService, service.transport);
-  const admin = bearer(await service.token({ sub: "admin", projects: ["p"] }));
-  const user = bearer(await service.token({ sub: "user", projects: [] }));
+  const admin = await service.bearer({ sub: "admin", projects: ["p"] });
+  const user = await service.bearer({ sub: "user", projects: [] });
   try {
     await t.step("no token: UNAUTHENTICATED; another project: PERMISSION_DENIED", async () => {
       assert.equal(
-        (await failure(api.getOAuthConfig({ projectId: "p" }))).code,
+        (await rejection(api.getOAuthConfig({ projectId: "p" }))).code,
         Code.Unauthenticated,
       );
-      const err = await failure(api.getOAuthConfig({ projectId: "p" }, { headers: user }));
+      const err = await rejection(api.getOAuthConfig({ projectId: "p" }, { headers: user }));
       assert.equal(err.code, Code.PermissionDenied);
     });
 
@@ -69,14 +57,14 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
       }, { headers: admin });
       assert.equal(renamed.client?.name, "renamed");
       await api.deleteClient({ projectId: "p", clientId: id }, { headers: admin });
-      const gone = await failure(
+      const gone = await rejection(
         api.getClient({ projectId: "p", clientId: id }, { headers: admin }),
       );
       assert.equal(gone.code, Code.NotFound);
     });
 
     await t.step("a bad field is INVALID_ARGUMENT and writes nothing", async () => {
-      const err = await failure(api.createClient({
+      const err = await rejection(api.createClient({
         projectId: "p",
         client: { name: "", type: ClientType.WEB },
       }, { headers: admin }));
@@ -121,7 +109,7 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
           config: { audience: Audience.INTERNAL },
           updateMask: { paths: ["audience"] },
         }, { headers: admin });
-        const err = await failure(
+        const err = await rejection(
           api.consentInstallation({ projectId: "p", scopes: ["openid"] }, { headers }),
         );
         assert.equal(err.code, Code.PermissionDenied);
