@@ -188,7 +188,8 @@ const deadlineExceeded = new ConnectError("the operation timed out", Code.Deadli
  * Invokes a well-formed unary call as connect-es's handlers invoke it (its interceptors, its
  * `invokeUnaryImplementation`, errors that are not ConnectErrors become INTERNAL "internal error")
  * but without the rest of their per-call machinery, which the services' CPU profiles under load
- * showed to be most of an RPC's cost: the gRPC handler's pipeline of async generators that split,
+ * showed among the largest costs of an RPC (with every call through it, gRPC GetClient ran at
+ * 4,669 req/s against the hand-written server's 8,780): the gRPC handler's pipeline of async generators that split,
  * parse, serialize and join one message, and in both protocols three AbortControllers, three
  * Headers copies and an aborted signal's DOMException per call. The context's signal aborts when
  * the caller goes away (CANCELED) or at the deadline (DEADLINE_EXCEEDED).
