@@ -44,8 +44,8 @@ import { guardSettings } from "../transport/mod.ts";
 export interface ServiceDeps<E extends v.ObjectEntries> {
   /** The pool. */
   sql: Sql;
-  /** Its own settings. */
-  config: v.InferOutput<v.ObjectSchema<E, undefined>>;
+  /** Its settings: its own, and the ones every service reads. */
+  config: ServiceConfig<E>;
   /** Its logger. */
   log: Logger;
   /** Its metrics. */

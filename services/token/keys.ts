@@ -1,0 +1,272 @@
+/**
+ * The signing keys of access tokens: ES256 key pairs kept in `token.signing_keys`, the private half
+ * sealed with AES-256-GCM under a key derived from TOKEN_KEY_ENCRYPTION_KEY.
+ *
+ * Rotation: two keys are always published, the one that signs now and the next one, whose period
+ * starts when the current one's ends. A key therefore appears in the JWK Set a whole rotation
+ * period before it signs anything (so no verifier's cached set lacks it), and stays there after its
+ * period until the last token it signed has expired. Replicas agree through the table: whichever
+ * finds a key missing creates it under an advisory lock, and every replica re-reads the table each
+ * minute and signs with the key whose period holds now.
+ *
+ * @module
+ */
+
+import { calculateJwkThumbprint, type JWK } from "jose";
+import type { TransactionSql } from "postgres";
+import type { Sql } from "../../lib/db/mod.ts";
+
+/** The pool, or a transaction of it. */
+type Queries = Sql | TransactionSql;
+
+/** What one key is, as the service uses it. */
+export interface SigningKey {
+  /** The key id (RFC 7638 thumbprint of the public key). */
+  kid: string;
+  /** The public JWK, with `kid`, `alg` and `use`. */
+  publicJwk: JWK;
+  /** The private key, for signing (undefined for keys that no longer sign). */
+  privateKey: CryptoKey | undefined;
+  /** The public key, for verifying. */
+  publicKey: CryptoKey;
+  /** When it starts and stops signing, and stops being published (ms since the epoch). */
+  signsFrom: number;
+  signsUntil: number;
+  publishedUntil: number;
+}
+
+/** Options of {@link createKeyRing}. */
+export interface KeyRingOptions {
+  /** The pool. */
+  sql: Sql;
+  /** The secret the private keys are sealed under (at least 32 characters). */
+  encryptionKey: string;
+  /** How long each key signs, in ms. */
+  rotationMs: number;
+  /** The longest lifetime of a token a key signs, in ms (it stays published this long after). */
+  tokenLifetimeMs: number;
+  /** The clock. */
+  now: () => number;
+}
+
+/** The keys, re-read from the table by {@link KeyRing.refresh}. */
+export interface KeyRing {
+  /** Makes sure the current and the next key exist, and loads every published key. */
+  refresh(): Promise<void>;
+  /** Resolves once a refresh has succeeded (starting one if none has yet). */
+  ready(): Promise<void>;
+  /** The key that signs now. Throws when none has been loaded. */
+  signing(): SigningKey;
+  /** A published key by id, for verifying. */
+  byKid(kid: string): SigningKey | undefined;
+  /** The JWK Set of the published keys (public parts only). */
+  jwks(): { keys: JWK[] };
+}
+
+const lockId = 0x746f6b656e; // "token": one advisory lock for key creation
+const alg = "ES256";
+const ecdsa = { name: "ECDSA", namedCurve: "P-256" } as const;
+
+/** Derives the AES-256-GCM key that seals private keys from the configured secret. */
+async function sealingKey(secret: string): Promise<CryptoKey> {
+  const material = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(secret),
+    "HKDF",
+    false,
+    ["deriveKey"],
+  );
+  return await crypto.subtle.deriveKey(
+    {
+      name: "HKDF",
+      hash: "SHA-256",
+      salt: new Uint8Array(32),
+      info: new TextEncoder().encode("registry token signing keys v1"),
+    },
+    material,
+    { name: "AES-GCM", length: 256 },
+    false,
+    ["encrypt", "decrypt"],
+  );
+}
+
+/** Seals a private JWK: IV, then ciphertext and tag; the kid is the additional data. */
+export async function seal(key: CryptoKey, kid: string, jwk: JWK): Promise<Uint8Array> {
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const sealed = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv, additionalData: new TextEncoder().encode(kid) },
+    key,
+    new TextEncoder().encode(JSON.stringify(jwk)),
+  );
+  const out = new Uint8Array(12 + sealed.byteLength);
+  out.set(iv);
+  out.set(new Uint8Array(sealed), 12);
+  return out;
+}
+
+/** Opens what {@link seal} sealed; throws when the key or the kid is not the one it was sealed with. */
+export async function unseal(
+  key: CryptoKey,
+  kid: string,
+  sealed: Uint8Array<ArrayBuffer>,
+): Promise<JWK> {
+  const plain = await crypto.subtle.decrypt(
+    {
+      name: "AES-GCM",
+      iv: sealed.subarray(0, 12),
+      additionalData: new TextEncoder().encode(kid),
+    },
+    key,
+    sealed.subarray(12),
+  );
+  return JSON.parse(new TextDecoder().decode(plain));
+}
+
+interface KeyRow {
+  kid: string;
+  public_jwk: JWK;
+  private_jwk_sealed: Uint8Array<ArrayBuffer>;
+  signs_from: Date;
+  signs_until: Date;
+  published_until: Date;
+}
+
+/** Creates the key ring; call {@link KeyRing.refresh} before the first use. */
+export function createKeyRing(options: KeyRingOptions): KeyRing {
+  const { sql, rotationMs, tokenLifetimeMs, now } = options;
+  let sealer: Promise<CryptoKey> | undefined;
+  let keys: SigningKey[] = [];
+  const byKid = new Map<string, SigningKey>();
+  /** Opened private keys by kid: a key is unsealed once per process. */
+  const opened = new Map<string, SigningKey>();
+
+  async function createKey(tx: Queries, signsFrom: number): Promise<void> {
+    const pair = await crypto.subtle.generateKey(ecdsa, true, ["sign", "verify"]);
+    const { x, y, crv, kty } = await crypto.subtle.exportKey("jwk", pair.publicKey);
+    const publicJwk: JWK = { kty: kty!, crv: crv!, x: x!, y: y! };
+    const kid = await calculateJwkThumbprint(publicJwk);
+    const privateJwk = await crypto.subtle.exportKey("jwk", pair.privateKey) as JWK;
+    const sealed = await seal(
+      await (sealer ??= sealingKey(options.encryptionKey)),
+      kid,
+      privateJwk,
+    );
+    const signsUntil = signsFrom + rotationMs;
+    await tx`
+      insert into token.signing_keys
+        (kid, alg, public_jwk, private_jwk_sealed, created_at, signs_from, signs_until,
+         published_until)
+      values (${kid}, ${alg}, ${tx.json({ ...publicJwk, kid, alg, use: "sig" } as never)},
+              ${sealed}, ${new Date(now())}, ${new Date(signsFrom)}, ${new Date(signsUntil)},
+              ${new Date(signsUntil + tokenLifetimeMs)})`;
+  }
+
+  /** Creates the current key when none signs now, and the next one when none follows it. */
+  async function ensure(): Promise<void> {
+    const at = now();
+    const missing = async (tx: Queries) => {
+      const [current] = await tx<{ signs_until: Date }[]>`
+        select signs_until from token.signing_keys
+        where signs_from <= ${new Date(at)} and signs_until > ${new Date(at)}
+        order by signs_from desc limit 1`;
+      const currentUntil = current?.signs_until.getTime();
+      const [next] = currentUntil === undefined ? [] : await tx`
+        select 1 from token.signing_keys where signs_from >= ${new Date(currentUntil)} limit 1`;
+      return { currentUntil, hasNext: next !== undefined };
+    };
+    const first = await missing(sql);
+    if (first.currentUntil !== undefined && first.hasNext) return;
+    await sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(${lockId})`;
+      const state = await missing(tx); // another replica may have created them meanwhile
+      let currentUntil = state.currentUntil;
+      if (currentUntil === undefined) {
+        await createKey(tx, at);
+        currentUntil = at + rotationMs;
+      }
+      if (!state.hasNext) await createKey(tx, currentUntil);
+      await tx`
+        delete from token.signing_keys where published_until < ${new Date(at - 86_400_000)}`;
+    });
+  }
+
+  async function load(): Promise<void> {
+    const at = new Date(now());
+    const rows = await sql<KeyRow[]>`
+      select kid, public_jwk, private_jwk_sealed, signs_from, signs_until, published_until
+      from token.signing_keys where published_until > ${at}
+      order by signs_from`;
+    const fresh: SigningKey[] = [];
+    for (const row of rows) {
+      let key = opened.get(row.kid);
+      if (!key) {
+        const signsUntil = row.signs_until.getTime();
+        const publicKey = await crypto.subtle.importKey("jwk", row.public_jwk, ecdsa, true, [
+          "verify",
+        ]);
+        // Only keys that still sign are unsealed.
+        const privateKey = signsUntil > at.getTime()
+          ? await crypto.subtle.importKey(
+            "jwk",
+            await unseal(
+              await (sealer ??= sealingKey(options.encryptionKey)),
+              row.kid,
+              row.private_jwk_sealed,
+            ),
+            ecdsa,
+            false,
+            ["sign"],
+          )
+          : undefined;
+        key = {
+          kid: row.kid,
+          publicJwk: row.public_jwk,
+          privateKey,
+          publicKey,
+          signsFrom: row.signs_from.getTime(),
+          signsUntil,
+          publishedUntil: row.published_until.getTime(),
+        };
+        opened.set(row.kid, key);
+      }
+      fresh.push(key);
+    }
+    keys = fresh;
+    byKid.clear();
+    for (const key of keys) byKid.set(key.kid, key);
+    for (const kid of opened.keys()) if (!byKid.has(kid)) opened.delete(kid);
+  }
+
+  let loaded: Promise<void> | undefined;
+  async function refresh(): Promise<void> {
+    await ensure();
+    await load();
+  }
+  return {
+    async refresh() {
+      await refresh();
+      loaded = Promise.resolve();
+    },
+    ready() {
+      loaded ??= refresh().catch((error) => {
+        loaded = undefined;
+        throw error;
+      });
+      return loaded;
+    },
+    signing() {
+      const at = now();
+      const key = keys.findLast((k) => k.signsFrom <= at && at < k.signsUntil && k.privateKey);
+      if (!key) throw new Error("no signing key is loaded");
+      return key;
+    },
+    byKid(kid) {
+      const key = byKid.get(kid);
+      return key && key.publishedUntil > now() ? key : undefined;
+    },
+    jwks() {
+      const at = now();
+      return { keys: keys.filter((k) => k.publishedUntil > at).map((k) => k.publicJwk) };
+    },
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * The signing keys against a real Postgres, on an injected clock: the current and the next key are
+ * published, rotation moves signing to the next one, a retired key stays published until the last
+ * token it signed has expired, replicas starting together create each key once, and the private
+ * parts are stored sealed.
+ */
+
+import assert from "node:assert/strict";
+import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
+import { createTestDatabase } from "../../lib/testing/mod.ts";
+import { createKeyRing, seal, unseal } from "./keys.ts";
+
+const hour = 3_600_000;
+const secret = "a".repeat(32);
+
+Deno.test("signing keys: published ahead, rotated, retired after their tokens", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "keys-test", max: 4 });
+  try {
+    await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
+    let clock = Date.UTC(2030, 0, 1);
+    const options = {
+      sql,
+      encryptionKey: secret,
+      rotationMs: 24 * hour,
+      tokenLifetimeMs: hour,
+      now: () => clock,
+    };
+    // Two replicas starting together.
+    const [one, two] = [createKeyRing(options), createKeyRing(options)];
+    await Promise.all([one.refresh(), two.refresh()]);
+    const [row] = await sql<{ count: number }[]>`
+      select count(*)::int as count from token.signing_keys`;
+    const count = row!.count;
+    assert.equal(count, 2, "the current key and the next one, created once");
+    const first = one.signing().kid;
+    assert.equal(two.signing().kid, first);
+    const published = one.jwks().keys.map((k) => k.kid);
+    assert.equal(published.length, 2);
+    const next = published.find((kid) => kid !== first)!;
+    for (const key of one.jwks().keys) {
+      assert.deepEqual(Object.keys(key).sort(), ["alg", "crv", "kid", "kty", "use", "x", "y"]);
+    }
+
+    // Past the first key's period: the next one signs; the old one is still published.
+    clock += 24 * hour + 1;
+    await one.refresh();
+    assert.equal(one.signing().kid, next);
+    assert.ok(one.jwks().keys.some((k) => k.kid === first));
+    assert.equal(one.jwks().keys.length, 3, "old, current and a new next key");
+    assert.ok(one.byKid(first), "tokens it signed still verify");
+
+    // Once the last token it signed has expired, it is gone.
+    clock += hour;
+    await one.refresh();
+    assert.ok(!one.jwks().keys.some((k) => k.kid === first));
+    assert.equal(one.byKid(first), undefined);
+
+    // The private parts are sealed: no JWK "d" in the table.
+    const rows = await sql`select private_jwk_sealed from token.signing_keys`;
+    for (const row of rows) {
+      assert.ok(!new TextDecoder().decode(row.private_jwk_sealed).includes('"d"'));
+    }
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("sealed keys open only with the same key and kid", async () => {
+  const key = async (text: string) =>
+    await crypto.subtle.importKey(
+      "raw",
+      await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)),
+      "AES-GCM",
+      false,
+      ["encrypt", "decrypt"],
+    );
+  const right = await key("right");
+  const sealed = await seal(right, "kid1", { kty: "EC", d: "secret" });
+  assert.deepEqual(await unseal(right, "kid1", sealed as Uint8Array<ArrayBuffer>), {
+    kty: "EC",
+    d: "secret",
+  });
+  await assert.rejects(unseal(await key("wrong"), "kid1", sealed as Uint8Array<ArrayBuffer>));
+  await assert.rejects(unseal(right, "kid2", sealed as Uint8Array<ArrayBuffer>));
+});

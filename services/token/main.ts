@@ -1,0 +1,99 @@
+/**
+ * The token service process (schema `token`; gRPC 50053, Connect 8083 by default): the OAuth 2
+ * authorization server on the registry. Its handlers, and the interceptors every call goes through,
+ * in the order they run. Callers are OAuth clients, authenticated by their credentials in the
+ * request (./client_auth.ts) instead of a platform token.
+ *
+ * @module
+ */
+
+import * as v from "valibot";
+import { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
+import { optionalString, positiveInt, required } from "../../lib/platform/mod.ts";
+import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
+import { defineService, runService } from "../../lib/service/mod.ts";
+import { clientAuthentication, clientRules } from "./client_auth.ts";
+import { createKeyRing } from "./keys.ts";
+import { createRegistry } from "./registry.ts";
+import { createTokenService } from "./service.ts";
+
+const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
+
+/** How often each replica re-reads the signing keys and deletes what has expired. */
+const refreshEveryMs = 60_000;
+
+/** The service: run as its own process, or embedded by `deno task start`. */
+export const tokenService = defineService({
+  name: "token-service",
+  schema: "token",
+  migrations: new URL("./migrations/", import.meta.url),
+  ports: { grpc: 50053, http: 8083 },
+  settings: {
+    /** The `iss` of every token: the gateway's public base URL. */
+    ISSUER_URL: url("http://127.0.0.1:8080"),
+    /** The oauth-registry's gRPC port. */
+    OAUTH_REGISTRY_GRPC_URL: url("http://127.0.0.1:50051"),
+    /** A platform token to call the registry with, when there is no AUTH_JWT_SECRET to sign one. */
+    REGISTRY_TOKEN: optionalString,
+    /** The secret the signing keys' private parts are sealed under. */
+    TOKEN_KEY_ENCRYPTION_KEY: v.pipe(required, v.minLength(32, "must be at least 32 characters")),
+    ACCESS_TOKEN_TTL_SECONDS: positiveInt(900),
+    SIGNING_KEY_ROTATION_HOURS: positiveInt(720),
+    RPC_TIMEOUT_MS: positiveInt(10_000),
+  },
+  serve: ({ sql, config, log, metrics, notReady }) => {
+    const now = Date.now;
+    const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
+    const keys = createKeyRing({
+      sql,
+      encryptionKey: config.TOKEN_KEY_ENCRYPTION_KEY,
+      rotationMs: config.SIGNING_KEY_ROTATION_HOURS * 3_600_000,
+      // Published a minute longer than the last token lives, for clocks that differ.
+      tokenLifetimeMs: ttlMs + 60_000,
+      now,
+    });
+    const registry = createRegistry({
+      url: config.OAUTH_REGISTRY_GRPC_URL,
+      jwtSecret: config.AUTH_JWT_SECRET,
+      token: config.REGISTRY_TOKEN,
+      timeoutMs: config.RPC_TIMEOUT_MS,
+      now,
+    });
+    const tick = setInterval(async () => {
+      if (notReady() !== undefined) return;
+      try {
+        await keys.refresh();
+        await sql`delete from token.revoked_tokens where expires_at < ${new Date(now())}`;
+      } catch (error) {
+        log.warn("signing keys not refreshed", { error });
+      }
+    }, refreshEveryMs);
+    Deno.unrefTimer(tick);
+    return {
+      services: [
+        bind(
+          TokenService,
+          createTokenService({
+            sql,
+            keys,
+            registry,
+            issuer: config.ISSUER_URL.replace(/\/$/, ""),
+            accessTokenTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+            jwksMaxAgeSeconds: 300,
+            now,
+          }),
+        ),
+      ],
+      interceptors: [
+        tracing(),
+        logging(log),
+        metering(metrics),
+        deadline(),
+        availability(notReady),
+        clientAuthentication(registry, TokenService, clientRules),
+      ],
+    };
+  },
+});
+
+if (import.meta.main) Deno.exit(await runService(tokenService));

@@ -1,0 +1,40 @@
+/**
+ * OAuth errors as RPC errors: a ConnectError whose google.rpc.ErrorInfo (domain `oauth2`) names the
+ * RFC 6749 5.2 error code; the gateway turns it back into the RFC's JSON (`error`,
+ * `error_description`) and status.
+ *
+ * @module
+ */
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+
+/** The ErrorInfo domain of OAuth errors. */
+export const oauthErrorDomain = "oauth2";
+
+/** The error codes of RFC 6749 5.2 (and RFC 7009 2.2.1) this server answers. */
+export type OAuthErrorCode =
+  | "invalid_request"
+  | "invalid_client"
+  | "invalid_grant"
+  | "unauthorized_client"
+  | "unsupported_grant_type"
+  | "invalid_scope"
+  | "unsupported_token_type";
+
+const codes: Record<OAuthErrorCode, Code> = {
+  invalid_request: Code.InvalidArgument,
+  invalid_client: Code.Unauthenticated,
+  invalid_grant: Code.InvalidArgument,
+  unauthorized_client: Code.PermissionDenied,
+  unsupported_grant_type: Code.InvalidArgument,
+  invalid_scope: Code.InvalidArgument,
+  unsupported_token_type: Code.InvalidArgument,
+};
+
+/** An OAuth error with its description (the RFC's `error_description`: printable ASCII). */
+export function oauthError(error: OAuthErrorCode, description: string): ConnectError {
+  return new ConnectError(description, codes[error], undefined, [
+    { desc: ErrorInfoSchema, value: { reason: error, domain: oauthErrorDomain } },
+  ]);
+}

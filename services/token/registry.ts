@@ -1,0 +1,124 @@
+/**
+ * The token service's view of the oauth-registry: the few calls it makes, over gRPC with
+ * connect-es's stock gRPC transport (`@connectrpc/connect-node`, HTTP/2), as a caller that
+ * administers every project. It never reads the `oauth` schema.
+ *
+ * The registry authenticates the call like any other: with a platform token. The token service
+ * signs its own, short-lived (5 minutes, renewed a minute before it expires), with
+ * `AUTH_JWT_SECRET`, subject `service:token-service` and `projects: ["*"]`. (A platform that
+ * verifies tokens against a JWKS instead has no shared secret to sign with: then the token service
+ * is given a token to present in `REGISTRY_TOKEN`, issued by that platform's identity system.)
+ *
+ * @module
+ */
+
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { signToken } from "../../lib/policy/mod.ts";
+
+/** What the token service asks the registry. */
+export interface Registry {
+  /**
+   * The client, when `secret` is one of its live secrets and it is active; undefined for an
+   * unknown client, a wrong secret or a client that is not active.
+   */
+  verifySecret(clientId: string, secret: string): Promise<Client | undefined>;
+  /** The client of `projectId`, or undefined when it has none of that id (or it was deleted). */
+  getClient(projectId: string, clientId: string): Promise<Client | undefined>;
+}
+
+/** Options of {@link createRegistry}. */
+export interface RegistryOptions {
+  /** The registry's gRPC base URL, e.g. `http://127.0.0.1:50051`. */
+  url: string;
+  /** The platform's HS256 secret, to sign the service's own token with. */
+  jwtSecret?: string | undefined;
+  /** A token to present instead (when the platform has no shared secret). */
+  token?: string | undefined;
+  /** The deadline of each call. */
+  timeoutMs: number;
+  /** The clock. */
+  now: () => number;
+}
+
+const tokenLifetimeS = 300;
+
+/** A registry client over gRPC. */
+export function createRegistry(options: RegistryOptions): Registry {
+  const client = createClient(
+    OAuthRegistryService,
+    createGrpcTransport({ baseUrl: options.url, defaultTimeoutMs: options.timeoutMs }),
+  );
+  let current: { value: string; renewAt: number } | undefined;
+  async function authorization(): Promise<Record<string, string>> {
+    if (options.token) return { authorization: `Bearer ${options.token}` };
+    if (!options.jwtSecret) {
+      throw new ConnectError(
+        "The token service has no credentials for the registry (AUTH_JWT_SECRET or REGISTRY_TOKEN)",
+        Code.Unavailable,
+      );
+    }
+    const at = options.now();
+    if (!current || at >= current.renewAt) {
+      const value = await signToken(options.jwtSecret, {
+        sub: "service:token-service",
+        projects: ["*"],
+        ttlSeconds: tokenLifetimeS,
+      });
+      current = { value, renewAt: at + (tokenLifetimeS - 60) * 1000 };
+    }
+    return { authorization: `Bearer ${current.value}` };
+  }
+
+  return {
+    async verifySecret(clientId, secret) {
+      try {
+        const res = await client.verifyClientSecret(
+          { clientId, secret },
+          { headers: await authorization() },
+        );
+        return res.valid ? res.client : undefined;
+      } catch (error) {
+        // Unknown, malformed and out-of-reach ids are all "no such client" to a token caller.
+        if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async getClient(projectId, clientId) {
+      try {
+        const res = await client.getClient(
+          { projectId, clientId },
+          { headers: await authorization() },
+        );
+        return res.client;
+      } catch (error) {
+        if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+  };
+}
+
+/**
+ * Any other failure of the registry is the token service's to report as UNAVAILABLE: passed on as
+ * it is, an UNAUTHENTICATED of the service's own token would read as the caller's `invalid_client`.
+ */
+function unavailable(error: unknown): ConnectError {
+  const cause = ConnectError.from(error);
+  if (cause.code === Code.Unavailable || cause.code === Code.DeadlineExceeded) return cause;
+  return new ConnectError(
+    `The oauth-registry could not be asked: ${cause.rawMessage}`,
+    Code.Unavailable,
+    undefined,
+    undefined,
+    error,
+  );
+}
+
+function isNoSuchClient(error: unknown): boolean {
+  if (!(error instanceof ConnectError)) return false;
+  return error.code === Code.NotFound || error.code === Code.PermissionDenied ||
+    error.code === Code.InvalidArgument;
+}
