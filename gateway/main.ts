@@ -11,10 +11,12 @@
 
 import { Code } from "@connectrpc/connect";
 import { backendTransport } from "./backend.ts";
+import { createOAuthEndpoints } from "./oauth.ts";
 import * as v from "valibot";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { authOptions, authSettings, createTokenVerifier } from "../lib/policy/mod.ts";
 import {
   configErrorExitCode,
@@ -51,6 +53,9 @@ export const gatewaySettings = {
   HOST: v.optional(v.string(), "0.0.0.0"),
   OAUTH_REGISTRY_URL: url("http://127.0.0.1:8081"),
   CORE_URL: url("http://127.0.0.1:8082"),
+  TOKEN_SERVICE_URL: url("http://127.0.0.1:8083"),
+  // The authorization server's issuer; by default http://127.0.0.1:<GATEWAY_PORT>.
+  ISSUER_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
   ...authSettings,
   RPC_TIMEOUT_MS: positiveInt(10_000),
   LOG_LEVEL: logLevel,
@@ -96,6 +101,8 @@ export function startGateway(config: GatewayConfig): RunningGateway {
   const backends: Backend[] = [
     { services: [OAuthRegistryService], transport: backendTransport(config.OAUTH_REGISTRY_URL) },
     { services: [CoreService], transport: backendTransport(config.CORE_URL) },
+    // No /v1 routes (the token service's are the OAuth endpoints below); listed for /readyz.
+    { services: [TokenService], transport: backendTransport(config.TOKEN_SERVICE_URL) },
   ];
   const transcode = createTranscoder({
     backends,
@@ -107,6 +114,13 @@ export function startGateway(config: GatewayConfig): RunningGateway {
       burst: config.RATE_LIMIT_BURST,
     }),
     budget,
+  });
+  const oauth = createOAuthEndpoints({
+    transport: backends[2]!.transport,
+    issuer: (config.ISSUER_URL ?? `http://127.0.0.1:${config.GATEWAY_PORT}`).replace(/\/$/, ""),
+    rpcTimeoutMs: config.RPC_TIMEOUT_MS,
+    budget,
+    log,
   });
   let draining = false;
   // One label set per method, route and status, made once: prom-client hashes a label object on
@@ -151,6 +165,8 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     if (url.pathname.startsWith("/v1/")) {
       return await transcode(req, url, { requestId, traceparent });
     }
+    const answered = await oauth(req, url, { requestId, traceparent });
+    if (answered) return answered;
     if (req.method === "GET") {
       if (url.pathname === "/healthz") {
         return { response: Response.json({ status: "ok" }), route: "/healthz" };

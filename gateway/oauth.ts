@@ -1,0 +1,404 @@
+/**
+ * The OAuth 2 endpoints of the authorization server, on the token service (TokenService over
+ * Connect): what the RFCs define, so that stock OAuth clients work unchanged.
+ *
+ * - `GET /.well-known/oauth-authorization-server`: metadata (RFC 8414), built here from ISSUER_URL;
+ * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), held in memory for as long as the token
+ *   service says a cache may keep them;
+ * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
+ *   `POST /oauth2/revoke` (RFC 7009): `application/x-www-form-urlencoded` in, RFC JSON out, with
+ *   `Cache-Control: no-store`.
+ *
+ * The gateway only reads the form and the client's credentials (HTTP Basic, whose id and secret are
+ * form-urlencoded before base64 as RFC 6749 2.3.1 says, or `client_id`/`client_secret` in the
+ * form); the token service decides. Its refusals carry the RFC 6749 error code (see
+ * proto/registry/token/v1/token_service.proto) and become `{"error", "error_description"}` with
+ * the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
+ * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer.
+ *
+ * @module
+ */
+
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
+import {
+  ClientAuthMethod,
+  type ClientCredentials,
+  TokenService,
+} from "../gen/registry/token/v1/token_service_pb.ts";
+import type { Logger, MemoryBudget } from "../lib/platform/mod.ts";
+
+/** The paths of the endpoints (the metadata tells clients; these are ours to choose). */
+export const oauthPaths = {
+  metadata: "/.well-known/oauth-authorization-server",
+  jwks: "/oauth2/jwks",
+  token: "/oauth2/token",
+  introspect: "/oauth2/introspect",
+  revoke: "/oauth2/revoke",
+} as const;
+
+/** The grant types the token service runs. */
+const grantTypes = ["client_credentials"];
+
+/** The largest form accepted: every parameter of every grant fits in far less. */
+export const maxFormBytes = 16 * 1024;
+
+/** Options of {@link createOAuthEndpoints}. */
+export interface OAuthOptions {
+  /** The token service. */
+  transport: Transport;
+  /** The issuer: the gateway's public base URL, without a trailing slash. */
+  issuer: string;
+  /** Deadline of each call to the token service. */
+  rpcTimeoutMs: number;
+  /** The process's memory budget. */
+  budget: MemoryBudget;
+  /** Log of failures of the token service. */
+  log: Logger;
+}
+
+/** The endpoints' handler: a response for an OAuth path, or undefined for any other path. */
+export type OAuthEndpoints = (
+  req: Request,
+  url: URL,
+  correlation: { requestId: string; traceparent: string },
+) => Promise<{ response: Response; route: string } | undefined>;
+
+/** RFC 6749 5.2 and RFC 7009 error answers. */
+class OAuthHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly error: string,
+    readonly description: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(description);
+  }
+}
+
+const noStore = { "cache-control": "no-store", pragma: "no-cache" };
+
+function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return Response.json(body, { status, headers: { ...noStore, ...headers } });
+}
+
+function errorAnswer(e: OAuthHttpError): Response {
+  return json({ error: e.error, error_description: e.description }, e.status, e.headers);
+}
+
+/** Creates the endpoints. */
+export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
+  const tokens = createClient(TokenService, options.transport);
+  const { issuer } = options;
+  const metadata = JSON.stringify({
+    issuer,
+    token_endpoint: issuer + oauthPaths.token,
+    jwks_uri: issuer + oauthPaths.jwks,
+    introspection_endpoint: issuer + oauthPaths.introspect,
+    revocation_endpoint: issuer + oauthPaths.revoke,
+    grant_types_supported: grantTypes,
+    response_types_supported: [],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    authorization_response_iss_parameter_supported: true,
+  });
+  let jwks: { body: string; until: number } | undefined;
+
+  const headersOf = (c: { requestId: string; traceparent: string }) => ({
+    "x-request-id": c.requestId,
+    traceparent: c.traceparent,
+  });
+
+  async function form(
+    req: Request,
+    route: string,
+    c: { requestId: string; traceparent: string },
+    answer: (params: Map<string, string>, client: ClientCredentials) => Promise<Response>,
+  ): Promise<{ response: Response; route: string }> {
+    if (req.method !== "POST") {
+      return {
+        response: errorAnswer(
+          new OAuthHttpError(405, "invalid_request", `${route} takes POST`, { allow: "POST" }),
+        ),
+        route,
+      };
+    }
+    let basic = false;
+    try {
+      const params = await readForm(req, options.budget);
+      const client = clientCredentials(req.headers.get("authorization"), params);
+      basic = client.method === ClientAuthMethod.CLIENT_SECRET_BASIC;
+      return { response: await answer(params, client), route };
+    } catch (error) {
+      if (error instanceof OAuthHttpError) return { response: errorAnswer(error), route };
+      return { response: errorAnswer(fromRpc(error, basic, options.log, c.requestId)), route };
+    }
+  }
+
+  return async (req, url, c) => {
+    switch (url.pathname) {
+      case oauthPaths.metadata:
+        if (req.method !== "GET" && req.method !== "HEAD") return undefined;
+        return {
+          response: new Response(metadata, {
+            headers: { "content-type": "application/json", "cache-control": "max-age=300" },
+          }),
+          route: oauthPaths.metadata,
+        };
+      case oauthPaths.jwks: {
+        if (req.method !== "GET" && req.method !== "HEAD") return undefined;
+        if (!jwks || Date.now() >= jwks.until) {
+          try {
+            const res = await tokens.getJwks({}, {
+              timeoutMs: options.rpcTimeoutMs,
+              headers: headersOf(c),
+            });
+            const maxAge = Number(res.maxAgeSeconds);
+            jwks = { body: res.jwksJson, until: Date.now() + maxAge * 1000 };
+          } catch (error) {
+            const e = fromRpc(error, false, options.log, c.requestId);
+            return { response: errorAnswer(e), route: oauthPaths.jwks };
+          }
+        }
+        const maxAge = Math.max(0, Math.floor((jwks.until - Date.now()) / 1000));
+        return {
+          response: new Response(jwks.body, {
+            headers: {
+              "content-type": "application/jwk-set+json",
+              "cache-control": `max-age=${maxAge}`,
+            },
+          }),
+          route: oauthPaths.jwks,
+        };
+      }
+      case oauthPaths.token:
+        return await form(req, oauthPaths.token, c, async (params, client) => {
+          const res = await tokens.issueToken({
+            client,
+            grantType: params.get("grant_type") ?? "",
+            scope: params.get("scope") ?? "",
+          }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
+          const body: Record<string, unknown> = {
+            access_token: res.accessToken,
+            token_type: res.tokenType,
+            expires_in: Number(res.expiresIn),
+          };
+          if (res.scope !== "") body.scope = res.scope;
+          return json(body);
+        });
+      case oauthPaths.introspect:
+        return await form(req, oauthPaths.introspect, c, async (params, client) => {
+          const token = params.get("token");
+          if (token === undefined) throw missing("token");
+          const res = await tokens.introspectToken({
+            client,
+            token,
+            tokenTypeHint: params.get("token_type_hint") ?? "",
+          }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
+          if (!res.active) return json({ active: false });
+          const body: Record<string, unknown> = {
+            active: true,
+            scope: res.scope,
+            client_id: res.clientId,
+            token_type: res.tokenType,
+            exp: Number(res.exp),
+            iat: Number(res.iat),
+            sub: res.sub,
+            aud: res.aud,
+            iss: res.iss,
+            jti: res.jti,
+          };
+          // A member without a value is left out (RFC 7662 2.2 members are all optional).
+          if (res.scope === "") delete body.scope;
+          return json(body);
+        });
+      case oauthPaths.revoke:
+        return await form(req, oauthPaths.revoke, c, async (params, client) => {
+          const token = params.get("token");
+          if (token === undefined) throw missing("token");
+          await tokens.revokeToken({
+            client,
+            token,
+            tokenTypeHint: params.get("token_type_hint") ?? "",
+          }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
+          return new Response(null, { status: 200, headers: noStore });
+        });
+      default:
+        return undefined;
+    }
+  };
+}
+
+function missing(name: string): OAuthHttpError {
+  return new OAuthHttpError(400, "invalid_request", `${name} is required`);
+}
+
+/**
+ * The form's parameters. RFC 6749 3.2: a form body only, each parameter at most once; a parameter
+ * sent without a value counts as omitted.
+ */
+async function readForm(req: Request, budget: MemoryBudget): Promise<Map<string, string>> {
+  const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type !== "application/x-www-form-urlencoded") {
+    throw new OAuthHttpError(
+      400,
+      "invalid_request",
+      "The request body must be application/x-www-form-urlencoded",
+    );
+  }
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  if (declared > maxFormBytes) {
+    throw new OAuthHttpError(413, "invalid_request", `The form exceeds ${maxFormBytes} bytes`);
+  }
+  const lease = budget.take(Math.max(declared, 1024) * 2);
+  if (!lease) {
+    throw new OAuthHttpError(
+      503,
+      "temporarily_unavailable",
+      "The gateway is at its memory budget; retry later",
+      { "retry-after": "1" },
+    );
+  }
+  try {
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of req.body ?? []) {
+        size += chunk.byteLength;
+        if (size > maxFormBytes) {
+          throw new OAuthHttpError(
+            413,
+            "invalid_request",
+            `The form exceeds ${maxFormBytes} bytes`,
+          );
+        }
+        chunks.push(chunk);
+      }
+    } catch (error) {
+      if (error instanceof OAuthHttpError) throw error;
+      throw new OAuthHttpError(400, "invalid_request", "The request body could not be read");
+    }
+    const text = new TextDecoder("utf-8", { fatal: false }).decode(joined(chunks, size));
+    const params = new Map<string, string>();
+    for (const [name, value] of new URLSearchParams(text)) {
+      if (value === "") continue;
+      if (params.has(name)) {
+        throw new OAuthHttpError(400, "invalid_request", `${name} is given more than once`);
+      }
+      params.set(name, value);
+    }
+    return params;
+  } finally {
+    lease.release();
+  }
+}
+
+function joined(chunks: Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+/** Decodes one form-urlencoded value (`+` is a space); undefined when malformed. */
+function formDecode(value: string): string | undefined {
+  try {
+    return decodeURIComponent(value.replaceAll("+", " "));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The client's credentials: HTTP Basic (RFC 6749 2.3.1: id and secret form-urlencoded, then
+ * base64; a raw id or secret, as curl `-u` sends, decodes to itself unless it holds `%` or `+`),
+ * or `client_id` and `client_secret` in the form. Using both is refused (RFC 6749 2.3).
+ */
+export function clientCredentials(
+  authorization: string | null,
+  params: Map<string, string>,
+): ClientCredentials {
+  const formId = params.get("client_id");
+  const formSecret = params.get("client_secret");
+  if (authorization !== null && /^basic /i.test(authorization)) {
+    const unauthorized = (description: string) =>
+      new OAuthHttpError(401, "invalid_client", description, {
+        "www-authenticate": 'Basic realm="oauth2", charset="UTF-8"',
+      });
+    if (formSecret !== undefined) {
+      throw new OAuthHttpError(
+        400,
+        "invalid_request",
+        "Use one client authentication method: HTTP Basic or client_secret in the form, not both",
+      );
+    }
+    let decoded: string;
+    try {
+      const bytes = Uint8Array.from(atob(authorization.slice(6).trim()), (c) => c.charCodeAt(0));
+      decoded = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    } catch {
+      throw unauthorized("The Basic credentials are not base64 of UTF-8");
+    }
+    const colon = decoded.indexOf(":");
+    const id = colon < 0 ? undefined : formDecode(decoded.slice(0, colon));
+    const secret = colon < 0 ? undefined : formDecode(decoded.slice(colon + 1));
+    if (id === undefined || secret === undefined || id === "") {
+      throw unauthorized("The Basic credentials must be client_id:client_secret");
+    }
+    if (formId !== undefined && formId !== id) {
+      throw new OAuthHttpError(
+        400,
+        "invalid_request",
+        "client_id in the form differs from the Basic credentials",
+      );
+    }
+    return {
+      $typeName: "registry.token.v1.ClientCredentials",
+      clientId: id,
+      clientSecret: secret,
+      method: ClientAuthMethod.CLIENT_SECRET_BASIC,
+    };
+  }
+  return {
+    $typeName: "registry.token.v1.ClientCredentials",
+    clientId: formId ?? "",
+    clientSecret: formSecret ?? "",
+    method: formSecret === undefined ? ClientAuthMethod.NONE : ClientAuthMethod.CLIENT_SECRET_POST,
+  };
+}
+
+/** The RFC answer for an error of the token service (or of the call to it). */
+function fromRpc(error: unknown, basic: boolean, log: Logger, requestId: string): OAuthHttpError {
+  const err = ConnectError.from(error);
+  const info = err.findDetails(ErrorInfoSchema).find((d) => d.domain === "oauth2");
+  if (info) {
+    if (info.reason === "invalid_client") {
+      return new OAuthHttpError(
+        401,
+        "invalid_client",
+        err.rawMessage,
+        basic ? { "www-authenticate": 'Basic realm="oauth2", charset="UTF-8"' } : {},
+      );
+    }
+    return new OAuthHttpError(400, info.reason, err.rawMessage);
+  }
+  switch (err.code) {
+    case Code.Unavailable:
+    case Code.DeadlineExceeded:
+    case Code.ResourceExhausted:
+      log.error("token service failed", { code: Code[err.code], request_id: requestId, error });
+      return new OAuthHttpError(503, "temporarily_unavailable", err.rawMessage, {
+        "retry-after": "1",
+      });
+    case Code.InvalidArgument:
+      return new OAuthHttpError(400, "invalid_request", err.rawMessage);
+    default:
+      log.error("token service failed", { code: Code[err.code], request_id: requestId, error });
+      return new OAuthHttpError(500, "server_error", "Internal error");
+  }
+}
