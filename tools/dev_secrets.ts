@@ -1,7 +1,7 @@
 /**
- * Development secrets: when AUTH_JWT_SECRET or CLIENT_SECRET_HMAC_KEY is not set, `deno task start`
- * and `deno task token` use values generated once and kept in `./.data/dev-secrets.json` (git
- * ignores `.data/`). Production sets both from a secret store.
+ * Development secrets: when AUTH_JWT_SECRET, CLIENT_SECRET_HMAC_KEY or TOKEN_KEY_ENCRYPTION_KEY is
+ * not set, `deno task start` and `deno task token` use values generated once and kept in
+ * `./.data/dev-secrets.json` (git ignores `.data/`). Production sets them from a secret store.
  *
  * @module
  */
@@ -15,7 +15,15 @@ export interface DevSecrets {
   AUTH_JWT_SECRET: string;
   /** The key of client-secret hashes. */
   CLIENT_SECRET_HMAC_KEY: string;
+  /** The key the token service seals its signing keys under. */
+  TOKEN_KEY_ENCRYPTION_KEY: string;
 }
+
+const secretNames = [
+  "AUTH_JWT_SECRET",
+  "CLIENT_SECRET_HMAC_KEY",
+  "TOKEN_KEY_ENCRYPTION_KEY",
+] as const;
 
 /**
  * The local stack's data folder: `START_DATA_DIR`, or `./.data` of the project. A relative
@@ -70,16 +78,12 @@ function random(): string {
 /** Returns the settings from the environment, falling back to the generated development values. */
 export async function devSecrets(): Promise<DevSecrets> {
   const file = new URL("dev-secrets.json", dataDir());
-  const fromEnv = {
-    AUTH_JWT_SECRET: Deno.env.get("AUTH_JWT_SECRET"),
-    CLIENT_SECRET_HMAC_KEY: Deno.env.get("CLIENT_SECRET_HMAC_KEY"),
-  };
-  if (fromEnv.AUTH_JWT_SECRET && fromEnv.CLIENT_SECRET_HMAC_KEY) {
-    return {
-      AUTH_JWT_SECRET: fromEnv.AUTH_JWT_SECRET,
-      CLIENT_SECRET_HMAC_KEY: fromEnv.CLIENT_SECRET_HMAC_KEY,
-    };
+  const fromEnv: Partial<DevSecrets> = {};
+  for (const name of secretNames) {
+    const value = Deno.env.get(name);
+    if (value) fromEnv[name] = value;
   }
+  if (secretNames.every((name) => fromEnv[name] !== undefined)) return fromEnv as DevSecrets;
   let stored: Partial<DevSecrets> = {};
   let text: string | undefined;
   try {
@@ -97,11 +101,9 @@ export async function devSecrets(): Promise<DevSecrets> {
       );
     }
   }
-  const secrets: DevSecrets = {
-    AUTH_JWT_SECRET: stored.AUTH_JWT_SECRET ?? random(),
-    CLIENT_SECRET_HMAC_KEY: stored.CLIENT_SECRET_HMAC_KEY ?? random(),
-  };
-  if (stored.AUTH_JWT_SECRET === undefined || stored.CLIENT_SECRET_HMAC_KEY === undefined) {
+  const secrets = {} as DevSecrets;
+  for (const name of secretNames) secrets[name] = stored[name] ?? random();
+  if (secretNames.some((name) => stored[name] === undefined)) {
     await prepareDataDir();
     try {
       await Deno.writeTextFile(file, JSON.stringify(secrets, null, 2) + "\n", { mode: 0o600 });
@@ -109,8 +111,5 @@ export async function devSecrets(): Promise<DevSecrets> {
       throw dataDirError("cannot be written", error);
     }
   }
-  return {
-    AUTH_JWT_SECRET: fromEnv.AUTH_JWT_SECRET || secrets.AUTH_JWT_SECRET,
-    CLIENT_SECRET_HMAC_KEY: fromEnv.CLIENT_SECRET_HMAC_KEY || secrets.CLIENT_SECRET_HMAC_KEY,
-  };
+  return { ...secrets, ...fromEnv };
 }

@@ -21,6 +21,7 @@ import { connect } from "../lib/db/mod.ts";
 import { readServiceConfig, startService } from "../lib/service/mod.ts";
 import { coreService } from "../services/core/main.ts";
 import { oauthRegistryService } from "../services/oauth/main.ts";
+import { tokenService } from "../services/token/main.ts";
 import { pgliteOptions } from "./pglite_init.ts";
 
 /** Where and how to run. */
@@ -36,6 +37,8 @@ export interface EmbeddedOptions {
     oauthHttp: string;
     coreGrpc: string;
     coreHttp: string;
+    tokenGrpc: string;
+    tokenHttp: string;
   };
 }
 
@@ -101,18 +104,34 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
     sql,
     applicationName,
   );
-  await Promise.all([oauth.migrated, core.migrated]);
   const host = env.HOST ?? "127.0.0.1";
+  const token = await startService(
+    tokenService,
+    readServiceConfig(tokenService, {
+      ...env,
+      GRPC_PORT: ports.tokenGrpc,
+      HTTP_PORT: ports.tokenHttp,
+      OAUTH_REGISTRY_GRPC_URL: `http://${host}:${ports.oauthGrpc}`,
+    }),
+    sql,
+    applicationName,
+  );
+  await Promise.all([oauth.migrated, core.migrated, token.migrated]);
   const gateway = startGateway(readConfig("gateway", v.object(gatewaySettings), {
     ...env,
     GATEWAY_PORT: ports.gateway,
     OAUTH_REGISTRY_URL: `http://${host}:${ports.oauthHttp}`,
     CORE_URL: `http://${host}:${ports.coreHttp}`,
+    TOKEN_SERVICE_URL: `http://${host}:${ports.tokenHttp}`,
   }));
   return {
     async stop() {
       await gateway.shutdown(10_000);
-      await Promise.all([oauth.server.shutdown(10_000), core.server.shutdown(10_000)]);
+      await Promise.all([
+        oauth.server.shutdown(10_000),
+        core.server.shutdown(10_000),
+        token.server.shutdown(10_000),
+      ]);
       await sql.end({ timeout: 5 });
       await socket.stop();
       await db.close();

@@ -47,6 +47,8 @@ Environment:
   GATEWAY_PORT               the gateway's HTTP port (8080)
   OAUTH_GRPC_PORT, OAUTH_HTTP_PORT   oauth-registry's gRPC and Connect ports (50051, 8081)
   CORE_GRPC_PORT, CORE_HTTP_PORT     core's gRPC and Connect ports (50052, 8082)
+  TOKEN_GRPC_PORT, TOKEN_HTTP_PORT   token service's gRPC and Connect ports (50053, 8083)
+  ISSUER_URL                 the authorization server's issuer (the gateway's URL)
   AUTH_JWT_SECRET, CLIENT_SECRET_HMAC_KEY   the secrets (else generated once into the data folder)
   LOG_LEVEL                  debug, info, warn or error (info)`;
 
@@ -68,6 +70,8 @@ const ports = {
   oauthHttp: env("OAUTH_HTTP_PORT", "8081"),
   coreGrpc: env("CORE_GRPC_PORT", "50052"),
   coreHttp: env("CORE_HTTP_PORT", "8082"),
+  tokenGrpc: env("TOKEN_GRPC_PORT", "50053"),
+  tokenHttp: env("TOKEN_HTTP_PORT", "8083"),
 };
 const databaseUrl = Deno.env.get("DATABASE_URL");
 
@@ -113,6 +117,8 @@ const urlHost = reachable.includes(":") ? `[${reachable}]` : reachable;
 const gatewayUrl = `http://${urlHost}:${ports.gateway}`;
 const oauthUrl = `http://${urlHost}:${ports.oauthHttp}`;
 const coreUrl = `http://${urlHost}:${ports.coreHttp}`;
+const tokenUrl = `http://${urlHost}:${ports.tokenHttp}`;
+common.ISSUER_URL ??= gatewayUrl;
 
 let stack: { stop(): Promise<void> };
 let database: string;
@@ -131,6 +137,16 @@ if (databaseUrl) {
       env: { ...common, GRPC_PORT: ports.coreGrpc, HTTP_PORT: ports.coreHttp },
     },
     {
+      name: "token-service",
+      entry: "services/token/main.ts",
+      env: {
+        ...common,
+        GRPC_PORT: ports.tokenGrpc,
+        HTTP_PORT: ports.tokenHttp,
+        OAUTH_REGISTRY_GRPC_URL: `http://${urlHost}:${ports.oauthGrpc}`,
+      },
+    },
+    {
       name: "gateway",
       entry: "gateway/main.ts",
       env: {
@@ -138,6 +154,7 @@ if (databaseUrl) {
         GATEWAY_PORT: ports.gateway,
         OAUTH_REGISTRY_URL: oauthUrl,
         CORE_URL: coreUrl,
+        TOKEN_SERVICE_URL: tokenUrl,
       },
     },
   ]);
@@ -145,7 +162,8 @@ if (databaseUrl) {
   probes = [
     { name: "oauth-registry", url: oauthUrl, databaseUrl },
     { name: "core", url: coreUrl, databaseUrl },
-    { name: "gateway", url: gatewayUrl, dependsOn: ["oauth-registry", "core"] },
+    { name: "token-service", url: tokenUrl, databaseUrl },
+    { name: "gateway", url: gatewayUrl, dependsOn: ["oauth-registry", "core", "token-service"] },
   ].map((p) => ({ ...p, state: () => supervisor.state(p.name) }));
 } else {
   const pgdata = new URL("pgdata/", dataDir!);
@@ -158,7 +176,8 @@ if (databaseUrl) {
   probes = [
     { name: "oauth-registry", url: oauthUrl },
     { name: "core", url: coreUrl },
-    { name: "gateway", url: gatewayUrl, dependsOn: ["oauth-registry", "core"] },
+    { name: "token-service", url: tokenUrl },
+    { name: "gateway", url: gatewayUrl, dependsOn: ["oauth-registry", "core", "token-service"] },
   ];
 }
 
@@ -202,6 +221,8 @@ Stack is up (database: ${database}).
   Gateway (JSON /v1):   ${gatewayUrl}
   oauth-registry gRPC:  ${urlHost}:${ports.oauthGrpc}   (Connect: ${oauthUrl})
   core gRPC:            ${urlHost}:${ports.coreGrpc}   (Connect: ${coreUrl})
+  token-service gRPC:   ${urlHost}:${ports.tokenGrpc}   (Connect: ${tokenUrl})
+  OAuth issuer:         ${common.ISSUER_URL}   (metadata: /.well-known/oauth-authorization-server)
   Dev token (sub "dev", all projects, space "dev", 24 h):
     export TOKEN=${token}
   Try:

@@ -91,21 +91,28 @@ export interface Stack {
   coreGrpc: string;
   /** Base URL of the core Connect server. */
   coreHttp: string;
+  /** `host:port` of the token service's gRPC server. */
+  tokenGrpc: string;
+  /** Base URL of the token service's Connect server. */
+  tokenHttp: string;
   /** The database URL (the real one, not a proxy). */
   databaseUrl: string;
   /** The token signing secret. */
   jwtSecret: string;
   /** The processes (replaced by {@link Stack.restart}). */
-  procs: { oauth: Proc; core: Proc; gateway: Proc };
+  procs: { oauth: Proc; core: Proc; token: Proc; gateway: Proc };
   /** Signs a token the stack accepts. */
   token(claims: TokenClaims): Promise<string>;
   /** Kills a process (SIGKILL) and waits for it to exit. */
-  kill(name: "oauth" | "core" | "gateway"): Promise<void>;
+  kill(name: ProcName): Promise<void>;
   /** Starts a stopped process again with the same settings and ports. */
-  respawn(name: "oauth" | "core" | "gateway"): Proc;
+  respawn(name: ProcName): Proc;
   /** Stops the processes and drops the database. */
   stop(): Promise<void>;
 }
+
+/** The processes of a stack. */
+export type ProcName = "oauth" | "core" | "token" | "gateway";
 
 /** Options of {@link startStack}. */
 export interface StackOptions {
@@ -175,10 +182,13 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
     oauthHttp: freePort(),
     coreGrpc: freePort(),
     coreHttp: freePort(),
+    tokenGrpc: freePort(),
+    tokenHttp: freePort(),
     gateway: freePort(),
   };
   const oauthHttp = `http://127.0.0.1:${ports.oauthHttp}`;
   const coreHttp = `http://127.0.0.1:${ports.coreHttp}`;
+  const tokenHttp = `http://127.0.0.1:${ports.tokenHttp}`;
   const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
   const components = {
     oauth: {
@@ -199,6 +209,18 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         HTTP_PORT: `${ports.coreHttp}`,
       },
     },
+    token: {
+      entry: "services/token/main.ts",
+      env: {
+        ...common,
+        DATABASE_URL: serviceDb,
+        GRPC_PORT: `${ports.tokenGrpc}`,
+        HTTP_PORT: `${ports.tokenHttp}`,
+        ISSUER_URL: gatewayUrl,
+        OAUTH_REGISTRY_GRPC_URL: `http://127.0.0.1:${ports.oauthGrpc}`,
+        TOKEN_KEY_ENCRYPTION_KEY: randomSecret(),
+      },
+    },
     gateway: {
       entry: "gateway/main.ts",
       env: {
@@ -206,12 +228,15 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         GATEWAY_PORT: `${ports.gateway}`,
         OAUTH_REGISTRY_URL: oauthHttp,
         CORE_URL: coreHttp,
+        TOKEN_SERVICE_URL: tokenHttp,
+        ISSUER_URL: gatewayUrl,
       },
     },
   };
   const procs = {
     oauth: spawn(components.oauth.entry, components.oauth.env, options.denoFlags),
     core: spawn(components.core.entry, components.core.env, options.denoFlags),
+    token: spawn(components.token.entry, components.token.env, options.denoFlags),
     gateway: spawn(components.gateway.entry, components.gateway.env, options.denoFlags),
   };
   // Ready, not merely listening (any LOG_LEVEL); a process that exits fails the start at once.
@@ -230,7 +255,12 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
   };
   try {
     await Promise.race([
-      Promise.all([waitReady(oauthHttp), waitReady(coreHttp), waitReady(gatewayUrl)]),
+      Promise.all([
+        waitReady(oauthHttp),
+        waitReady(coreHttp),
+        waitReady(tokenHttp),
+        waitReady(gatewayUrl),
+      ]),
       ...exits,
     ]);
   } catch (error) {
@@ -245,6 +275,8 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
     oauthHttp,
     coreGrpc: `127.0.0.1:${ports.coreGrpc}`,
     coreHttp,
+    tokenGrpc: `127.0.0.1:${ports.tokenGrpc}`,
+    tokenHttp,
     databaseUrl: db.url,
     jwtSecret,
     procs,
