@@ -20,6 +20,8 @@ function freePorts(): Record<string, string> {
     OAUTH_HTTP_PORT: freePort(),
     CORE_GRPC_PORT: freePort(),
     CORE_HTTP_PORT: freePort(),
+    TOKEN_GRPC_PORT: freePort(),
+    TOKEN_HTTP_PORT: freePort(),
   };
 }
 
@@ -252,9 +254,9 @@ Deno.test("a stack that is not ready is not reported up: what is not ready and w
     await task.waitForStderr(/still waiting/, /Stack is up/);
     const lines = messages(task.stderr).filter((l) => l.startsWith("start: "));
     assert.deepEqual(lines, [
-      `start: not ready after 1 s: oauth-registry and core: the database at ` +
+      `start: not ready after 1 s: oauth-registry, core and token-service: the database at ` +
       `127.0.0.1:${dbPort}/postgres does not answer (connect ECONNREFUSED 127.0.0.1:${dbPort}); ` +
-      "gateway: waits for oauth-registry and core",
+      "gateway: waits for oauth-registry, core and token-service",
       "start: still waiting; the stack is reported up when it is (Ctrl-C stops it)",
     ]);
     assert.ok(!task.stdout.includes("Stack is up"), task.stdout);

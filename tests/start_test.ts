@@ -104,6 +104,8 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
     OAUTH_HTTP_PORT: freePort(),
     CORE_GRPC_PORT: freePort(),
     CORE_HTTP_PORT: freePort(),
+    TOKEN_GRPC_PORT: freePort(),
+    TOKEN_HTTP_PORT: freePort(),
     LOG_LEVEL: "warn",
   };
   const api = httpClient(`http://127.0.0.1:${env.GATEWAY_PORT}`);
@@ -141,6 +143,8 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
         OAUTH_HTTP_PORT: freePort(),
         CORE_GRPC_PORT: freePort(),
         CORE_HTTP_PORT: freePort(),
+        TOKEN_GRPC_PORT: freePort(),
+        TOKEN_HTTP_PORT: freePort(),
       }),
       [
         `start: the data folder ${dir}/ is in use by process ${startPid} (another "deno task ` +
@@ -200,6 +204,8 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
     OAUTH_HTTP_PORT: freePort(),
     CORE_GRPC_PORT: freePort(),
     CORE_HTTP_PORT: freePort(),
+    TOKEN_GRPC_PORT: freePort(),
+    TOKEN_HTTP_PORT: freePort(),
     LOG_LEVEL: "warn",
   };
   const gateway = `http://127.0.0.1:${env.GATEWAY_PORT}`;

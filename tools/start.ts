@@ -98,6 +98,8 @@ try {
     OAUTH_HTTP_PORT: ports.oauthHttp,
     CORE_GRPC_PORT: ports.coreGrpc,
     CORE_HTTP_PORT: ports.coreHttp,
+    TOKEN_GRPC_PORT: ports.tokenGrpc,
+    TOKEN_HTTP_PORT: ports.tokenHttp,
   });
   if (problem) fail(problem);
   secrets = await devSecrets();
