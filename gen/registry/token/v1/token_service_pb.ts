@@ -325,8 +325,8 @@ export type GetJwksResponse = Message<"registry.token.v1.GetJwksResponse"> & {
   jwksJson: string;
 
   /**
-   * The time after which the set may have changed, seconds since the epoch: a cache may keep it
-   * until then. Keys are published at least this long before they sign anything.
+   * How long, in seconds, a cache may keep the set: keys are published at least this long before
+   * they sign anything.
    *
    * @generated from field: int64 max_age_seconds = 2;
    */
