@@ -121,7 +121,7 @@ const reference = spawn("bench/reference.ts", {
   PORT: String(refPort),
   CLIENT_SECRET_HMAC_KEY: hmacKey,
   MAX_SECRETS_PER_CLIENT: maxSecrets,
-});
+}, flags["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${flags["cpu-prof"]}`] : []);
 await reference.serving;
 const refUrl = `http://127.0.0.1:${refPort}`;
 const sql = postgres(stack.databaseUrl, { max: 2, onnotice: () => {} });
@@ -471,7 +471,11 @@ for (let round = 1; round <= rounds; round++) {
       say(
         `round ${round} ${op.name} via ${path}: ${result.rps.toFixed(0)} req/s, p50 ${
           result.p50.toFixed(2)
-        } ms, p99 ${result.p99.toFixed(2)} ms, ${result.errors} errors`,
+        } ms, p99 ${result.p99.toFixed(2)} ms, ${result.errors} errors; CPU ms/request ${
+          Object.entries(result.cpu).filter(([, ms]) => ms >= 0.001).map(([k, ms]) =>
+            `${k} ${ms.toFixed(3)}`
+          ).join(", ")
+        }`,
       );
       if (result.errorDetail) say(`  h2load: ${result.errorDetail}`);
     }
