@@ -10,7 +10,6 @@
  */
 
 import { Code } from "@connectrpc/connect";
-import { backendTransport } from "./backend.ts";
 import { createOAuthEndpoints } from "./oauth.ts";
 import * as v from "valibot";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
@@ -18,6 +17,7 @@ import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { authOptions, authSettings, createTokenVerifier } from "../lib/policy/mod.ts";
+import { createGrpcTransport } from "../lib/rpc/mod.ts";
 import {
   configErrorExitCode,
   logLevel,
@@ -51,9 +51,10 @@ const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a
 export const gatewaySettings = {
   GATEWAY_PORT: port(8080),
   HOST: v.optional(v.string(), "0.0.0.0"),
-  OAUTH_REGISTRY_URL: url("http://127.0.0.1:8081"),
-  CORE_URL: url("http://127.0.0.1:8082"),
-  TOKEN_SERVICE_URL: url("http://127.0.0.1:8083"),
+  // The services' gRPC ports (h2c): the gateway is one more gRPC caller of each.
+  OAUTH_REGISTRY_GRPC_URL: url("http://127.0.0.1:50051"),
+  CORE_GRPC_URL: url("http://127.0.0.1:50052"),
+  TOKEN_SERVICE_GRPC_URL: url("http://127.0.0.1:50053"),
   // The authorization server's issuer; by default http://127.0.0.1:<GATEWAY_PORT>.
   ISSUER_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
   ...authSettings,
@@ -99,10 +100,16 @@ export function startGateway(config: GatewayConfig): RunningGateway {
   const budget = budgetFromConfig(config);
   registerBudgetMetrics(metrics, budget);
   const backends: Backend[] = [
-    { services: [OAuthRegistryService], transport: backendTransport(config.OAUTH_REGISTRY_URL) },
-    { services: [CoreService], transport: backendTransport(config.CORE_URL) },
+    {
+      services: [OAuthRegistryService],
+      transport: createGrpcTransport({ baseUrl: config.OAUTH_REGISTRY_GRPC_URL }),
+    },
+    { services: [CoreService], transport: createGrpcTransport({ baseUrl: config.CORE_GRPC_URL }) },
     // No /v1 routes (the token service's are the OAuth endpoints below); listed for /readyz.
-    { services: [TokenService], transport: backendTransport(config.TOKEN_SERVICE_URL) },
+    {
+      services: [TokenService],
+      transport: createGrpcTransport({ baseUrl: config.TOKEN_SERVICE_GRPC_URL }),
+    },
   ];
   const transcode = createTranscoder({
     backends,

@@ -26,7 +26,7 @@ import { concat } from "../lib/transport/mod.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
 import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
-import { wireSizes } from "./backend.ts";
+import { wireSizeOf } from "../lib/rpc/mod.ts";
 import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
@@ -329,7 +329,7 @@ export function createTranscoder(
         onHeader: (h) => responseHeader = h,
       });
       // The answer is held again while it becomes JSON: its bytes are taken too.
-      if (!lease.grow((wireSizes.get(message) ?? 0) * bodyCostFactor)) {
+      if (!lease.grow(wireSizeOf(message) * bodyCostFactor)) {
         throw overBudget();
       }
       if (route.httpMethod === "DELETE") return new Response(null, { status: 204 });

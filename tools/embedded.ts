@@ -120,9 +120,9 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
   const gateway = startGateway(readConfig("gateway", v.object(gatewaySettings), {
     ...env,
     GATEWAY_PORT: ports.gateway,
-    OAUTH_REGISTRY_URL: `http://${host}:${ports.oauthHttp}`,
-    CORE_URL: `http://${host}:${ports.coreHttp}`,
-    TOKEN_SERVICE_URL: `http://${host}:${ports.tokenHttp}`,
+    OAUTH_REGISTRY_GRPC_URL: `http://${host}:${ports.oauthGrpc}`,
+    CORE_GRPC_URL: `http://${host}:${ports.coreGrpc}`,
+    TOKEN_SERVICE_GRPC_URL: `http://${host}:${ports.tokenGrpc}`,
   }));
   return {
     async stop() {

@@ -154,9 +154,9 @@ if (databaseUrl) {
       env: {
         ...common,
         GATEWAY_PORT: ports.gateway,
-        OAUTH_REGISTRY_URL: oauthUrl,
-        CORE_URL: coreUrl,
-        TOKEN_SERVICE_URL: tokenUrl,
+        OAUTH_REGISTRY_GRPC_URL: `http://${urlHost}:${ports.oauthGrpc}`,
+        CORE_GRPC_URL: `http://${urlHost}:${ports.coreGrpc}`,
+        TOKEN_SERVICE_GRPC_URL: `http://${urlHost}:${ports.tokenGrpc}`,
       },
     },
   ]);

@@ -226,9 +226,9 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
       env: {
         ...common,
         GATEWAY_PORT: `${ports.gateway}`,
-        OAUTH_REGISTRY_URL: oauthHttp,
-        CORE_URL: coreHttp,
-        TOKEN_SERVICE_URL: tokenHttp,
+        OAUTH_REGISTRY_GRPC_URL: `http://127.0.0.1:${ports.oauthGrpc}`,
+        CORE_GRPC_URL: `http://127.0.0.1:${ports.coreGrpc}`,
+        TOKEN_SERVICE_GRPC_URL: `http://127.0.0.1:${ports.tokenGrpc}`,
         ISSUER_URL: gatewayUrl,
       },
     },

@@ -47,47 +47,17 @@
 
 import type { Lease, MemoryBudget } from "../platform/mod.ts";
 import { concat } from "./bytes.ts";
+import { ErrorCode, Flag, frame, FrameType, maxWindow, preface, readU32, u32 } from "./h2_frame.ts";
 import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
 
-/** HTTP/2 error codes (RFC 9113 7). */
-export const ErrorCode = {
-  NO_ERROR: 0x0,
-  PROTOCOL_ERROR: 0x1,
-  INTERNAL_ERROR: 0x2,
-  FLOW_CONTROL_ERROR: 0x3,
-  STREAM_CLOSED: 0x5,
-  FRAME_SIZE_ERROR: 0x6,
-  REFUSED_STREAM: 0x7,
-  CANCEL: 0x8,
-  COMPRESSION_ERROR: 0x9,
-  ENHANCE_YOUR_CALM: 0xb,
-} as const;
+export { ErrorCode } from "./h2_frame.ts";
 
-const FrameType = {
-  DATA: 0,
-  HEADERS: 1,
-  PRIORITY: 2,
-  RST_STREAM: 3,
-  SETTINGS: 4,
-  PUSH_PROMISE: 5,
-  PING: 6,
-  GOAWAY: 7,
-  WINDOW_UPDATE: 8,
-  CONTINUATION: 9,
-} as const;
+const { END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY } = Flag;
 
-const END_STREAM = 0x1;
-const ACK = 0x1;
-const END_HEADERS = 0x4;
-const PADDED = 0x8;
-const PRIORITY = 0x20;
-
-const preface = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const maxFrameSize = 16_384; // what we accept (the default; we never raise it)
 const maxDataFrame = 64 * 1024; // the largest DATA frame we send, whatever the peer allows
 const streamWindow = 256 * 1024; // what we let a peer send per stream before it must wait
 const connectionWindow = 1024 * 1024;
-const maxWindow = 2 ** 31 - 1;
 /** CONTINUATION frames one header block may take (empty ones cost nothing else to send). */
 const maxContinuations = 64;
 /** Peer resets, and stream errors the peer provokes, allowed per second. */
@@ -247,32 +217,6 @@ class ConnectionError extends Error {
   constructor(readonly code: number, message: string) {
     super(message);
   }
-}
-
-/** A frame: its 9-byte header and payload in one array (no DataView, no second copy). */
-function frame(type: number, flags: number, streamId: number, payload?: Uint8Array): Uint8Array {
-  const length = payload?.length ?? 0;
-  const out = new Uint8Array(9 + length);
-  out[0] = length >>> 16;
-  out[1] = length >>> 8;
-  out[2] = length;
-  out[3] = type;
-  out[4] = flags;
-  out[5] = (streamId >>> 24) & 0x7f;
-  out[6] = streamId >>> 16;
-  out[7] = streamId >>> 8;
-  out[8] = streamId;
-  if (payload) out.set(payload, 9);
-  return out;
-}
-
-function u32(value: number): Uint8Array {
-  return Uint8Array.of(value >>> 24, value >>> 16, value >>> 8, value);
-}
-
-function readU32(bytes: Uint8Array, offset = 0): number {
-  return ((bytes[offset]! << 24) | (bytes[offset + 1]! << 16) | (bytes[offset + 2]! << 8) |
-    bytes[offset + 3]!) >>> 0;
 }
 
 // --- request validation (RFC 9113 8.2, 8.3) --------------------------------------------------

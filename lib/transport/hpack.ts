@@ -42,8 +42,23 @@ codes.forEach(([length, code], symbol) => {
 
 const utf8 = new TextDecoder();
 
-/** Bytes to a string of the same code units (ISO-8859-1; TextDecoder's "latin1" is cp1252). */
+const ascii = new TextDecoder();
+
+/**
+ * Bytes to a string of the same code units (ISO-8859-1; TextDecoder's "latin1" is cp1252). Header
+ * values are nearly always ASCII, which the native decoder turns into the same string at a
+ * fraction of the cost of building it code unit by code unit (a bearer token on every request
+ * made that ~6% of a service's CPU).
+ */
 function latin1(bytes: Uint8Array | number[]): string {
+  let isAscii = true;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i]! >= 0x80) {
+      isAscii = false;
+      break;
+    }
+  }
+  if (isAscii && bytes instanceof Uint8Array) return ascii.decode(bytes);
   let out = "";
   for (let i = 0; i < bytes.length; i += 4096) {
     out += String.fromCharCode(...bytes.slice(i, i + 4096));
@@ -196,79 +211,55 @@ export class HpackDecoder {
 
 const encoder = new TextEncoder();
 
-/** The bytes of a header name or value (UTF-8; gRPC metadata values are ASCII). */
-function bytesOf(value: string): Uint8Array {
-  return encoder.encode(value);
-}
-
-function pushInteger(out: number[], value: number, prefixBits: number, flags: number): void {
-  const max = (1 << prefixBits) - 1;
-  if (value < max) {
-    out.push(flags | value);
-    return;
-  }
-  out.push(flags | max);
-  value -= max;
-  while (value >= 128) {
-    out.push((value & 0x7f) | 0x80);
-    value = Math.floor(value / 128);
-  }
-  out.push(value);
-}
-
 /**
  * Encodes a header block with literal fields without indexing (no dynamic table state, no
- * Huffman). Names must be lower case.
+ * Huffman), names from the static table where they exist, which every decoder accepts. Names must
+ * be lower case. Values are written as their UTF-8 bytes (gRPC metadata values are ASCII).
  */
 export function hpackEncode(fields: readonly HeaderField[]): Uint8Array {
-  const parts: Uint8Array[] = [];
   let size = 0;
-  for (const field of fields) {
-    const part = encodedField(field);
-    parts.push(part);
-    size += part.length;
-  }
+  for (const [name, value] of fields) size += name.length + 3 * value.length + 12;
   const out = new Uint8Array(size);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
+  let at = 0;
+  const integer = (value: number, prefixBits: number, flags: number) => {
+    const max = (1 << prefixBits) - 1;
+    if (value < max) {
+      out[at++] = flags | value;
+      return;
+    }
+    out[at++] = flags | max;
+    value -= max;
+    while (value >= 128) {
+      out[at++] = (value & 0x7f) | 0x80;
+      value = Math.floor(value / 128);
+    }
+    out[at++] = value;
+  };
+  const string = (text: string) => {
+    let isAscii = true;
+    for (let i = 0; i < text.length; i++) {
+      if (text.charCodeAt(i) >= 0x80) {
+        isAscii = false;
+        break;
+      }
+    }
+    const bytes = isAscii ? undefined : encoder.encode(text);
+    const length = bytes ? bytes.length : text.length;
+    integer(length, 7, 0);
+    if (bytes) out.set(bytes, at);
+    else for (let i = 0; i < length; i++) out[at + i] = text.charCodeAt(i);
+    at += length;
+  };
+  for (const [name, value] of fields) {
+    const index = staticNameIndex.get(name);
+    if (index !== undefined) integer(index, 4, 0x00);
+    else {
+      out[at++] = 0x00;
+      string(name);
+    }
+    string(value);
   }
-  return out;
-}
-
-/**
- * Encoded fields, remembered: a response's fields are mostly the same every time (`:status`,
- * `content-type`, `grpc-status: 0`). Bounded: cleared at 512 entries.
- */
-const fieldCache = new Map<string, Uint8Array>();
-
-function encodedField(field: HeaderField): Uint8Array {
-  const key = `${field[0]}\n${field[1]}`;
-  let bytes = fieldCache.get(key);
-  if (bytes === undefined) {
-    bytes = encodeField(field);
-    if (fieldCache.size >= 512) fieldCache.clear();
-    fieldCache.set(key, bytes);
-  }
-  return bytes;
-}
-
-function encodeField([name, value]: HeaderField): Uint8Array {
-  const out: number[] = [];
-  const index = staticNameIndex.get(name);
-  if (index !== undefined) {
-    pushInteger(out, index, 4, 0x00);
-  } else {
-    out.push(0x00);
-    const nameBytes = bytesOf(name);
-    pushInteger(out, nameBytes.length, 7, 0);
-    for (const byte of nameBytes) out.push(byte);
-  }
-  const valueBytes = bytesOf(value);
-  pushInteger(out, valueBytes.length, 7, 0);
-  for (const byte of valueBytes) out.push(byte);
-  return Uint8Array.from(out);
+  return out.subarray(0, at);
 }
 
 /** Decodes bytes of a header value that a peer sent as UTF-8 (gRPC metadata may be). */

@@ -1,12 +1,19 @@
 /**
- * What carries bytes: our HTTP/2 server (the gRPC ports, written on `Deno.listen`), its HPACK
- * codec, and the guard relay that gives `Deno.serve` (the HTTP/1.1 listeners) timeouts and a
+ * What carries bytes: our HTTP/2 server (the gRPC ports, written on `Deno.listen`) and
+ * client (the gRPC calls between processes, on `Deno.connect`), their HPACK codec, and the guard relay that gives `Deno.serve` (the HTTP/1.1 listeners) timeouts and a
  * connection cap. Nothing here knows of Protobuf, RPC methods or policy.
  *
  * @module
  */
 
 export { concat } from "./bytes.ts";
+export {
+  createH2Client,
+  type H2Client,
+  H2ClientError,
+  type H2ClientOptions,
+  type H2ClientResponse,
+} from "./h2_client.ts";
 export { type H2Request, type H2Response, type H2Server, serveH2 } from "./h2_server.ts";
 export { type HeaderField, HpackDecoder, hpackEncode } from "./hpack.ts";
 export { connectErrorBody, type GuardConfig, guardSettings, serveGuarded } from "./http_guard.ts";

@@ -1,6 +1,6 @@
 /**
- * The token service's view of the oauth-registry: the few calls it makes, over gRPC with
- * connect-es's stock gRPC transport (`@connectrpc/connect-node`, HTTP/2), as a caller that
+ * The token service's view of the oauth-registry: the few calls it makes, over gRPC (the
+ * transport of lib/rpc, the one the gateway calls the services with), as a caller that
  * administers every project. It never reads the `oauth` schema.
  *
  * The registry authenticates the call like any other: with a platform token. The token service
@@ -13,10 +13,10 @@
  */
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { signToken } from "../../lib/policy/mod.ts";
+import { createGrpcTransport } from "../../lib/rpc/mod.ts";
 
 /** What the token service asks the registry. */
 export interface Registry {
