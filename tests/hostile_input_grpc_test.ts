@@ -186,6 +186,8 @@ function validRequest(name: string, fx: Fixture): Record<string, unknown> {
     ListClientSecrets: c,
     DeleteClientSecret: { ...c, secretId: fx.secretId },
     VerifyClientSecret: { clientId: fx.clientId, secret: "ocs_wrong" },
+    LookupClient: { clientId: fx.clientId },
+    GetProjectInstallation: { ...p, installationId: fx.installationId },
     ConsentInstallation: { ...p, scopes: ["openid"] },
     GetInstallation: { installationId: fx.installationId },
     ListInstallations: { limit: 10 },

@@ -111,7 +111,11 @@ Deno.test("secret plaintexts appear only in the create response: never in the da
       clientIds.push(res.body.id);
       const { client } = await grpc.call(rpc.createClient, {
         projectId: "sec",
-        client: { name: `grpc ${i}`, type: ClientType.NATIVE, redirectUris: ["com.example:/cb"] },
+        client: {
+          name: `grpc ${i}`,
+          type: ClientType.WEB,
+          redirectUris: ["https://app.example.com/cb"],
+        },
       }, admin);
       clientIds.push(client!.id);
     }

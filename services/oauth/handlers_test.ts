@@ -116,6 +116,82 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
         assert.match(err.rawMessage, /audience internal/);
       },
     );
+
+    await t.step("a public client gets no secret: FAILED_PRECONDITION", async () => {
+      for (const type of [ClientType.SPA, ClientType.NATIVE]) {
+        const { client } = await api.createClient({
+          projectId: "p",
+          client: {
+            name: "public",
+            type,
+            redirectUris: [
+              type === ClientType.SPA ? "https://a.example/cb" : "com.example.app:/cb",
+            ],
+          },
+        }, { headers: admin });
+        const err = await rejection(
+          api.createClientSecret({ projectId: "p", clientId: client!.id }, { headers: admin }),
+        );
+        assert.equal(err.code, Code.FailedPrecondition);
+        assert.match(err.rawMessage, /public client/);
+      }
+      const [row] = await service.sql<{ count: number }[]>`
+        select count(*)::int as count from oauth.client_secrets`;
+      assert.equal(row?.count, 0);
+    });
+
+    await t.step("LookupClient: a token service finds any client; others only theirs", async () => {
+      const tokenService = await service.bearer({ sub: "token-service", projects: ["*"] });
+      const other = await service.bearer({ sub: "other", projects: ["q"] });
+      const { client } = await api.createClient({
+        projectId: "p",
+        client: { name: "spa", type: ClientType.SPA, redirectUris: ["https://a.example/cb"] },
+      }, { headers: admin });
+      const found = await api.lookupClient({ clientId: client!.id }, { headers: tokenService });
+      assert.equal(found.client?.projectId, "p");
+      assert.equal(found.client?.type, ClientType.SPA);
+      const mine = await api.lookupClient({ clientId: client!.id }, { headers: admin });
+      assert.equal(mine.client?.id, client!.id);
+      // Out of reach and unknown answer alike, naming no project.
+      const hidden = await rejection(
+        api.lookupClient({ clientId: client!.id }, { headers: other }),
+      );
+      const unknown = await rejection(
+        api.lookupClient({ clientId: "cli_00000000000000000000000000" }, { headers: other }),
+      );
+      assert.equal(hidden.code, Code.PermissionDenied);
+      assert.equal(unknown.code, Code.PermissionDenied);
+      assert.equal(
+        hidden.rawMessage.replace(client!.id, "x"),
+        unknown.rawMessage.replace(/cli_0+/, "x"),
+      );
+      const missing = await rejection(
+        api.lookupClient({ clientId: "cli_00000000000000000000000000" }, { headers: tokenService }),
+      );
+      assert.equal(missing.code, Code.NotFound);
+    });
+
+    await t.step("GetProjectInstallation: the project's admins see any account's", async () => {
+      const account = await service.bearer({ sub: "someone", projects: ["p"] });
+      const { installation } = await api.consentInstallation({ projectId: "p", scopes: ["a"] }, {
+        headers: account,
+      });
+      const seen = await api.getProjectInstallation({
+        projectId: "p",
+        installationId: installation!.id,
+      }, { headers: admin });
+      assert.equal(seen.installation?.accountId, "someone");
+      const elsewhere = await rejection(api.getProjectInstallation({
+        projectId: "q",
+        installationId: installation!.id,
+      }, { headers: await service.bearer({ sub: "q-admin", projects: ["q"] }) }));
+      assert.equal(elsewhere.code, Code.NotFound);
+      const notAdmin = await rejection(api.getProjectInstallation({
+        projectId: "p",
+        installationId: installation!.id,
+      }, { headers: user }));
+      assert.equal(notAdmin.code, Code.PermissionDenied);
+    });
   } finally {
     await service.close();
   }

@@ -9,6 +9,8 @@
  *   administers, and answers unknown and out-of-reach clients alike (PERMISSION_DENIED naming no
  *   project), so the answer never tells that an id exists elsewhere. It has no idempotency key and
  *   so no replay path.
+ * - LookupClient: as VerifyClientSecret (the handler answers only about reachable clients).
+ * - GetProjectInstallation: callers that administer the project (a token service).
  * - ConsentInstallation: any caller, unless the project's audience is `internal`: then only its own
  *   users (PERMISSION_DENIED). The rule reads the project's config (NOT_FOUND without one) and
  *   hands it to the handler.
@@ -63,6 +65,8 @@ export function createOAuthPolicy(
     listClientSecrets: projectAdmin,
     deleteClientSecret: projectAdmin,
     verifyClientSecret: authenticated,
+    lookupClient: authenticated,
+    getProjectInstallation: projectAdmin,
     consentInstallation: audience,
     getInstallation: authenticated,
     listInstallations: authenticated,

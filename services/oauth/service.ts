@@ -343,6 +343,13 @@ export function createOAuthRegistry(
         secret_hint: secret.hint,
       }, maxSecretsPerClient);
       if (result.kind === "no_client") throw notFound("client", req.clientId);
+      if (result.kind === "public") {
+        throw new ConnectError(
+          `Client ${req.clientId} is a public client (spa or native): it cannot keep a secret ` +
+            "(RFC 6749 2.1) and uses PKCE without one",
+          Code.FailedPrecondition,
+        );
+      }
       if (result.kind === "full") {
         throw new ConnectError(
           `Client ${req.clientId} already has ${maxSecretsPerClient} secrets; delete one first`,
@@ -395,6 +402,33 @@ export function createOAuthRegistry(
       const matches = deps.hasher.matches(req.secret, row.hashes);
       if (!matches || row.status !== "active") return { valid: false };
       return { valid: true, client: toClient(row) };
+    },
+
+    async lookupClient(req, ctx) {
+      const caller = callerOf(ctx);
+      const uuid = ids.client.toUuid(req.clientId);
+      const row = uuid === undefined ? undefined : await clients.find(uuid);
+      if (!row || !administers(caller, row.project_id)) {
+        // As VerifyClientSecret: unknown and out-of-reach clients answer alike, naming no project.
+        if (caller.projects !== "*") {
+          throw new ConnectError(
+            `No client ${req.clientId} in a project the token grants access to`,
+            Code.PermissionDenied,
+          );
+        }
+        throw notFound("client", req.clientId);
+      }
+      return { client: toClient(row) };
+    },
+
+    async getProjectInstallation(req) {
+      project(req.projectId);
+      const row = await installations.getInProject(
+        req.projectId,
+        pathId("installation", req.installationId),
+      );
+      if (!row) throw notFound("installation", req.installationId);
+      return { installation: toInstallation(row) };
     },
 
     async consentInstallation(req, ctx) {

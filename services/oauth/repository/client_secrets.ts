@@ -25,6 +25,7 @@ export interface ClientWithHashes extends ClientRow {
 export type CreateSecretResult =
   | { kind: "created"; row: ClientSecretRow }
   | { kind: "no_client" }
+  | { kind: "public" }
   | { kind: "full" };
 
 /** Reads and writes oauth.client_secrets. */
@@ -51,11 +52,12 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
   return {
     async create(projectId, secret, max) {
       return await sql.begin(async (tx) => {
-        const [client] = await tx`
-          select id from oauth.clients
+        const [client] = await tx<{ type: string }[]>`
+          select type from oauth.clients
           where id = ${secret.client_id} and project_id = ${projectId}
           for update`;
         if (!client) return { kind: "no_client" } as const;
+        if (client.type !== "web") return { kind: "public" } as const;
         const [held] = await tx<{ count: number }[]>`
           select count(*)::int as count from oauth.client_secrets
           where client_id = ${secret.client_id}`;

@@ -38,6 +38,8 @@ export interface ClientRepository {
   create(client: NewClient): Promise<ClientRow>;
   /** Returns the project's client, or undefined. */
   get(projectId: string, id: string): Promise<ClientRow | undefined>;
+  /** Returns the client of that id in any project, or undefined (for a token service). */
+  find(id: string): Promise<ClientRow | undefined>;
   /** Returns up to `limit` + 1 clients of the project after the cursor id, in id order. */
   list(projectId: string, limit: number, after: string | undefined): Promise<ClientRow[]>;
   /** Whether the id names a client of the project, present or deleted. */
@@ -61,6 +63,10 @@ export function createClientRepository(sql: Sql): ClientRepository {
     async get(projectId, id) {
       const [row] = await sql<ClientRow[]>`
         select * from oauth.clients where id = ${id} and project_id = ${projectId}`;
+      return row;
+    },
+    async find(id) {
+      const [row] = await sql<ClientRow[]>`select * from oauth.clients where id = ${id}`;
       return row;
     },
     async list(projectId, limit, after) {

@@ -43,6 +43,8 @@ export interface InstallationRepository {
   consent(consent: Consent): Promise<InstallationRow>;
   /** Returns the account's installation, or undefined. */
   get(accountId: string, id: string): Promise<InstallationRow | undefined>;
+  /** Returns the project's installation, whoever's account it is in, or undefined. */
+  getInProject(projectId: string, id: string): Promise<InstallationRow | undefined>;
   /** Returns up to `limit` + 1 installations of the account after the cursor id, in id order. */
   list(accountId: string, limit: number, after: string | undefined): Promise<InstallationRow[]>;
   /** Revokes the account's installation; returns false when there is no such installation. */
@@ -69,6 +71,11 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
     async get(accountId, id) {
       const [row] = await sql<InstallationRow[]>`
         select * from oauth.installations where id = ${id} and account_id = ${accountId}`;
+      return row;
+    },
+    async getInProject(projectId, id) {
+      const [row] = await sql<InstallationRow[]>`
+        select * from oauth.installations where id = ${id} and project_id = ${projectId}`;
       return row;
     },
     async list(accountId, limit, after) {

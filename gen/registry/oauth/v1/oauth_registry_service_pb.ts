@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/oauth_registry_service.proto.
  */
 export const file_registry_oauth_v1_oauth_registry_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci5yZWdpc3RyeS9vYXV0aC92MS9vYXV0aF9yZWdpc3RyeV9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSIwChVHZXRPQXV0aENvbmZpZ1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECIkgKFkdldE9BdXRoQ29uZmlnUmVzcG9uc2USLgoGY29uZmlnGAEgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWcingEKGFVwZGF0ZU9BdXRoQ29uZmlnUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISMwoGY29uZmlnGAIgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWdCA+BBAhI0Cgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJLChlVcGRhdGVPQXV0aENvbmZpZ1Jlc3BvbnNlEi4KBmNvbmZpZxgBIAEoCzIeLnJlZ2lzdHJ5Lm9hdXRoLnYxLk9BdXRoQ29uZmlnIl4KE0NyZWF0ZUNsaWVudFJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEi4KBmNsaWVudBgCIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudEID4EECIkEKFENyZWF0ZUNsaWVudFJlc3BvbnNlEikKBmNsaWVudBgBIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCJDChBHZXRDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAiI+ChFHZXRDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiZAoSTGlzdENsaWVudHNSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIXCgVsaW1pdBgCIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAyABKAlCA+BBAUIICgZfbGltaXQiUAoTTGlzdENsaWVudHNSZXNwb25zZRInCgRkYXRhGAEgAygLMhkucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50EhAKCGhhc19tb3JlGAIgASgIIqwBChNVcGRhdGVDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIuCgZjbGllbnQYAyABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRCA+BBAhI0Cgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJBChRVcGRhdGVDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiRgoTRGVsZXRlQ2xpZW50UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiFgoURGVsZXRlQ2xpZW50UmVzcG9uc2UiTAoZQ3JlYXRlQ2xpZW50U2VjcmV0UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiVAoaQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2USNgoNY2xpZW50X3NlY3JldBgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldCJLChhMaXN0Q2xpZW50U2VjcmV0c1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECIlwKGUxpc3RDbGllbnRTZWNyZXRzUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldBIQCghoYXNfbW9yZRgCIAEoCCJkChlEZWxldGVDbGllbnRTZWNyZXRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIWCglzZWNyZXRfaWQYAyABKAlCA+BBAiIcChpEZWxldGVDbGllbnRTZWNyZXRSZXNwb25zZSJIChlWZXJpZnlDbGllbnRTZWNyZXRSZXF1ZXN0EhYKCWNsaWVudF9pZBgBIAEoCUID4EECEhMKBnNlY3JldBgCIAEoCUID4EECIlYKGlZlcmlmeUNsaWVudFNlY3JldFJlc3BvbnNlEg0KBXZhbGlkGAEgASgIEikKBmNsaWVudBgCIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCJKChpDb25zZW50SW5zdGFsbGF0aW9uUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISEwoGc2NvcGVzGAIgAygJQgPgQQEiVAobQ29uc2VudEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiI2ChZHZXRJbnN0YWxsYXRpb25SZXF1ZXN0EhwKD2luc3RhbGxhdGlvbl9pZBgBIAEoCUID4EECIlAKF0dldEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiJRChhMaXN0SW5zdGFsbGF0aW9uc1JlcXVlc3QSFwoFbGltaXQYASABKAVCA+BBAUgAiAEBEhIKBWFmdGVyGAIgASgJQgPgQQFCCAoGX2xpbWl0IlwKGUxpc3RJbnN0YWxsYXRpb25zUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbhIQCghoYXNfbW9yZRgCIAEoCCI5ChlSZXZva2VJbnN0YWxsYXRpb25SZXF1ZXN0EhwKD2luc3RhbGxhdGlvbl9pZBgBIAEoCUID4EECIhwKGlJldm9rZUluc3RhbGxhdGlvblJlc3BvbnNlMvYSChRPQXV0aFJlZ2lzdHJ5U2VydmljZRKXAQoOR2V0T0F1dGhDb25maWcSKC5yZWdpc3RyeS5vYXV0aC52MS5HZXRPQXV0aENvbmZpZ1JlcXVlc3QaKS5yZWdpc3RyeS5vYXV0aC52MS5HZXRPQXV0aENvbmZpZ1Jlc3BvbnNlIjCC0+STAipiBmNvbmZpZxIgL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jb25maWcSqAEKEVVwZGF0ZU9BdXRoQ29uZmlnEisucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlT0F1dGhDb25maWdSZXF1ZXN0GiwucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlT0F1dGhDb25maWdSZXNwb25zZSI4gtPkkwIyOgZjb25maWdiBmNvbmZpZzIgL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jb25maWcSmgEKDENyZWF0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNyZWF0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRSZXNwb25zZSI5gtPkkwIzOgZjbGllbnRiBmNsaWVudCIhL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzEpUBCglHZXRDbGllbnQSIy5yZWdpc3RyeS5vYXV0aC52MS5HZXRDbGllbnRSZXF1ZXN0GiQucmVnaXN0cnkub2F1dGgudjEuR2V0Q2xpZW50UmVzcG9uc2UiPYLT5JMCN2IGY2xpZW50Ei0vdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0ShwEKC0xpc3RDbGllbnRzEiUucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudHNSZXF1ZXN0GiYucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudHNSZXNwb25zZSIpgtPkkwIjEiEvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMSpgEKDFVwZGF0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLlVwZGF0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5VcGRhdGVDbGllbnRSZXNwb25zZSJFgtPkkwI/OgZjbGllbnRiBmNsaWVudDItL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9EpYBCgxEZWxldGVDbGllbnQSJi5yZWdpc3RyeS5vYXV0aC52MS5EZWxldGVDbGllbnRSZXF1ZXN0GicucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50UmVzcG9uc2UiNYLT5JMCLyotL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9Er8BChJDcmVhdGVDbGllbnRTZWNyZXQSLC5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRTZWNyZXRSZXF1ZXN0Gi0ucmVnaXN0cnkub2F1dGgudjEuQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2UiTILT5JMCRmINY2xpZW50X3NlY3JldCI1L3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9L3NlY3JldHMSrQEKEUxpc3RDbGllbnRTZWNyZXRzEisucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudFNlY3JldHNSZXF1ZXN0GiwucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudFNlY3JldHNSZXNwb25zZSI9gtPkkwI3EjUvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0vc2VjcmV0cxK8AQoSRGVsZXRlQ2xpZW50U2VjcmV0EiwucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50U2VjcmV0UmVxdWVzdBotLnJlZ2lzdHJ5Lm9hdXRoLnYxLkRlbGV0ZUNsaWVudFNlY3JldFJlc3BvbnNlIkmC0+STAkMqQS92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cy97Y2xpZW50X2lkfS9zZWNyZXRzL3tzZWNyZXRfaWR9EnEKElZlcmlmeUNsaWVudFNlY3JldBIsLnJlZ2lzdHJ5Lm9hdXRoLnYxLlZlcmlmeUNsaWVudFNlY3JldFJlcXVlc3QaLS5yZWdpc3RyeS5vYXV0aC52MS5WZXJpZnlDbGllbnRTZWNyZXRSZXNwb25zZRKgAQoTQ29uc2VudEluc3RhbGxhdGlvbhItLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNvbnNlbnRJbnN0YWxsYXRpb25SZXF1ZXN0Gi4ucmVnaXN0cnkub2F1dGgudjEuQ29uc2VudEluc3RhbGxhdGlvblJlc3BvbnNlIiqC0+STAiQ6ASpiDGluc3RhbGxhdGlvbiIRL3YxL2luc3RhbGxhdGlvbnMSowEKD0dldEluc3RhbGxhdGlvbhIpLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldEluc3RhbGxhdGlvblJlcXVlc3QaKi5yZWdpc3RyeS5vYXV0aC52MS5HZXRJbnN0YWxsYXRpb25SZXNwb25zZSI5gtPkkwIzYgxpbnN0YWxsYXRpb24SIy92MS9pbnN0YWxsYXRpb25zL3tpbnN0YWxsYXRpb25faWR9EokBChFMaXN0SW5zdGFsbGF0aW9ucxIrLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxpc3RJbnN0YWxsYXRpb25zUmVxdWVzdBosLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxpc3RJbnN0YWxsYXRpb25zUmVzcG9uc2UiGYLT5JMCExIRL3YxL2luc3RhbGxhdGlvbnMSngEKElJldm9rZUluc3RhbGxhdGlvbhIsLnJlZ2lzdHJ5Lm9hdXRoLnYxLlJldm9rZUluc3RhbGxhdGlvblJlcXVlc3QaLS5yZWdpc3RyeS5vYXV0aC52MS5SZXZva2VJbnN0YWxsYXRpb25SZXNwb25zZSIrgtPkkwIlKiMvdjEvaW5zdGFsbGF0aW9ucy97aW5zdGFsbGF0aW9uX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_field_mask, file_registry_oauth_v1_client, file_registry_oauth_v1_client_secret, file_registry_oauth_v1_config, file_registry_oauth_v1_installation]);
+  fileDesc("Ci5yZWdpc3RyeS9vYXV0aC92MS9vYXV0aF9yZWdpc3RyeV9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSIwChVHZXRPQXV0aENvbmZpZ1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECIkgKFkdldE9BdXRoQ29uZmlnUmVzcG9uc2USLgoGY29uZmlnGAEgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWcingEKGFVwZGF0ZU9BdXRoQ29uZmlnUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISMwoGY29uZmlnGAIgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWdCA+BBAhI0Cgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJLChlVcGRhdGVPQXV0aENvbmZpZ1Jlc3BvbnNlEi4KBmNvbmZpZxgBIAEoCzIeLnJlZ2lzdHJ5Lm9hdXRoLnYxLk9BdXRoQ29uZmlnIl4KE0NyZWF0ZUNsaWVudFJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEi4KBmNsaWVudBgCIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudEID4EECIkEKFENyZWF0ZUNsaWVudFJlc3BvbnNlEikKBmNsaWVudBgBIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCJDChBHZXRDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAiI+ChFHZXRDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiZAoSTGlzdENsaWVudHNSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIXCgVsaW1pdBgCIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAyABKAlCA+BBAUIICgZfbGltaXQiUAoTTGlzdENsaWVudHNSZXNwb25zZRInCgRkYXRhGAEgAygLMhkucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50EhAKCGhhc19tb3JlGAIgASgIIqwBChNVcGRhdGVDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIuCgZjbGllbnQYAyABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRCA+BBAhI0Cgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJBChRVcGRhdGVDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiRgoTRGVsZXRlQ2xpZW50UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiFgoURGVsZXRlQ2xpZW50UmVzcG9uc2UiTAoZQ3JlYXRlQ2xpZW50U2VjcmV0UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiVAoaQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2USNgoNY2xpZW50X3NlY3JldBgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldCJLChhMaXN0Q2xpZW50U2VjcmV0c1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECIlwKGUxpc3RDbGllbnRTZWNyZXRzUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldBIQCghoYXNfbW9yZRgCIAEoCCJkChlEZWxldGVDbGllbnRTZWNyZXRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIWCglzZWNyZXRfaWQYAyABKAlCA+BBAiIcChpEZWxldGVDbGllbnRTZWNyZXRSZXNwb25zZSJIChlWZXJpZnlDbGllbnRTZWNyZXRSZXF1ZXN0EhYKCWNsaWVudF9pZBgBIAEoCUID4EECEhMKBnNlY3JldBgCIAEoCUID4EECIlYKGlZlcmlmeUNsaWVudFNlY3JldFJlc3BvbnNlEg0KBXZhbGlkGAEgASgIEikKBmNsaWVudBgCIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCItChNMb29rdXBDbGllbnRSZXF1ZXN0EhYKCWNsaWVudF9pZBgBIAEoCUID4EECIkEKFExvb2t1cENsaWVudFJlc3BvbnNlEikKBmNsaWVudBgBIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCJKChpDb25zZW50SW5zdGFsbGF0aW9uUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISEwoGc2NvcGVzGAIgAygJQgPgQQEiVAobQ29uc2VudEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiI2ChZHZXRJbnN0YWxsYXRpb25SZXF1ZXN0EhwKD2luc3RhbGxhdGlvbl9pZBgBIAEoCUID4EECIlAKF0dldEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiJWCh1HZXRQcm9qZWN0SW5zdGFsbGF0aW9uUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISHAoPaW5zdGFsbGF0aW9uX2lkGAIgASgJQgPgQQIiVwoeR2V0UHJvamVjdEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiJRChhMaXN0SW5zdGFsbGF0aW9uc1JlcXVlc3QSFwoFbGltaXQYASABKAVCA+BBAUgAiAEBEhIKBWFmdGVyGAIgASgJQgPgQQFCCAoGX2xpbWl0IlwKGUxpc3RJbnN0YWxsYXRpb25zUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbhIQCghoYXNfbW9yZRgCIAEoCCI5ChlSZXZva2VJbnN0YWxsYXRpb25SZXF1ZXN0EhwKD2luc3RhbGxhdGlvbl9pZBgBIAEoCUID4EECIhwKGlJldm9rZUluc3RhbGxhdGlvblJlc3BvbnNlMtYUChRPQXV0aFJlZ2lzdHJ5U2VydmljZRKXAQoOR2V0T0F1dGhDb25maWcSKC5yZWdpc3RyeS5vYXV0aC52MS5HZXRPQXV0aENvbmZpZ1JlcXVlc3QaKS5yZWdpc3RyeS5vYXV0aC52MS5HZXRPQXV0aENvbmZpZ1Jlc3BvbnNlIjCC0+STAipiBmNvbmZpZxIgL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jb25maWcSqAEKEVVwZGF0ZU9BdXRoQ29uZmlnEisucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlT0F1dGhDb25maWdSZXF1ZXN0GiwucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlT0F1dGhDb25maWdSZXNwb25zZSI4gtPkkwIyOgZjb25maWdiBmNvbmZpZzIgL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jb25maWcSmgEKDENyZWF0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNyZWF0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRSZXNwb25zZSI5gtPkkwIzOgZjbGllbnRiBmNsaWVudCIhL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzEpUBCglHZXRDbGllbnQSIy5yZWdpc3RyeS5vYXV0aC52MS5HZXRDbGllbnRSZXF1ZXN0GiQucmVnaXN0cnkub2F1dGgudjEuR2V0Q2xpZW50UmVzcG9uc2UiPYLT5JMCN2IGY2xpZW50Ei0vdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0ShwEKC0xpc3RDbGllbnRzEiUucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudHNSZXF1ZXN0GiYucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudHNSZXNwb25zZSIpgtPkkwIjEiEvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMSpgEKDFVwZGF0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLlVwZGF0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5VcGRhdGVDbGllbnRSZXNwb25zZSJFgtPkkwI/OgZjbGllbnRiBmNsaWVudDItL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9EpYBCgxEZWxldGVDbGllbnQSJi5yZWdpc3RyeS5vYXV0aC52MS5EZWxldGVDbGllbnRSZXF1ZXN0GicucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50UmVzcG9uc2UiNYLT5JMCLyotL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9Er8BChJDcmVhdGVDbGllbnRTZWNyZXQSLC5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRTZWNyZXRSZXF1ZXN0Gi0ucmVnaXN0cnkub2F1dGgudjEuQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2UiTILT5JMCRmINY2xpZW50X3NlY3JldCI1L3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9L3NlY3JldHMSrQEKEUxpc3RDbGllbnRTZWNyZXRzEisucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudFNlY3JldHNSZXF1ZXN0GiwucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudFNlY3JldHNSZXNwb25zZSI9gtPkkwI3EjUvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0vc2VjcmV0cxK8AQoSRGVsZXRlQ2xpZW50U2VjcmV0EiwucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50U2VjcmV0UmVxdWVzdBotLnJlZ2lzdHJ5Lm9hdXRoLnYxLkRlbGV0ZUNsaWVudFNlY3JldFJlc3BvbnNlIkmC0+STAkMqQS92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cy97Y2xpZW50X2lkfS9zZWNyZXRzL3tzZWNyZXRfaWR9EnEKElZlcmlmeUNsaWVudFNlY3JldBIsLnJlZ2lzdHJ5Lm9hdXRoLnYxLlZlcmlmeUNsaWVudFNlY3JldFJlcXVlc3QaLS5yZWdpc3RyeS5vYXV0aC52MS5WZXJpZnlDbGllbnRTZWNyZXRSZXNwb25zZRJfCgxMb29rdXBDbGllbnQSJi5yZWdpc3RyeS5vYXV0aC52MS5Mb29rdXBDbGllbnRSZXF1ZXN0GicucmVnaXN0cnkub2F1dGgudjEuTG9va3VwQ2xpZW50UmVzcG9uc2USoAEKE0NvbnNlbnRJbnN0YWxsYXRpb24SLS5yZWdpc3RyeS5vYXV0aC52MS5Db25zZW50SW5zdGFsbGF0aW9uUmVxdWVzdBouLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNvbnNlbnRJbnN0YWxsYXRpb25SZXNwb25zZSIqgtPkkwIkOgEqYgxpbnN0YWxsYXRpb24iES92MS9pbnN0YWxsYXRpb25zEqMBCg9HZXRJbnN0YWxsYXRpb24SKS5yZWdpc3RyeS5vYXV0aC52MS5HZXRJbnN0YWxsYXRpb25SZXF1ZXN0GioucmVnaXN0cnkub2F1dGgudjEuR2V0SW5zdGFsbGF0aW9uUmVzcG9uc2UiOYLT5JMCM2IMaW5zdGFsbGF0aW9uEiMvdjEvaW5zdGFsbGF0aW9ucy97aW5zdGFsbGF0aW9uX2lkfRKJAQoRTGlzdEluc3RhbGxhdGlvbnMSKy5yZWdpc3RyeS5vYXV0aC52MS5MaXN0SW5zdGFsbGF0aW9uc1JlcXVlc3QaLC5yZWdpc3RyeS5vYXV0aC52MS5MaXN0SW5zdGFsbGF0aW9uc1Jlc3BvbnNlIhmC0+STAhMSES92MS9pbnN0YWxsYXRpb25zEn0KFkdldFByb2plY3RJbnN0YWxsYXRpb24SMC5yZWdpc3RyeS5vYXV0aC52MS5HZXRQcm9qZWN0SW5zdGFsbGF0aW9uUmVxdWVzdBoxLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldFByb2plY3RJbnN0YWxsYXRpb25SZXNwb25zZRKeAQoSUmV2b2tlSW5zdGFsbGF0aW9uEiwucmVnaXN0cnkub2F1dGgudjEuUmV2b2tlSW5zdGFsbGF0aW9uUmVxdWVzdBotLnJlZ2lzdHJ5Lm9hdXRoLnYxLlJldm9rZUluc3RhbGxhdGlvblJlc3BvbnNlIiuC0+STAiUqIy92MS9pbnN0YWxsYXRpb25zL3tpbnN0YWxsYXRpb25faWR9YgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_field_mask, file_registry_oauth_v1_client, file_registry_oauth_v1_client_secret, file_registry_oauth_v1_config, file_registry_oauth_v1_installation]);
 
 /**
  * Request of GetOAuthConfig.
@@ -606,6 +606,48 @@ export const VerifyClientSecretResponseSchema: GenMessage<VerifyClientSecretResp
   messageDesc(file_registry_oauth_v1_oauth_registry_service, 21);
 
 /**
+ * Request of LookupClient.
+ *
+ * @generated from message registry.oauth.v1.LookupClientRequest
+ */
+export type LookupClientRequest = Message<"registry.oauth.v1.LookupClientRequest"> & {
+  /**
+   * The OAuth client_id.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.LookupClientRequest.
+ * Use `create(LookupClientRequestSchema)` to create a new message.
+ */
+export const LookupClientRequestSchema: GenMessage<LookupClientRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 22);
+
+/**
+ * Response of LookupClient.
+ *
+ * @generated from message registry.oauth.v1.LookupClientResponse
+ */
+export type LookupClientResponse = Message<"registry.oauth.v1.LookupClientResponse"> & {
+  /**
+   * The client, whatever its status.
+   *
+   * @generated from field: registry.oauth.v1.Client client = 1;
+   */
+  client?: Client | undefined;
+};
+
+/**
+ * Describes the message registry.oauth.v1.LookupClientResponse.
+ * Use `create(LookupClientResponseSchema)` to create a new message.
+ */
+export const LookupClientResponseSchema: GenMessage<LookupClientResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 23);
+
+/**
  * Request of ConsentInstallation.
  *
  * @generated from message registry.oauth.v1.ConsentInstallationRequest
@@ -632,7 +674,7 @@ export type ConsentInstallationRequest = Message<"registry.oauth.v1.ConsentInsta
  * Use `create(ConsentInstallationRequestSchema)` to create a new message.
  */
 export const ConsentInstallationRequestSchema: GenMessage<ConsentInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 22);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 24);
 
 /**
  * Response of ConsentInstallation.
@@ -653,7 +695,7 @@ export type ConsentInstallationResponse = Message<"registry.oauth.v1.ConsentInst
  * Use `create(ConsentInstallationResponseSchema)` to create a new message.
  */
 export const ConsentInstallationResponseSchema: GenMessage<ConsentInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 23);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 25);
 
 /**
  * Request of GetInstallation.
@@ -674,7 +716,7 @@ export type GetInstallationRequest = Message<"registry.oauth.v1.GetInstallationR
  * Use `create(GetInstallationRequestSchema)` to create a new message.
  */
 export const GetInstallationRequestSchema: GenMessage<GetInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 24);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 26);
 
 /**
  * Response of GetInstallation.
@@ -695,7 +737,56 @@ export type GetInstallationResponse = Message<"registry.oauth.v1.GetInstallation
  * Use `create(GetInstallationResponseSchema)` to create a new message.
  */
 export const GetInstallationResponseSchema: GenMessage<GetInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 25);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 27);
+
+/**
+ * Request of GetProjectInstallation.
+ *
+ * @generated from message registry.oauth.v1.GetProjectInstallationRequest
+ */
+export type GetProjectInstallationRequest = Message<"registry.oauth.v1.GetProjectInstallationRequest"> & {
+  /**
+   * The project the installation belongs to.
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The installation's id.
+   *
+   * @generated from field: string installation_id = 2;
+   */
+  installationId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.GetProjectInstallationRequest.
+ * Use `create(GetProjectInstallationRequestSchema)` to create a new message.
+ */
+export const GetProjectInstallationRequestSchema: GenMessage<GetProjectInstallationRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 28);
+
+/**
+ * Response of GetProjectInstallation.
+ *
+ * @generated from message registry.oauth.v1.GetProjectInstallationResponse
+ */
+export type GetProjectInstallationResponse = Message<"registry.oauth.v1.GetProjectInstallationResponse"> & {
+  /**
+   * The installation, revoked ones included.
+   *
+   * @generated from field: registry.oauth.v1.Installation installation = 1;
+   */
+  installation?: Installation | undefined;
+};
+
+/**
+ * Describes the message registry.oauth.v1.GetProjectInstallationResponse.
+ * Use `create(GetProjectInstallationResponseSchema)` to create a new message.
+ */
+export const GetProjectInstallationResponseSchema: GenMessage<GetProjectInstallationResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 29);
 
 /**
  * Request of ListInstallations.
@@ -724,7 +815,7 @@ export type ListInstallationsRequest = Message<"registry.oauth.v1.ListInstallati
  * Use `create(ListInstallationsRequestSchema)` to create a new message.
  */
 export const ListInstallationsRequestSchema: GenMessage<ListInstallationsRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 26);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 30);
 
 /**
  * Response of ListInstallations.
@@ -752,7 +843,7 @@ export type ListInstallationsResponse = Message<"registry.oauth.v1.ListInstallat
  * Use `create(ListInstallationsResponseSchema)` to create a new message.
  */
 export const ListInstallationsResponseSchema: GenMessage<ListInstallationsResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 27);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 31);
 
 /**
  * Request of RevokeInstallation.
@@ -773,7 +864,7 @@ export type RevokeInstallationRequest = Message<"registry.oauth.v1.RevokeInstall
  * Use `create(RevokeInstallationRequestSchema)` to create a new message.
  */
 export const RevokeInstallationRequestSchema: GenMessage<RevokeInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 28);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 32);
 
 /**
  * Response of RevokeInstallation. Empty (HTTP 204 through the gateway).
@@ -788,7 +879,7 @@ export type RevokeInstallationResponse = Message<"registry.oauth.v1.RevokeInstal
  * Use `create(RevokeInstallationResponseSchema)` to create a new message.
  */
 export const RevokeInstallationResponseSchema: GenMessage<RevokeInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 29);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 33);
 
 /**
  * OAuthRegistryService registers projects' OAuth clients, their consent-screen configuration and
@@ -902,7 +993,8 @@ export const OAuthRegistryService: GenService<{
   },
   /**
    * Creates a secret and returns its plaintext, once. FAILED_PRECONDITION when the client
-   * already holds 10 secrets. The plaintext is never stored, so a replay under the same
+   * already holds 10 secrets, or when it is a public client (`spa`, `native`): a public client
+   * cannot keep a secret (RFC 6749 2.1), so it has none and authenticates with PKCE instead. The plaintext is never stored, so a replay under the same
    * idempotency key returns the secret without `secret`: delete it and create another.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.CreateClientSecret
@@ -949,6 +1041,19 @@ export const OAuthRegistryService: GenService<{
     output: typeof VerifyClientSecretResponseSchema;
   },
   /**
+   * Internal (no /v1 route): the client of a client_id, for a token service that meets a public
+   * client (which has no secret) or a client_id in an authorization request. The same rules as
+   * VerifyClientSecret: the caller needs access to the client's project, and unless its token
+   * covers every project an unknown client is PERMISSION_DENIED too; with "*", NOT_FOUND.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.LookupClient
+   */
+  lookupClient: {
+    methodKind: "unary";
+    input: typeof LookupClientRequestSchema;
+    output: typeof LookupClientResponseSchema;
+  },
+  /**
    * Records the caller's consent for a project (which needs an OAuthConfig, else NOT_FOUND; an
    * AUDIENCE_INTERNAL project accepts consent only from its administrators, else
    * PERMISSION_DENIED). At most one non-revoked installation exists per (project, account):
@@ -980,6 +1085,18 @@ export const OAuthRegistryService: GenService<{
     methodKind: "unary";
     input: typeof ListInstallationsRequestSchema;
     output: typeof ListInstallationsResponseSchema;
+  },
+  /**
+   * Internal (no /v1 route): an installation of a project, whoever's account it is in, for a
+   * caller that administers the project (a token service issuing or checking the installation's
+   * tokens). NOT_FOUND when the project has no installation of that id.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.GetProjectInstallation
+   */
+  getProjectInstallation: {
+    methodKind: "unary";
+    input: typeof GetProjectInstallationRequestSchema;
+    output: typeof GetProjectInstallationResponseSchema;
   },
   /**
    * Revokes an installation: status becomes revoked and revoked_at is set. Revoking a revoked
