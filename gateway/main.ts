@@ -57,6 +57,8 @@ export const gatewaySettings = {
   TOKEN_SERVICE_GRPC_URL: url("http://127.0.0.1:50053"),
   // The authorization server's issuer; by default http://127.0.0.1:<GATEWAY_PORT>.
   ISSUER_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
+  // Where the authorization endpoint sends a user who is not signed in (with return_to).
+  LOGIN_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
   ...authSettings,
   RPC_TIMEOUT_MS: positiveInt(10_000),
   LOG_LEVEL: logLevel,
@@ -128,6 +130,7 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
     budget,
     log,
+    loginUrl: config.LOGIN_URL,
   });
   let draining = false;
   // One label set per method, route and status, made once: prom-client hashes a label object on

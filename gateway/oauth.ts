@@ -1,8 +1,14 @@
 /**
  * The OAuth 2 endpoints of the authorization server, on the token service (TokenService over
- * Connect): what the RFCs define, so that stock OAuth clients work unchanged.
+ * gRPC): what the RFCs define, so that stock OAuth clients work unchanged.
  *
  * - `GET /.well-known/oauth-authorization-server`: metadata (RFC 8414), built here from ISSUER_URL;
+ * - `GET /oauth2/authorize` (RFC 6749 4.1.1): the consent page (./consent_page.ts) for the user
+ *   signed in with the `session` cookie (the platform token), and `POST /oauth2/authorize`, the
+ *   page's form: Allow or Deny, answered with a redirect to the client (303). Without a valid
+ *   session: a redirect to LOGIN_URL with `return_to`, or a page saying so. The token service
+ *   decides everything (StartAuthorization, DecideAuthorization); the gateway renders HTML, because
+ *   a page is not RPC-shaped and the gateway is where HTTP is spoken;
  * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), held in memory for as long as the token
  *   service says a cache may keep them;
  * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
@@ -24,13 +30,16 @@ import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
 import {
   ClientAuthMethod,
   type ClientCredentials,
+  Decision,
   TokenService,
 } from "../gen/registry/token/v1/token_service_pb.ts";
+import { type AuthorizationParams, consentPage, errorPage } from "./consent_page.ts";
 import type { Logger, MemoryBudget } from "../lib/platform/mod.ts";
 
 /** The paths of the endpoints (the metadata tells clients; these are ours to choose). */
 export const oauthPaths = {
   metadata: "/.well-known/oauth-authorization-server",
+  authorize: "/oauth2/authorize",
   jwks: "/oauth2/jwks",
   token: "/oauth2/token",
   introspect: "/oauth2/introspect",
@@ -38,7 +47,26 @@ export const oauthPaths = {
 } as const;
 
 /** The grant types the token service runs. */
-const grantTypes = ["client_credentials"];
+const grantTypes = [
+  "authorization_code",
+  "refresh_token",
+  "client_credentials",
+  "urn:ietf:params:oauth:grant-type:token-exchange",
+];
+
+/** The parameters of an authorization request, as the consent form sends them back. */
+const authorizationParams = [
+  "response_type",
+  "client_id",
+  "redirect_uri",
+  "scope",
+  "state",
+  "code_challenge",
+  "code_challenge_method",
+] as const;
+
+/** The cookie that carries the signed-in user's platform token. */
+export const sessionCookie = "session";
 
 /** The largest form accepted: every parameter of every grant fits in far less. */
 export const maxFormBytes = 16 * 1024;
@@ -55,6 +83,8 @@ export interface OAuthOptions {
   budget: MemoryBudget;
   /** Log of failures of the token service. */
   log: Logger;
+  /** Where to send a user who is not signed in (with `return_to`); unset: a page says so. */
+  loginUrl?: string | undefined;
 }
 
 /** The endpoints' handler: a response for an OAuth path, or undefined for any other path. */
@@ -92,15 +122,22 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   const { issuer } = options;
   const metadata = JSON.stringify({
     issuer,
+    authorization_endpoint: issuer + oauthPaths.authorize,
     token_endpoint: issuer + oauthPaths.token,
     jwks_uri: issuer + oauthPaths.jwks,
     introspection_endpoint: issuer + oauthPaths.introspect,
     revocation_endpoint: issuer + oauthPaths.revoke,
     grant_types_supported: grantTypes,
-    response_types_supported: [],
-    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    response_types_supported: ["code"],
+    response_modes_supported: ["query"],
+    code_challenge_methods_supported: ["S256"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
     introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
-    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
+    revocation_endpoint_auth_methods_supported: [
+      "client_secret_basic",
+      "client_secret_post",
+      "none",
+    ],
     authorization_response_iss_parameter_supported: true,
   });
   let jwks: { body: string; until: number } | undefined;
@@ -133,6 +170,135 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     } catch (error) {
       if (error instanceof OAuthHttpError) return { response: errorAnswer(error), route };
       return { response: errorAnswer(fromRpc(error, basic, options.log, c.requestId)), route };
+    }
+  }
+
+  /** The user is not signed in: to LOGIN_URL with `return_to` (a GET), or a page saying so. */
+  async function notSignedIn(req: Request, url: URL): Promise<Response> {
+    if (options.loginUrl && req.method === "GET") {
+      const login = new URL(options.loginUrl);
+      login.searchParams.set("return_to", `${issuer}${url.pathname}${url.search}`);
+      return new Response(null, {
+        status: 302,
+        headers: { location: login.href, "cache-control": "no-store" },
+      });
+    }
+    return await errorPage(
+      401,
+      "Sign in first",
+      "You need to be signed in to this platform to let an application access your account.",
+      options.loginUrl ? { href: options.loginUrl, text: "Sign in" } : undefined,
+    );
+  }
+
+  /** `GET /oauth2/authorize` (the consent page) and `POST /oauth2/authorize` (the choice). */
+  async function authorize(
+    req: Request,
+    url: URL,
+    c: { requestId: string; traceparent: string },
+  ): Promise<Response> {
+    if (req.method !== "GET" && req.method !== "POST") {
+      const res = await errorPage(405, "Method not allowed", `${req.method} is not allowed here`);
+      res.headers.set("allow", "GET, POST");
+      return res;
+    }
+    let params: Map<string, string>;
+    if (req.method === "GET") {
+      params = new Map();
+      for (const [name, value] of url.searchParams) {
+        // RFC 6749 3.1: a parameter sent twice makes the request invalid, and which redirect_uri
+        // would be meant is unknown: not redirected.
+        if (params.has(name)) {
+          return await errorPage(
+            400,
+            "This sign-in request cannot be completed",
+            `The parameter ${name} is given more than once.`,
+          );
+        }
+        if (value !== "") params.set(name, value);
+      }
+    } else {
+      try {
+        params = await readForm(req, options.budget);
+      } catch (error) {
+        const e = error as OAuthHttpError;
+        return await errorPage(e.status ?? 400, "This request cannot be completed", e.message);
+      }
+    }
+    const session = cookieValue(req.headers.get("cookie"), sessionCookie);
+    if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
+      return await notSignedIn(req, url);
+    }
+    const request = {
+      responseType: params.get("response_type") ?? "",
+      clientId: params.get("client_id") ?? "",
+      redirectUri: params.get("redirect_uri") ?? "",
+      scope: params.get("scope") ?? "",
+      state: params.get("state") ?? "",
+      codeChallenge: params.get("code_challenge") ?? "",
+      codeChallengeMethod: params.get("code_challenge_method") ?? "",
+    };
+    const call = {
+      timeoutMs: options.rpcTimeoutMs,
+      headers: { ...headersOf(c), authorization: `Bearer ${session}` },
+    };
+    const redirect = (location: string, status: number) =>
+      new Response(null, { status, headers: { location, "cache-control": "no-store" } });
+    try {
+      if (req.method === "GET") {
+        const res = await tokens.startAuthorization({ request }, call);
+        if (res.outcome.case === "redirectTo") return redirect(res.outcome.value, 302);
+        if (res.outcome.case !== "consent") throw new ConnectError("no outcome", Code.Internal);
+        const shown = Object.fromEntries(
+          authorizationParams.map((name) => [name, params.get(name) ?? ""]),
+        ) as AuthorizationParams;
+        return await consentPage(res.outcome.value, shown, oauthPaths.authorize);
+      }
+      const choice = params.get("decision");
+      const res = await tokens.decideAuthorization({
+        request,
+        decision: choice === "allow"
+          ? Decision.ALLOW
+          : choice === "deny"
+          ? Decision.DENY
+          : Decision.UNSPECIFIED,
+        csrfToken: params.get("csrf_token") ?? "",
+      }, call);
+      // 303: the browser follows with a GET, as the client's redirect URI expects.
+      return redirect(res.redirectTo, 303);
+    } catch (error) {
+      const err = ConnectError.from(error);
+      // An OAuth refusal (invalid_client included) is the request's; UNAUTHENTICATED without one
+      // is the user's token.
+      if (err.findDetails(ErrorInfoSchema).some((d) => d.domain === "oauth2")) {
+        return await errorPage(
+          400,
+          "This sign-in request cannot be completed",
+          "The application that sent you here asked for something this sign-in service cannot " +
+            "do, so you were not sent back to it. You can close this page.",
+          undefined,
+          err.rawMessage,
+        );
+      }
+      if (err.code === Code.Unauthenticated) return await notSignedIn(req, url);
+      if (
+        err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
+        err.code === Code.ResourceExhausted
+      ) {
+        const res = await errorPage(
+          503,
+          "Try again in a moment",
+          "The sign-in service is busy or unreachable right now.",
+        );
+        res.headers.set("retry-after", "1");
+        return res;
+      }
+      options.log.error("authorization failed", {
+        code: Code[err.code],
+        request_id: c.requestId,
+        error,
+      });
+      return await errorPage(500, "Something went wrong", "The request could not be completed.");
     }
   }
 
@@ -172,12 +338,25 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           route: oauthPaths.jwks,
         };
       }
+      case oauthPaths.authorize:
+        return { response: await authorize(req, url, c), route: oauthPaths.authorize };
       case oauthPaths.token:
         return await form(req, oauthPaths.token, c, async (params, client) => {
+          const p = (name: string) => params.get(name) ?? "";
           const res = await tokens.issueToken({
             client,
-            grantType: params.get("grant_type") ?? "",
-            scope: params.get("scope") ?? "",
+            grantType: p("grant_type"),
+            scope: p("scope"),
+            code: p("code"),
+            redirectUri: p("redirect_uri"),
+            codeVerifier: p("code_verifier"),
+            refreshToken: p("refresh_token"),
+            subjectToken: p("subject_token"),
+            subjectTokenType: p("subject_token_type"),
+            audience: p("audience"),
+            requestedTokenType: p("requested_token_type"),
+            actorToken: p("actor_token"),
+            resource: p("resource"),
           }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
           const body: Record<string, unknown> = {
             access_token: res.accessToken,
@@ -185,6 +364,8 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             expires_in: Number(res.expiresIn),
           };
           if (res.scope !== "") body.scope = res.scope;
+          if (res.refreshToken !== "") body.refresh_token = res.refreshToken;
+          if (res.issuedTokenType !== "") body.issued_token_type = res.issuedTokenType;
           return json(body);
         });
       case oauthPaths.introspect:
@@ -208,9 +389,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             aud: res.aud,
             iss: res.iss,
             jti: res.jti,
+            account_id: res.accountId,
+            installation_id: res.installationId,
+            ...(res.actSub !== "" ? { act: { sub: res.actSub } } : {}),
           };
           // A member without a value is left out (RFC 7662 2.2 members are all optional).
-          if (res.scope === "") delete body.scope;
+          for (const [name, value] of Object.entries(body)) {
+            if (value === "") delete body[name];
+          }
           return json(body);
         });
       case oauthPaths.revoke:
@@ -303,6 +489,20 @@ function joined(chunks: Uint8Array[], size: number): Uint8Array {
     offset += chunk.byteLength;
   }
   return out;
+}
+
+/** The value of a cookie in a `Cookie` header (RFC 6265 5.4), or undefined. */
+export function cookieValue(header: string | null, name: string): string | undefined {
+  if (header === null) return undefined;
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    const value = part.slice(eq + 1).trim();
+    return value.startsWith('"') && value.endsWith('"') && value.length >= 2
+      ? value.slice(1, -1)
+      : value;
+  }
+  return undefined;
 }
 
 /** Decodes one form-urlencoded value (`+` is a space); undefined when malformed. */

@@ -15,6 +15,9 @@ import { defineService, runService } from "../../lib/service/mod.ts";
 import { clientAuthentication, clientRules } from "./client_auth.ts";
 import { createKeyRing } from "./keys.ts";
 import { createRegistry } from "./registry.ts";
+import { createAccessTokens } from "./access_tokens.ts";
+import { deriveCsrfKey } from "./authorization.ts";
+import { createGrantRepository } from "./repository/grants.ts";
 import { createTokenService } from "./service.ts";
 
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
@@ -38,10 +41,11 @@ export const tokenService = defineService({
     /** The secret the signing keys' private parts are sealed under. */
     TOKEN_KEY_ENCRYPTION_KEY: v.pipe(required, v.minLength(32, "must be at least 32 characters")),
     ACCESS_TOKEN_TTL_SECONDS: positiveInt(900),
+    REFRESH_TOKEN_TTL_SECONDS: positiveInt(30 * 24 * 3600),
     SIGNING_KEY_ROTATION_HOURS: positiveInt(720),
     RPC_TIMEOUT_MS: positiveInt(10_000),
   },
-  serve: ({ sql, config, log, metrics, notReady }) => {
+  serve: ({ sql, config, log, metrics, notReady, verify }) => {
     const now = Date.now;
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
     const keys = createKeyRing({
@@ -59,16 +63,19 @@ export const tokenService = defineService({
       timeoutMs: config.RPC_TIMEOUT_MS,
       now,
     });
+    const grants = createGrantRepository(sql);
     const tick = setInterval(async () => {
       if (notReady() !== undefined) return;
       try {
         await keys.refresh();
-        await sql`delete from token.revoked_tokens where expires_at < ${new Date(now())}`;
+        await grants.purge(new Date(now()));
       } catch (error) {
         log.warn("signing keys not refreshed", { error });
       }
     }, refreshEveryMs);
     Deno.unrefTimer(tick);
+    const issuer = config.ISSUER_URL.replace(/\/$/, "");
+    const csrfKey = deriveCsrfKey(config.TOKEN_KEY_ENCRYPTION_KEY);
     return {
       services: [
         bind(
@@ -76,10 +83,17 @@ export const tokenService = defineService({
           createTokenService({
             sql,
             keys,
+            accessTokens: createAccessTokens({
+              keys,
+              issuer,
+              ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+              now,
+            }),
             registry,
-            issuer: config.ISSUER_URL.replace(/\/$/, ""),
-            accessTokenTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+            issuer,
+            refreshTokenTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
             jwksMaxAgeSeconds: 300,
+            csrfKey,
             now,
           }),
         ),
@@ -90,7 +104,7 @@ export const tokenService = defineService({
         metering(metrics),
         deadline(),
         availability(notReady),
-        clientAuthentication(registry, TokenService, clientRules),
+        clientAuthentication(registry, verify, TokenService, clientRules),
       ],
     };
   },

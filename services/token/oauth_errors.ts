@@ -12,7 +12,10 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 /** The ErrorInfo domain of OAuth errors. */
 export const oauthErrorDomain = "oauth2";
 
-/** The error codes of RFC 6749 5.2 (and RFC 7009 2.2.1) this server answers. */
+/**
+ * The error codes this server answers: RFC 6749 5.2 (token endpoint) and 4.1.2.1 (authorization
+ * endpoint), RFC 7009 2.2.1 and RFC 8693 2.2.2.
+ */
 export type OAuthErrorCode =
   | "invalid_request"
   | "invalid_client"
@@ -20,7 +23,10 @@ export type OAuthErrorCode =
   | "unauthorized_client"
   | "unsupported_grant_type"
   | "invalid_scope"
-  | "unsupported_token_type";
+  | "unsupported_token_type"
+  | "unsupported_response_type"
+  | "access_denied"
+  | "invalid_target";
 
 const codes: Record<OAuthErrorCode, Code> = {
   invalid_request: Code.InvalidArgument,
@@ -30,6 +36,9 @@ const codes: Record<OAuthErrorCode, Code> = {
   unsupported_grant_type: Code.InvalidArgument,
   invalid_scope: Code.InvalidArgument,
   unsupported_token_type: Code.InvalidArgument,
+  unsupported_response_type: Code.InvalidArgument,
+  access_denied: Code.PermissionDenied,
+  invalid_target: Code.InvalidArgument,
 };
 
 /** An OAuth error with its description (the RFC's `error_description`: printable ASCII). */

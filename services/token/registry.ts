@@ -14,6 +14,8 @@
 
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
+import type { OAuthConfig } from "../../gen/registry/oauth/v1/config_pb.ts";
+import type { Installation } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { signToken } from "../../lib/policy/mod.ts";
 import { createGrpcTransport } from "../../lib/rpc/mod.ts";
@@ -27,6 +29,18 @@ export interface Registry {
   verifySecret(clientId: string, secret: string): Promise<Client | undefined>;
   /** The client of `projectId`, or undefined when it has none of that id (or it was deleted). */
   getClient(projectId: string, clientId: string): Promise<Client | undefined>;
+  /** The client of an id in any project, whatever its status; undefined when unknown. */
+  lookupClient(clientId: string): Promise<Client | undefined>;
+  /** The project's consent-screen configuration, or undefined when it has none. */
+  getConfig(projectId: string): Promise<OAuthConfig | undefined>;
+  /** An installation of the project (revoked ones included), or undefined. */
+  getInstallation(projectId: string, installationId: string): Promise<Installation | undefined>;
+  /**
+   * Records the user's consent, exactly as `POST /v1/installations` does, as the user: the call
+   * carries the user's own `authorization`. Throws PERMISSION_DENIED when the project does not
+   * accept the user (audience `internal`).
+   */
+  consent(authorization: string, projectId: string, scopes: string[]): Promise<Installation>;
 }
 
 /** Options of {@link createRegistry}. */
@@ -83,6 +97,52 @@ export function createRegistry(options: RegistryOptions): Registry {
       } catch (error) {
         // Unknown, malformed and out-of-reach ids are all "no such client" to a token caller.
         if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async lookupClient(clientId) {
+      try {
+        const res = await client.lookupClient({ clientId }, { headers: await authorization() });
+        return res.client;
+      } catch (error) {
+        if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async getConfig(projectId) {
+      try {
+        const res = await client.getOAuthConfig({ projectId }, {
+          headers: await authorization(),
+        });
+        return res.config;
+      } catch (error) {
+        if (error instanceof ConnectError && error.code === Code.NotFound) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async getInstallation(projectId, installationId) {
+      try {
+        const res = await client.getProjectInstallation({ projectId, installationId }, {
+          headers: await authorization(),
+        });
+        return res.installation;
+      } catch (error) {
+        if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async consent(userAuthorization, projectId, scopes) {
+      try {
+        const res = await client.consentInstallation({ projectId, scopes }, {
+          headers: { authorization: userAuthorization },
+        });
+        return res.installation!;
+      } catch (error) {
+        // The user's own refusals stand (an internal project, a token that expired meanwhile).
+        if (
+          error instanceof ConnectError &&
+          (error.code === Code.PermissionDenied || error.code === Code.Unauthenticated)
+        ) throw error;
         throw unavailable(error);
       }
     },

@@ -1,20 +1,34 @@
 /**
- * The TokenService handlers: grants, introspection, revocation and the JWK Set. Which caller may
- * call what is settled before a handler runs, by client authentication (./client_auth.ts) in the
- * process's interceptor list (./main.ts).
+ * The TokenService handlers: the token endpoint (one module per grant in ./grants/), the
+ * authorization endpoint's two steps (./authorization.ts), introspection, revocation and the JWK
+ * Set. Who may call what is settled before a handler runs, by ./client_auth.ts in the process's
+ * interceptor list (./main.ts).
  *
  * @module
  */
 
 import type { ServiceImpl } from "@connectrpc/connect";
-import { decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from "jose";
-import { ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { InstallationStatus } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import type { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
 import type { Sql } from "../../lib/db/mod.ts";
+import type { AccessClaims, AccessTokens } from "./access_tokens.ts";
+import {
+  type AuthorizationDeps,
+  decideAuthorization,
+  startAuthorization,
+} from "./authorization.ts";
 import { clientOf } from "./client_auth.ts";
+import { authorizationCode } from "./grants/authorization_code.ts";
+import { clientCredentials } from "./grants/client_credentials.ts";
+import type { Grant, GrantDeps } from "./grants/context.ts";
+import { refreshToken } from "./grants/refresh_token.ts";
+import { tokenExchange } from "./grants/token_exchange.ts";
 import type { KeyRing } from "./keys.ts";
 import { oauthError } from "./oauth_errors.ts";
+import { sha256 } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
+import { createGrantRepository, type FamilyRow, type RefreshRow } from "./repository/grants.ts";
 
 /** What the handlers need. */
 export interface TokenServiceDeps {
@@ -22,186 +36,199 @@ export interface TokenServiceDeps {
   sql: Sql;
   /** The signing keys. */
   keys: KeyRing;
-  /** The registry, for clients. */
+  /** Access tokens. */
+  accessTokens: AccessTokens;
+  /** The registry, for clients, configs and installations. */
   registry: Registry;
-  /** The `iss` of every token. */
+  /** The `iss` of every token and authorization answer. */
   issuer: string;
-  /** Lifetime of an access token, in seconds. */
-  accessTokenTtlSeconds: number;
+  /** Lifetime of a refresh token, in seconds. */
+  refreshTokenTtlSeconds: number;
   /** How long a verifier may cache the JWK Set, in seconds. */
   jwksMaxAgeSeconds: number;
+  /** The HMAC key of the consent page's CSRF tokens. */
+  csrfKey: Promise<CryptoKey>;
   /** The clock (ms since the epoch). */
   now: () => number;
 }
 
-/** The grant types of RFC 6749 and RFC 8693, and which of them this server runs. */
-const knownGrantTypes = new Set([
-  "authorization_code",
-  "refresh_token",
-  "client_credentials",
+/** The grants this server runs, by `grant_type`. */
+const grantsByType: Record<string, Grant> = {
+  client_credentials: clientCredentials,
+  authorization_code: authorizationCode,
+  refresh_token: refreshToken,
+  "urn:ietf:params:oauth:grant-type:token-exchange": tokenExchange,
+};
+
+/** Grant types of RFC 6749 and its extensions that this server knowingly does not run. */
+const refusedGrantTypes = new Set([
   "password",
   "implicit",
-  "urn:ietf:params:oauth:grant-type:token-exchange",
   "urn:ietf:params:oauth:grant-type:jwt-bearer",
+  "urn:ietf:params:oauth:grant-type:saml2-bearer",
   "urn:ietf:params:oauth:grant-type:device_code",
 ]);
 
-/** RFC 6749 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
-const scopeToken = /^[\x21\x23-\x5B\x5D-\x7E]{1,512}$/;
-const maxScopes = 100;
-
-/** The scopes of a `scope` parameter, in order, without duplicates; `invalid_scope` when bad. */
-export function parseScope(scope: string): string[] {
-  if (scope === "") return [];
-  const tokens = scope.split(" ");
-  const out = new Set<string>();
-  for (const token of tokens) {
-    if (!scopeToken.test(token)) {
-      throw oauthError(
-        "invalid_scope",
-        "scope must be scope tokens separated by single spaces, each 1..512 printable ASCII " +
-          "characters other than double quote and backslash (RFC 6749 3.3)",
-      );
-    }
-    out.add(token);
-  }
-  if (out.size > maxScopes) {
-    throw oauthError("invalid_scope", `At most ${maxScopes} scopes may be asked for`);
-  }
-  return [...out];
-}
-
-/** The claims of one of our access tokens. */
-interface AccessClaims extends JWTPayload {
-  sub: string;
-  aud: string;
-  exp: number;
-  iat: number;
-  jti: string;
-  client_id: string;
-  scope: string;
-}
+/** What introspection answers for a token that is not active (RFC 7662 2.2). */
+const inactive = { active: false } as const;
 
 /** Creates the handlers. */
 export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof TokenService> {
-  const { sql, keys, registry, issuer, now } = deps;
+  const { sql, keys, registry, now, accessTokens } = deps;
+  const grants = createGrantRepository(sql);
 
-  async function sign(claims: { sub: string; aud: string; clientId: string; scope: string[] }) {
-    await keys.ready();
-    const key = keys.signing();
-    const iat = Math.floor(now() / 1000);
-    const exp = iat + deps.accessTokenTtlSeconds;
-    const jwt = await new SignJWT({ client_id: claims.clientId, scope: claims.scope.join(" ") })
-      .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: key.kid })
-      .setIssuer(issuer)
-      .setSubject(claims.sub)
-      .setAudience(claims.aud)
-      .setIssuedAt(iat)
-      .setExpirationTime(exp)
-      .setJti(crypto.randomUUID())
-      .sign(key.privateKey!);
-    return { jwt, expiresIn: exp - iat };
-  }
-
-  /** The claims of a token this server signed and that has not expired, or undefined. */
-  async function verified(token: string): Promise<AccessClaims | undefined> {
-    if (token.length > 8192) return undefined;
-    await keys.ready();
-    try {
-      const { kid } = decodeProtectedHeader(token);
-      const key = typeof kid === "string" ? keys.byKid(kid) : undefined;
-      if (!key) return undefined;
-      const { payload } = await jwtVerify(token, key.publicKey, {
-        issuer,
-        typ: "at+jwt",
-        algorithms: ["ES256"],
-        currentDate: new Date(now()),
-        requiredClaims: ["sub", "aud", "exp", "iat", "jti", "client_id"],
-      });
-      if (typeof payload.aud !== "string" || typeof payload.client_id !== "string") return;
-      return payload as AccessClaims;
-    } catch {
-      return undefined;
-    }
-  }
-
-  async function revoked(jti: string): Promise<boolean> {
-    if (!isUuid(jti)) return true;
+  async function isRevoked(jti: string): Promise<boolean> {
     const [row] = await sql`select 1 from token.revoked_tokens where jti = ${jti}`;
     return row !== undefined;
+  }
+
+  const grantDeps: GrantDeps = {
+    accessTokens,
+    grants,
+    registry,
+    isRevoked,
+    refreshTtlMs: deps.refreshTokenTtlSeconds * 1000,
+    now,
+  };
+  const authorization: AuthorizationDeps = {
+    registry,
+    grants,
+    issuer: deps.issuer,
+    csrfKey: deps.csrfKey,
+    now,
+  };
+
+  /** Whether the installation a token acts for is still active (a client's own: yes). */
+  async function installationActive(projectId: string, installationId: string | undefined) {
+    if (installationId === undefined) return true;
+    const installation = await registry.getInstallation(projectId, installationId);
+    return installation?.status === InstallationStatus.ACTIVE;
+  }
+
+  /** Whether the client a token was issued to is still active (the caller itself: it is). */
+  async function clientActive(projectId: string, clientId: string, callerId: string) {
+    if (clientId === callerId) return true;
+    const client = await registry.getClient(projectId, clientId);
+    return client?.status === ClientStatus.ACTIVE;
+  }
+
+  /** A refresh token's family, when the token is one of ours. */
+  async function refreshOf(
+    token: string,
+  ): Promise<{ token: RefreshRow; family: FamilyRow } | undefined> {
+    if (!/^ort_[A-Za-z0-9_-]{43}$/.test(token)) return undefined;
+    return await grants.findRefreshToken(await sha256(token));
+  }
+
+  async function introspectAccess(claims: AccessClaims, callerId: string) {
+    if (await isRevoked(claims.jti)) return inactive;
+    if (!(await clientActive(claims.aud, claims.client_id, callerId))) return inactive;
+    if (!(await installationActive(claims.aud, claims.installation_id))) return inactive;
+    return {
+      active: true,
+      scope: claims.scope ?? "",
+      clientId: claims.client_id,
+      tokenType: "Bearer",
+      exp: BigInt(claims.exp),
+      iat: BigInt(claims.iat),
+      sub: claims.sub,
+      aud: claims.aud,
+      iss: deps.issuer,
+      jti: claims.jti,
+      accountId: claims.account_id ?? "",
+      installationId: claims.installation_id ?? "",
+      actSub: claims.act?.sub ?? "",
+    };
   }
 
   return {
     async issueToken(req, ctx) {
       const client = clientOf(ctx);
       if (req.grantType === "") throw oauthError("invalid_request", "grant_type is required");
-      if (req.grantType !== "client_credentials") {
-        throw knownGrantTypes.has(req.grantType)
-          ? oauthError(
-            "unsupported_grant_type",
-            `This server does not run the ${req.grantType} grant`,
-          )
-          : oauthError("unsupported_grant_type", "Unknown grant_type");
-      }
-      if (client.type !== ClientType.WEB) {
+      const grant = grantsByType[req.grantType];
+      if (!grant) {
         throw oauthError(
-          "unauthorized_client",
-          "client_credentials is for confidential (web) clients only",
+          "unsupported_grant_type",
+          refusedGrantTypes.has(req.grantType)
+            ? `This server does not run the ${req.grantType} grant`
+            : "Unknown grant_type",
         );
       }
-      const scope = parseScope(req.scope);
-      const { jwt, expiresIn } = await sign({
-        sub: client.id,
-        aud: client.projectId,
-        clientId: client.id,
-        scope,
-      });
+      return await grant(grantDeps, client, req);
+    },
+
+    async startAuthorization(req, ctx) {
+      const outcome = await startAuthorization(authorization, req.request, ctx);
+      return "consent" in outcome
+        ? { outcome: { case: "consent", value: outcome.consent } }
+        : { outcome: { case: "redirectTo", value: outcome.redirectTo } };
+    },
+
+    async decideAuthorization(req, ctx) {
       return {
-        accessToken: jwt,
-        tokenType: "Bearer",
-        expiresIn: BigInt(expiresIn),
-        scope: scope.join(" "),
+        redirectTo: await decideAuthorization(
+          authorization,
+          req.request,
+          req.decision,
+          req.csrfToken,
+          ctx,
+        ),
       };
     },
 
     async introspectToken(req, ctx) {
       const caller = clientOf(ctx);
-      const claims = await verified(req.token);
+      const claims = await accessTokens.verify(req.token);
       // Another project's token is inactive to this caller: it learns nothing about it.
-      if (!claims || claims.aud !== caller.projectId) return { active: false };
-      if (await revoked(claims.jti)) return { active: false };
-      if (claims.client_id !== caller.id) {
-        const client = await registry.getClient(caller.projectId, claims.client_id);
-        if (!client || client.status !== ClientStatus.ACTIVE) return { active: false };
+      if (claims) {
+        return claims.aud === caller.projectId
+          ? await introspectAccess(claims, caller.id)
+          : inactive;
       }
+      const refresh = await refreshOf(req.token);
+      if (!refresh || refresh.family.project_id !== caller.projectId) return inactive;
+      const { token, family } = refresh;
+      const live = token.spent_at === null && family.revoked_at === null &&
+        token.expires_at.getTime() > now() &&
+        await clientActive(family.project_id, token.client_id, caller.id) &&
+        await installationActive(family.project_id, family.installation_id);
+      if (!live) return inactive;
       return {
         active: true,
-        scope: claims.scope ?? "",
-        clientId: claims.client_id,
-        tokenType: "Bearer",
-        exp: BigInt(claims.exp),
-        iat: BigInt(claims.iat),
-        sub: claims.sub,
-        aud: claims.aud,
-        iss: issuer,
-        jti: claims.jti,
+        scope: token.scopes.join(" "),
+        clientId: token.client_id,
+        exp: BigInt(Math.floor(token.expires_at.getTime() / 1000)),
+        iat: BigInt(Math.floor(token.created_at.getTime() / 1000)),
+        sub: token.principal_id,
+        aud: family.project_id,
+        iss: deps.issuer,
+        accountId: token.account_id,
+        installationId: family.installation_id,
       };
     },
 
     async revokeToken(req, ctx) {
       const caller = clientOf(ctx);
-      // token_type_hint is a hint: whatever it says, every kind of token is looked for (RFC 7009
-      // 2.1); an access token is the only kind this server issues yet.
-      const claims = await verified(req.token);
+      // token_type_hint is a hint: whatever it says, both kinds are looked for (RFC 7009 2.1).
+      const claims = await accessTokens.verify(req.token);
+      if (claims) {
+        if (claims.client_id !== caller.id) {
+          throw oauthError("invalid_request", "The token was not issued to this client");
+        }
+        await sql`
+          insert into token.revoked_tokens (jti, expires_at, revoked_at)
+          values (${claims.jti}, ${new Date(claims.exp * 1000)}, ${new Date(now())})
+          on conflict (jti) do nothing`;
+        return {};
+      }
+      const refresh = await refreshOf(req.token);
       // Unknown, malformed and expired tokens: nothing to revoke, and success (RFC 7009 2.2).
-      if (!claims) return {};
-      if (claims.client_id !== caller.id) {
+      if (!refresh) return {};
+      if (refresh.token.client_id !== caller.id) {
         throw oauthError("invalid_request", "The token was not issued to this client");
       }
-      await sql`
-        insert into token.revoked_tokens (jti, expires_at, revoked_at)
-        values (${claims.jti}, ${new Date(claims.exp * 1000)}, ${new Date(now())})
-        on conflict (jti) do nothing`;
+      // A refresh token takes every token of its grant with it (RFC 7009 2.1).
+      await grants.revokeFamily(refresh.family.id, new Date(now()));
       return {};
     },
 
@@ -213,8 +240,4 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       };
     },
   };
-}
-
-function isUuid(value: string): boolean {
-  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(value);
 }

@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/token/v1/token_service.proto.
  */
 export const file_registry_token_v1_token_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSKBAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQISGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBASJ7ChFJc3N1ZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhcKCmdyYW50X3R5cGUYAiABKAlCA+BBAhISCgVzY29wZRgDIAEoCUID4EEBImEKEklzc3VlVG9rZW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRISCgpleHBpcmVzX2luGAMgASgDEg0KBXNjb3BlGAQgASgJIoUBChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EjkKBmNsaWVudBgBIAEoCzIkLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudENyZWRlbnRpYWxzQgPgQQISEgoFdG9rZW4YAiABKAlCA+BBAhIcCg90b2tlbl90eXBlX2hpbnQYAyABKAlCA+BBASKtAQoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEg0KBXNjb3BlGAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRISCgp0b2tlbl90eXBlGAQgASgJEgsKA2V4cBgFIAEoAxILCgNpYXQYBiABKAMSCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAEoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJIoEBChJSZXZva2VUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgV0b2tlbhgCIAEoCUID4EECEhwKD3Rva2VuX3R5cGVfaGludBgDIAEoCUID4EEBIhUKE1Jldm9rZVRva2VuUmVzcG9uc2UiEAoOR2V0Sndrc1JlcXVlc3QiPQoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCRIXCg9tYXhfYWdlX3NlY29uZHMYAiABKAMqqgEKEENsaWVudEF1dGhNZXRob2QSIgoeQ0xJRU5UX0FVVEhfTUVUSE9EX1VOU1BFQ0lGSUVEEAASKgomQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfQkFTSUMQARIpCiVDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9QT1NUEAISGwoXQ0xJRU5UX0FVVEhfTUVUSE9EX05PTkUQAzKDAwoMVG9rZW5TZXJ2aWNlElkKCklzc3VlVG9rZW4SJC5yZWdpc3RyeS50b2tlbi52MS5Jc3N1ZVRva2VuUmVxdWVzdBolLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXNwb25zZRJoCg9JbnRyb3NwZWN0VG9rZW4SKS5yZWdpc3RyeS50b2tlbi52MS5JbnRyb3NwZWN0VG9rZW5SZXF1ZXN0GioucmVnaXN0cnkudG9rZW4udjEuSW50cm9zcGVjdFRva2VuUmVzcG9uc2USXAoLUmV2b2tlVG9rZW4SJS5yZWdpc3RyeS50b2tlbi52MS5SZXZva2VUb2tlblJlcXVlc3QaJi5yZWdpc3RyeS50b2tlbi52MS5SZXZva2VUb2tlblJlc3BvbnNlElAKB0dldEp3a3MSIS5yZWdpc3RyeS50b2tlbi52MS5HZXRKd2tzUmVxdWVzdBoiLnJlZ2lzdHJ5LnRva2VuLnYxLkdldEp3a3NSZXNwb25zZWIGcHJvdG8z", [file_google_api_field_behavior]);
+  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSKBAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQISGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBASKJAwoRSXNzdWVUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhIXCgpncmFudF90eXBlGAIgASgJQgPgQQISEgoFc2NvcGUYAyABKAlCA+BBARIRCgRjb2RlGAQgASgJQgPgQQESGQoMcmVkaXJlY3RfdXJpGAUgASgJQgPgQQESGgoNY29kZV92ZXJpZmllchgGIAEoCUID4EEBEhoKDXJlZnJlc2hfdG9rZW4YByABKAlCA+BBARIaCg1zdWJqZWN0X3Rva2VuGAggASgJQgPgQQESHwoSc3ViamVjdF90b2tlbl90eXBlGAkgASgJQgPgQQESFQoIYXVkaWVuY2UYCiABKAlCA+BBARIhChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgLIAEoCUID4EEBEhgKC2FjdG9yX3Rva2VuGAwgASgJQgPgQQESFQoIcmVzb3VyY2UYDSABKAlCA+BBASKTAQoSSXNzdWVUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAMSDQoFc2NvcGUYBCABKAkSFQoNcmVmcmVzaF90b2tlbhgFIAEoCRIZChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCSLOAQoUQXV0aG9yaXphdGlvblJlcXVlc3QSGgoNcmVzcG9uc2VfdHlwZRgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEhkKDHJlZGlyZWN0X3VyaRgDIAEoCUID4EEBEhIKBXNjb3BlGAQgASgJQgPgQQESEgoFc3RhdGUYBSABKAlCA+BBARIbCg5jb2RlX2NoYWxsZW5nZRgGIAEoCUID4EEBEiIKFWNvZGVfY2hhbGxlbmdlX21ldGhvZBgHIAEoCUID4EEBIq0CCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCSJaChlTdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECInMKGlN0YXJ0QXV0aG9yaXphdGlvblJlc3BvbnNlEjMKB2NvbnNlbnQYASABKAsyIC5yZWdpc3RyeS50b2tlbi52MS5Db25zZW50U2NyZWVuSAASFQoLcmVkaXJlY3RfdG8YAiABKAlIAEIJCgdvdXRjb21lIqgBChpEZWNpZGVBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAhIyCghkZWNpc2lvbhgCIAEoDjIbLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lzaW9uQgPgQQISFwoKY3NyZl90b2tlbhgDIAEoCUID4EECIjIKG0RlY2lkZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtyZWRpcmVjdF90bxgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi6wEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJIoEBChJSZXZva2VUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgV0b2tlbhgCIAEoCUID4EECEhwKD3Rva2VuX3R5cGVfaGludBgDIAEoCUID4EEBIhUKE1Jldm9rZVRva2VuUmVzcG9uc2UiEAoOR2V0Sndrc1JlcXVlc3QiPQoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCRIXCg9tYXhfYWdlX3NlY29uZHMYAiABKAMqqgEKEENsaWVudEF1dGhNZXRob2QSIgoeQ0xJRU5UX0FVVEhfTUVUSE9EX1VOU1BFQ0lGSUVEEAASKgomQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfQkFTSUMQARIpCiVDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9QT1NUEAISGwoXQ0xJRU5UX0FVVEhfTUVUSE9EX05PTkUQAypLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMuwECgxUb2tlblNlcnZpY2USWQoKSXNzdWVUb2tlbhIkLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXF1ZXN0GiUucmVnaXN0cnkudG9rZW4udjEuSXNzdWVUb2tlblJlc3BvbnNlEnEKElN0YXJ0QXV0aG9yaXphdGlvbhIsLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QaLS5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRJ0ChNEZWNpZGVBdXRob3JpemF0aW9uEi0ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlcXVlc3QaLi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVBdXRob3JpemF0aW9uUmVzcG9uc2USaAoPSW50cm9zcGVjdFRva2VuEikucmVnaXN0cnkudG9rZW4udjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlc3BvbnNlElwKC1Jldm9rZVRva2VuEiUucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXF1ZXN0GiYucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXNwb25zZRJQCgdHZXRKd2tzEiEucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1JlcXVlc3QaIi5yZWdpc3RyeS50b2tlbi52MS5HZXRKd2tzUmVzcG9uc2ViBnByb3RvMw", [file_google_api_field_behavior]);
 
 /**
  * The calling client's credentials.
@@ -49,7 +49,8 @@ export const ClientCredentialsSchema: GenMessage<ClientCredentials> = /*@__PURE_
   messageDesc(file_registry_token_v1_token_service, 0);
 
 /**
- * Request of IssueToken: the token request's parameters (RFC 6749 4.4.2).
+ * Request of IssueToken: the token request's parameters (RFC 6749 4.1.3, 4.4.2, 6; RFC 8693
+ * 2.1). Parameters a grant does not use are ignored.
  *
  * @generated from message registry.token.v1.IssueTokenRequest
  */
@@ -70,11 +71,82 @@ export type IssueTokenRequest = Message<"registry.token.v1.IssueTokenRequest"> &
 
   /**
    * The scopes asked for, space-separated (RFC 6749 3.3): at most 100, each 1..512 printable ASCII
-   * characters other than space, double quote and backslash. Empty: none.
+   * characters other than space, double quote and backslash. Empty: none for
+   * `client_credentials`; all that were granted for the other grants, which may only narrow them.
    *
    * @generated from field: string scope = 3;
    */
   scope: string;
+
+  /**
+   * `authorization_code`: the code.
+   *
+   * @generated from field: string code = 4;
+   */
+  code: string;
+
+  /**
+   * `authorization_code`: the redirect_uri of the authorization request, when it had one.
+   *
+   * @generated from field: string redirect_uri = 5;
+   */
+  redirectUri: string;
+
+  /**
+   * `authorization_code`: the PKCE code verifier (RFC 7636 4.5).
+   *
+   * @generated from field: string code_verifier = 6;
+   */
+  codeVerifier: string;
+
+  /**
+   * `refresh_token`: the refresh token.
+   *
+   * @generated from field: string refresh_token = 7;
+   */
+  refreshToken: string;
+
+  /**
+   * Token exchange: the token to exchange.
+   *
+   * @generated from field: string subject_token = 8;
+   */
+  subjectToken: string;
+
+  /**
+   * Token exchange: its type, `urn:ietf:params:oauth:token-type:access_token`.
+   *
+   * @generated from field: string subject_token_type = 9;
+   */
+  subjectTokenType: string;
+
+  /**
+   * Token exchange: the installation to act as (its id).
+   *
+   * @generated from field: string audience = 10;
+   */
+  audience: string;
+
+  /**
+   * Token exchange: the type wanted; only `urn:ietf:params:oauth:token-type:access_token`.
+   *
+   * @generated from field: string requested_token_type = 11;
+   */
+  requestedTokenType: string;
+
+  /**
+   * Token exchange: an actor token, which this server does not take (`invalid_request`).
+   *
+   * @generated from field: string actor_token = 12;
+   */
+  actorToken: string;
+
+  /**
+   * Token exchange: a `resource` indicator (RFC 8707), which this server does not take.
+   *
+   * @generated from field: string resource = 13;
+   */
+  resource: string;
 };
 
 /**
@@ -117,6 +189,20 @@ export type IssueTokenResponse = Message<"registry.token.v1.IssueTokenResponse">
    * @generated from field: string scope = 4;
    */
   scope: string;
+
+  /**
+   * A refresh token (opaque), for `authorization_code` and `refresh_token`; empty otherwise.
+   *
+   * @generated from field: string refresh_token = 5;
+   */
+  refreshToken: string;
+
+  /**
+   * Token exchange: `urn:ietf:params:oauth:token-type:access_token`; empty otherwise.
+   *
+   * @generated from field: string issued_token_type = 6;
+   */
+  issuedTokenType: string;
 };
 
 /**
@@ -125,6 +211,295 @@ export type IssueTokenResponse = Message<"registry.token.v1.IssueTokenResponse">
  */
 export const IssueTokenResponseSchema: GenMessage<IssueTokenResponse> = /*@__PURE__*/
   messageDesc(file_registry_token_v1_token_service, 2);
+
+/**
+ * An OAuth authorization request's parameters (RFC 6749 4.1.1, RFC 7636 4.3), as the client
+ * sent them to the authorization endpoint.
+ *
+ * @generated from message registry.token.v1.AuthorizationRequest
+ */
+export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationRequest"> & {
+  /**
+   * `code`; anything else is `unsupported_response_type`.
+   *
+   * @generated from field: string response_type = 1;
+   */
+  responseType: string;
+
+  /**
+   * The client.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * Where to send the user back: one of the client's registered redirect URIs, matched exactly
+   * (RFC 9700 2.1; a native client's loopback URI with any port, RFC 8252 7.3). May be left out
+   * only when the client has exactly one.
+   *
+   * @generated from field: string redirect_uri = 3;
+   */
+  redirectUri: string;
+
+  /**
+   * The scopes asked for, space-separated.
+   *
+   * @generated from field: string scope = 4;
+   */
+  scope: string;
+
+  /**
+   * The client's state, returned with the answer (at most 2,048 characters).
+   *
+   * @generated from field: string state = 5;
+   */
+  state: string;
+
+  /**
+   * The PKCE challenge (RFC 7636 4.2): required, 43..128 characters.
+   *
+   * @generated from field: string code_challenge = 6;
+   */
+  codeChallenge: string;
+
+  /**
+   * `S256`, the only method this server takes; absent means `plain` (RFC 7636 4.3), refused too.
+   *
+   * @generated from field: string code_challenge_method = 7;
+   */
+  codeChallengeMethod: string;
+};
+
+/**
+ * Describes the message registry.token.v1.AuthorizationRequest.
+ * Use `create(AuthorizationRequestSchema)` to create a new message.
+ */
+export const AuthorizationRequestSchema: GenMessage<AuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 3);
+
+/**
+ * What the consent page shows: the project's branding (its OAuthConfig) and the request.
+ *
+ * @generated from message registry.token.v1.ConsentScreen
+ */
+export type ConsentScreen = Message<"registry.token.v1.ConsentScreen"> & {
+  /**
+   * The application's name.
+   *
+   * @generated from field: string application_name = 1;
+   */
+  applicationName: string;
+
+  /**
+   * The client's name, as the project registered it.
+   *
+   * @generated from field: string client_name = 2;
+   */
+  clientName: string;
+
+  /**
+   * The logo's https URL; empty when the project set none.
+   *
+   * @generated from field: string logo_uri = 3;
+   */
+  logoUri: string;
+
+  /**
+   * The support email; empty when none.
+   *
+   * @generated from field: string support_email = 4;
+   */
+  supportEmail: string;
+
+  /**
+   * The homepage; empty when none.
+   *
+   * @generated from field: string homepage_uri = 5;
+   */
+  homepageUri: string;
+
+  /**
+   * The privacy policy; empty when none.
+   *
+   * @generated from field: string privacy_policy_uri = 6;
+   */
+  privacyPolicyUri: string;
+
+  /**
+   * The terms of service; empty when none.
+   *
+   * @generated from field: string terms_of_service_uri = 7;
+   */
+  termsOfServiceUri: string;
+
+  /**
+   * True while the project's publishing status is `testing`: the page warns that the app is not
+   * verified.
+   *
+   * @generated from field: bool unverified = 8;
+   */
+  unverified: boolean;
+
+  /**
+   * The scopes asked for, in order, without duplicates.
+   *
+   * @generated from field: repeated string scopes = 9;
+   */
+  scopes: string[];
+
+  /**
+   * The account granting them (the user's `account_id`).
+   *
+   * @generated from field: string account_id = 10;
+   */
+  accountId: string;
+
+  /**
+   * The user (the token's `sub`).
+   *
+   * @generated from field: string subject = 11;
+   */
+  subject: string;
+
+  /**
+   * The origin (or scheme, for a native app's private-use scheme) that the answer will be sent
+   * to, for the page's Content-Security-Policy.
+   *
+   * @generated from field: string redirect_target = 12;
+   */
+  redirectTarget: string;
+
+  /**
+   * The CSRF token the page's form must send back with the choice: bound to the user's session
+   * and to this request, valid for 10 minutes.
+   *
+   * @generated from field: string csrf_token = 13;
+   */
+  csrfToken: string;
+};
+
+/**
+ * Describes the message registry.token.v1.ConsentScreen.
+ * Use `create(ConsentScreenSchema)` to create a new message.
+ */
+export const ConsentScreenSchema: GenMessage<ConsentScreen> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 4);
+
+/**
+ * Request of StartAuthorization.
+ *
+ * @generated from message registry.token.v1.StartAuthorizationRequest
+ */
+export type StartAuthorizationRequest = Message<"registry.token.v1.StartAuthorizationRequest"> & {
+  /**
+   * The authorization request.
+   *
+   * @generated from field: registry.token.v1.AuthorizationRequest request = 1;
+   */
+  request?: AuthorizationRequest | undefined;
+};
+
+/**
+ * Describes the message registry.token.v1.StartAuthorizationRequest.
+ * Use `create(StartAuthorizationRequestSchema)` to create a new message.
+ */
+export const StartAuthorizationRequestSchema: GenMessage<StartAuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 5);
+
+/**
+ * Response of StartAuthorization: a page to show, or an error to send back to the client.
+ *
+ * @generated from message registry.token.v1.StartAuthorizationResponse
+ */
+export type StartAuthorizationResponse = Message<"registry.token.v1.StartAuthorizationResponse"> & {
+  /**
+   * What the gateway does next.
+   *
+   * @generated from oneof registry.token.v1.StartAuthorizationResponse.outcome
+   */
+  outcome: {
+    /**
+     * Show the consent page.
+     *
+     * @generated from field: registry.token.v1.ConsentScreen consent = 1;
+     */
+    value: ConsentScreen;
+    case: "consent";
+  } | {
+    /**
+     * Redirect the browser here: the client's redirect URI with the error, `state` and `iss`.
+     *
+     * @generated from field: string redirect_to = 2;
+     */
+    value: string;
+    case: "redirectTo";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message registry.token.v1.StartAuthorizationResponse.
+ * Use `create(StartAuthorizationResponseSchema)` to create a new message.
+ */
+export const StartAuthorizationResponseSchema: GenMessage<StartAuthorizationResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 6);
+
+/**
+ * Request of DecideAuthorization.
+ *
+ * @generated from message registry.token.v1.DecideAuthorizationRequest
+ */
+export type DecideAuthorizationRequest = Message<"registry.token.v1.DecideAuthorizationRequest"> & {
+  /**
+   * The authorization request the page was shown for.
+   *
+   * @generated from field: registry.token.v1.AuthorizationRequest request = 1;
+   */
+  request?: AuthorizationRequest | undefined;
+
+  /**
+   * The user's choice.
+   *
+   * @generated from field: registry.token.v1.Decision decision = 2;
+   */
+  decision: Decision;
+
+  /**
+   * The page's CSRF token.
+   *
+   * @generated from field: string csrf_token = 3;
+   */
+  csrfToken: string;
+};
+
+/**
+ * Describes the message registry.token.v1.DecideAuthorizationRequest.
+ * Use `create(DecideAuthorizationRequestSchema)` to create a new message.
+ */
+export const DecideAuthorizationRequestSchema: GenMessage<DecideAuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 7);
+
+/**
+ * Response of DecideAuthorization.
+ *
+ * @generated from message registry.token.v1.DecideAuthorizationResponse
+ */
+export type DecideAuthorizationResponse = Message<"registry.token.v1.DecideAuthorizationResponse"> & {
+  /**
+   * Redirect the browser here: the client's redirect URI with `code` (or `error`), `state` and
+   * `iss`.
+   *
+   * @generated from field: string redirect_to = 1;
+   */
+  redirectTo: string;
+};
+
+/**
+ * Describes the message registry.token.v1.DecideAuthorizationResponse.
+ * Use `create(DecideAuthorizationResponseSchema)` to create a new message.
+ */
+export const DecideAuthorizationResponseSchema: GenMessage<DecideAuthorizationResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 8);
 
 /**
  * Request of IntrospectToken (RFC 7662 2.1).
@@ -159,7 +534,7 @@ export type IntrospectTokenRequest = Message<"registry.token.v1.IntrospectTokenR
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 3);
+  messageDesc(file_registry_token_v1_token_service, 9);
 
 /**
  * Response of IntrospectToken (RFC 7662 2.2). Every field but `active` is empty for an inactive
@@ -237,6 +612,27 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
    * @generated from field: string jti = 10;
    */
   jti: string;
+
+  /**
+   * The account of the installation the token acts for; empty for a client's own token.
+   *
+   * @generated from field: string account_id = 11;
+   */
+  accountId: string;
+
+  /**
+   * The installation the token acts for; empty for a client's own token.
+   *
+   * @generated from field: string installation_id = 12;
+   */
+  installationId: string;
+
+  /**
+   * The client that acts (RFC 8693 `act.sub`): set on a token from a token exchange.
+   *
+   * @generated from field: string act_sub = 13;
+   */
+  actSub: string;
 };
 
 /**
@@ -244,7 +640,7 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 4);
+  messageDesc(file_registry_token_v1_token_service, 10);
 
 /**
  * Request of RevokeToken (RFC 7009 2.1).
@@ -279,7 +675,7 @@ export type RevokeTokenRequest = Message<"registry.token.v1.RevokeTokenRequest">
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 5);
+  messageDesc(file_registry_token_v1_token_service, 11);
 
 /**
  * Response of RevokeToken: empty (HTTP 200 with no content, RFC 7009 2.2).
@@ -294,7 +690,7 @@ export type RevokeTokenResponse = Message<"registry.token.v1.RevokeTokenResponse
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 6);
+  messageDesc(file_registry_token_v1_token_service, 12);
 
 /**
  * Request of GetJwks.
@@ -309,7 +705,7 @@ export type GetJwksRequest = Message<"registry.token.v1.GetJwksRequest"> & {
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 7);
+  messageDesc(file_registry_token_v1_token_service, 13);
 
 /**
  * Response of GetJwks.
@@ -338,7 +734,7 @@ export type GetJwksResponse = Message<"registry.token.v1.GetJwksResponse"> & {
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 8);
+  messageDesc(file_registry_token_v1_token_service, 14);
 
 /**
  * How the client presented its credentials (RFC 6749 2.3.1, RFC 8414
@@ -383,6 +779,40 @@ export const ClientAuthMethodSchema: GenEnum<ClientAuthMethod> = /*@__PURE__*/
   enumDesc(file_registry_token_v1_token_service, 0);
 
 /**
+ * The user's choice on the consent page.
+ *
+ * @generated from enum registry.token.v1.Decision
+ */
+export enum Decision {
+  /**
+   * Not said: `invalid_request`.
+   *
+   * @generated from enum value: DECISION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Allow: consent, and a code.
+   *
+   * @generated from enum value: DECISION_ALLOW = 1;
+   */
+  ALLOW = 1,
+
+  /**
+   * Deny: `access_denied`.
+   *
+   * @generated from enum value: DECISION_DENY = 2;
+   */
+  DENY = 2,
+}
+
+/**
+ * Describes the enum registry.token.v1.Decision.
+ */
+export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
+  enumDesc(file_registry_token_v1_token_service, 1);
+
+/**
  * TokenService is the OAuth 2 authorization server on the registry: it issues, introspects and
  * revokes the tokens of the clients the oauth-registry stores. It reads clients and secrets only
  * through OAuthRegistryService (over gRPC); its own state (signing keys, revoked tokens) is in the
@@ -398,6 +828,13 @@ export const ClientAuthMethodSchema: GenEnum<ClientAuthMethod> = /*@__PURE__*/
  * no `authorization` metadata. A call whose client cannot be authenticated fails with
  * UNAUTHENTICATED and a google.rpc.ErrorInfo of domain `oauth2` and reason `invalid_client`.
  *
+ * The authorization endpoint (RFC 6749 3.1, authorization code with PKCE): the gateway serves
+ * `GET /oauth2/authorize` and the consent page, and asks StartAuthorization what to show and
+ * DecideAuthorization what to do with the user's choice. Those two calls are made for the
+ * signed-in user: they carry the user's platform token (the same JWT the /v1 API takes) as
+ * `authorization` metadata, and consent is recorded in the registry with it, exactly as
+ * `POST /v1/installations` records it.
+ *
  * OAuth errors: every refusal carries a google.rpc.ErrorInfo of domain `oauth2` whose reason is
  * the RFC 6749 5.2 error code (`invalid_request`, `invalid_client`, `invalid_grant`,
  * `unauthorized_client`, `unsupported_grant_type`, `invalid_scope`) and whose message is the
@@ -405,15 +842,34 @@ export const ClientAuthMethodSchema: GenEnum<ClientAuthMethod> = /*@__PURE__*/
  * PERMISSION_DENIED, every other one INVALID_ARGUMENT.
  *
  * Access tokens are JWTs (RFC 9068, header `typ` `at+jwt`) signed with ES256 under a key named by
- * the header's `kid`; claims `iss`, `sub`, `aud`, `exp`, `iat`, `jti`, `client_id`, `scope`.
+ * the header's `kid`; claims `iss`, `sub`, `aud` (the client's project), `exp`, `iat`, `jti`,
+ * `client_id`, `scope`. A token of an installation (from an authorization code, a refresh token or
+ * a token exchange) acts as the installation's principal: `sub` is its `principal_id`, with
+ * `account_id` and `installation_id` claims; one from a token exchange also has `act`
+ * `{"sub": "<client_id>"}` (RFC 8693 4.1).
  *
  * @generated from service registry.token.v1.TokenService
  */
 export const TokenService: GenService<{
   /**
-   * The token endpoint (RFC 6749 3.2): runs one grant and returns the token it issues. Supported
-   * grant types: `client_credentials` (confidential clients only; the token's `sub` is the
-   * client_id and its `aud` the client's project).
+   * The token endpoint (RFC 6749 3.2): runs one grant and returns what it issues. Grant types:
+   * - `client_credentials` (confidential clients only): an access token whose `sub` is the
+   *   client_id; no refresh token.
+   * - `authorization_code` (RFC 6749 4.1.3 with PKCE, RFC 7636): a code from DecideAuthorization,
+   *   at most 60 seconds old, redeemed once, by the client it was issued to, with the same
+   *   `redirect_uri` and the `code_verifier` of its S256 challenge. A second redemption is
+   *   `invalid_grant` and revokes every token the first one issued. Returns the installation's
+   *   access token and a refresh token.
+   * - `refresh_token` (RFC 6749 6): a new access token and a new refresh token; the one used is
+   *   spent (rotation, RFC 9700 4.14.2). Using a spent one is `invalid_grant` and revokes its
+   *   whole family (every refresh and access token descended from the same code).
+   * - `urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693, confidential clients only):
+   *   `subject_token` an access token the client got from `client_credentials`,
+   *   `subject_token_type` `urn:ietf:params:oauth:token-type:access_token`, `audience` the id of
+   *   an active installation of the client's project; returns an access token of that
+   *   installation's principal, with `act`.
+   * Public clients (`spa`, `native`) authenticate with their client_id alone and may use only
+   * `authorization_code` and `refresh_token`; confidential clients (`web`) need their secret.
    *
    * @generated from rpc registry.token.v1.TokenService.IssueToken
    */
@@ -421,6 +877,36 @@ export const TokenService: GenService<{
     methodKind: "unary";
     input: typeof IssueTokenRequestSchema;
     output: typeof IssueTokenResponseSchema;
+  },
+  /**
+   * The authorization endpoint's first step, for the signed-in user: checks an authorization
+   * request and returns what the consent page shows. A request whose client is unknown, not
+   * active, or whose `redirect_uri` is not registered for it fails (INVALID_ARGUMENT or
+   * NOT_FOUND with an `oauth2` ErrorInfo): the user gets an error page and is never redirected.
+   * Any other fault (a missing or `plain` PKCE challenge, a bad scope, a response type other
+   * than `code`, an `internal` project the user does not belong to) is answered as a redirect
+   * back to the client with the RFC 6749 4.1.2.1 error, `state` and `iss`.
+   *
+   * @generated from rpc registry.token.v1.TokenService.StartAuthorization
+   */
+  startAuthorization: {
+    methodKind: "unary";
+    input: typeof StartAuthorizationRequestSchema;
+    output: typeof StartAuthorizationResponseSchema;
+  },
+  /**
+   * The authorization endpoint's second step: the user's choice on the consent page, with the
+   * request it was shown for and the page's CSRF token. The request is checked again. Allow
+   * records the consent in the registry (creating the user's installation of the project, or
+   * updating a live one's scopes) and returns a redirect with a new authorization code; Deny
+   * returns a redirect with `error=access_denied`. Both carry `state` and `iss` (RFC 9207).
+   *
+   * @generated from rpc registry.token.v1.TokenService.DecideAuthorization
+   */
+  decideAuthorization: {
+    methodKind: "unary";
+    input: typeof DecideAuthorizationRequestSchema;
+    output: typeof DecideAuthorizationResponseSchema;
   },
   /**
    * Introspection (RFC 7662): whether a token is active now, and its claims. A token that is

@@ -1,0 +1,205 @@
+/**
+ * The pages of the authorization endpoint: the consent page (the project's branding, the scopes
+ * asked for, the account granting them, Allow and Deny), and the pages that say why a request
+ * cannot go on. Plain HTML with one inline style sheet and no script: the page works with a
+ * keyboard and a screen reader, loads nothing from elsewhere but the project's logo, and may not
+ * be framed.
+ *
+ * Headers: `Content-Security-Policy` (`default-src 'none'`, the style sheet by its hash, the logo by
+ * its URL, `form-action` this origin and the redirect URI's, which Chromium checks against the
+ * redirect that follows the form's post), `frame-ancestors 'none'` with `X-Frame-Options: DENY`,
+ * `Referrer-Policy: no-referrer` (the page's URL holds the request), `Cache-Control: no-store`.
+ *
+ * @module
+ */
+
+import type { ConsentScreen } from "../gen/registry/token/v1/token_service_pb.ts";
+
+/** Escapes text for HTML content and attribute values. */
+export function escapeHtml(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!,
+  );
+}
+
+const style = `
+*{box-sizing:border-box}
+body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f1f1f;background:#f3f4f6}
+main{max-width:30rem;margin:2rem auto;padding:2rem;background:#fff;border:1px solid #d1d5db;border-radius:12px}
+@media (max-width:32rem){main{margin:0;border:0;border-radius:0;min-height:100vh;padding:1.5rem}}
+header{text-align:center}
+.logo{width:64px;height:64px;object-fit:contain}
+h1{font-size:1.375rem;line-height:1.3;margin:.75rem 0 .25rem}
+h2{font-size:1rem;margin:1.25rem 0 .5rem}
+.account{margin:0;color:#374151}
+.warning{margin:1.25rem 0 0;padding:.75rem 1rem;border:2px solid #b45309;border-radius:8px;background:#fffbeb;color:#78350f}
+.warning h2{margin:0 0 .25rem;color:#78350f}
+.warning p{margin:0}
+ul{margin:0;padding-left:1.25rem}
+li{margin:.25rem 0;overflow-wrap:anywhere}
+code{font:0.9375rem ui-monospace,SFMono-Regular,Menlo,monospace}
+.note{color:#374151;font-size:.9375rem}
+.links{display:flex;flex-wrap:wrap;gap:.25rem 1rem;padding:0;list-style:none;font-size:.9375rem}
+a{color:#1d4ed8}
+.buttons{display:flex;gap:.75rem;margin-top:1.5rem}
+button{flex:1;min-height:2.75rem;padding:.625rem 1rem;font:inherit;font-weight:600;border-radius:8px;cursor:pointer}
+button:focus-visible,a:focus-visible{outline:3px solid #1d4ed8;outline-offset:2px}
+.deny{background:#fff;color:#1f1f1f;border:1px solid #6b7280}
+.allow{background:#1d4ed8;color:#fff;border:1px solid #1d4ed8}
+.target{margin-top:1.25rem;color:#4b5563;font-size:.875rem;overflow-wrap:anywhere}
+`.trim();
+
+let styleHash: Promise<string> | undefined;
+
+/** The style sheet's CSP hash source. */
+function styleSource(): Promise<string> {
+  styleHash ??= crypto.subtle.digest("SHA-256", new TextEncoder().encode(style)).then((d) =>
+    `'sha256-${btoa(String.fromCharCode(...new Uint8Array(d)))}'`
+  );
+  return styleHash;
+}
+
+/** A URL as a CSP source expression (characters that would end one are percent-encoded). */
+function cspSource(url: string): string {
+  return url.replace(/[;,\s']/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+async function headers(extra: { img?: string; formTarget?: string } = {}) {
+  const policy = [
+    "default-src 'none'",
+    `style-src ${await styleSource()}`,
+    extra.img ? `img-src ${cspSource(extra.img)}` : "img-src 'none'",
+    `form-action 'self'${extra.formTarget ? ` ${cspSource(extra.formTarget)}` : ""}`,
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+  ].join("; ");
+  return {
+    "content-type": "text/html; charset=utf-8",
+    "content-security-policy": policy,
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+  };
+}
+
+function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${escapeHtml(title)}</title>
+<style>${style}</style>
+</head>
+<body>
+<main>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+/** The authorization request's parameters the form sends back with the choice. */
+export type AuthorizationParams = Record<
+  | "response_type"
+  | "client_id"
+  | "redirect_uri"
+  | "scope"
+  | "state"
+  | "code_challenge"
+  | "code_challenge_method",
+  string
+>;
+
+function isHttps(url: string): boolean {
+  try {
+    return new URL(url).protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+/** The consent page. */
+export async function consentPage(
+  screen: ConsentScreen,
+  params: AuthorizationParams,
+  formAction: string,
+): Promise<Response> {
+  const app = escapeHtml(screen.applicationName);
+  const logo = isHttps(screen.logoUri) ? screen.logoUri : "";
+  const scopes = screen.scopes.length > 0
+    ? `<ul>${screen.scopes.map((s) => `<li><code>${escapeHtml(s)}</code></li>`).join("")}</ul>`
+    : `<p>Nothing beyond knowing that you use it: no scopes were asked for.</p>`;
+  const links = [
+    screen.homepageUri && `<li><a href="${escapeHtml(screen.homepageUri)}">Home page</a></li>`,
+    screen.privacyPolicyUri &&
+    `<li><a href="${escapeHtml(screen.privacyPolicyUri)}">Privacy policy</a></li>`,
+    screen.termsOfServiceUri &&
+    `<li><a href="${escapeHtml(screen.termsOfServiceUri)}">Terms of service</a></li>`,
+    screen.supportEmail &&
+    `<li><a href="mailto:${escapeHtml(screen.supportEmail)}">Support: ${
+      escapeHtml(screen.supportEmail)
+    }</a></li>`,
+  ].filter(Boolean).join("");
+  const hidden = Object.entries({ ...params, csrf_token: screen.csrfToken })
+    .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`)
+    .join("\n");
+  const body = `<header>
+${
+    logo
+      ? `<img class="logo" src="${escapeHtml(logo)}" alt="${app} logo" width="64" height="64">`
+      : ""
+  }
+<h1>${app} wants to access your account</h1>
+<p class="account">Signed in as <strong>${escapeHtml(screen.accountId)}</strong></p>
+</header>
+${
+    screen.unverified
+      ? `<section class="warning" role="note" aria-labelledby="unverified">
+<h2 id="unverified">This app is not verified</h2>
+<p>${app} is still in testing: its developer has not published it yet. Allow it only if you know and trust the developer.</p>
+</section>`
+      : ""
+  }
+<section aria-labelledby="access">
+<h2 id="access">${app} will be able to:</h2>
+${scopes}
+</section>
+<p class="note">Allowing installs ${app} in your account. You can revoke it at any time.</p>
+${links ? `<nav aria-label="About ${app}"><ul class="links">${links}</ul></nav>` : ""}
+<form method="post" action="${escapeHtml(formAction)}">
+${hidden}
+<div class="buttons">
+<button type="submit" name="decision" value="deny" class="deny">Deny</button>
+<button type="submit" name="decision" value="allow" class="allow">Allow</button>
+</div>
+</form>
+<p class="target">Client: ${escapeHtml(screen.clientName)}. You will be sent back to ${
+    escapeHtml(screen.redirectTarget)
+  }.</p>`;
+  return new Response(page(`${screen.applicationName}: allow access?`, body), {
+    headers: await headers({
+      ...(logo ? { img: logo } : {}),
+      formTarget: screen.redirectTarget,
+    }),
+  });
+}
+
+/** A page saying why the request cannot go on (never a redirect to the client). */
+export async function errorPage(
+  status: number,
+  title: string,
+  message: string,
+  link?: { href: string; text: string },
+  reason?: string,
+): Promise<Response> {
+  const body = `<h1>${escapeHtml(title)}</h1>
+<p>${escapeHtml(message)}</p>
+${link ? `<p><a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a></p>` : ""}
+${reason ? `<p class="note">For the application's developer: ${escapeHtml(reason)}.</p>` : ""}`;
+  return new Response(page(title, body), { status, headers: await headers() });
+}

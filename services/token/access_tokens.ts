@@ -1,0 +1,124 @@
+/**
+ * Access tokens: JWTs per RFC 9068 (header `typ` `at+jwt`, ES256 under the key named by `kid`),
+ * signed with the key ring's current key and verified against every published key.
+ *
+ * @module
+ */
+
+import { decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from "jose";
+import type { KeyRing } from "./keys.ts";
+
+/** The claims of an access token this server issues. */
+export interface AccessClaims extends JWTPayload {
+  /** The client itself (client_credentials), or the installation's principal. */
+  sub: string;
+  /** The client's project. */
+  aud: string;
+  exp: number;
+  iat: number;
+  jti: string;
+  client_id: string;
+  /** Space-separated scopes. */
+  scope: string;
+  /** A token of an installation: the account it was installed in. */
+  account_id?: string;
+  /** A token of an installation: its id. */
+  installation_id?: string;
+  /** A token from a token exchange: the client that acts (RFC 8693 4.1). */
+  act?: { sub: string };
+}
+
+/** What a new token's claims are made of; the rest (`iss`, times, `jti`) is added. */
+export type NewAccessToken = Pick<
+  AccessClaims,
+  "sub" | "aud" | "client_id" | "scope" | "account_id" | "installation_id" | "act"
+>;
+
+/** A signed token. */
+export interface SignedAccessToken {
+  /** The JWT. */
+  jwt: string;
+  /** Its `jti`. */
+  jti: string;
+  /** Seconds it lives. */
+  expiresIn: number;
+  /** When it expires. */
+  expiresAt: Date;
+}
+
+/** Signs and verifies access tokens. */
+export interface AccessTokens {
+  /** Signs a token with the current key. */
+  sign(claims: NewAccessToken): Promise<SignedAccessToken>;
+  /**
+   * The claims of a token this server signed, under a key still published, that has not expired;
+   * undefined for anything else (revocation is not looked at here).
+   */
+  verify(token: string): Promise<AccessClaims | undefined>;
+}
+
+/** Options of {@link createAccessTokens}. */
+export interface AccessTokenOptions {
+  /** The signing keys. */
+  keys: KeyRing;
+  /** The `iss` of every token. */
+  issuer: string;
+  /** Lifetime of a token, in seconds. */
+  ttlSeconds: number;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+}
+
+/** Creates the signer and verifier. */
+export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
+  const { keys, issuer, now } = options;
+  return {
+    async sign(claims) {
+      await keys.ready();
+      const key = keys.signing();
+      const iat = Math.floor(now() / 1000);
+      const exp = iat + options.ttlSeconds;
+      const jti = crypto.randomUUID();
+      const payload: JWTPayload = { client_id: claims.client_id, scope: claims.scope };
+      if (claims.account_id !== undefined) payload.account_id = claims.account_id;
+      if (claims.installation_id !== undefined) payload.installation_id = claims.installation_id;
+      if (claims.act !== undefined) payload.act = claims.act;
+      const jwt = await new SignJWT(payload)
+        .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: key.kid })
+        .setIssuer(issuer)
+        .setSubject(claims.sub)
+        .setAudience(claims.aud)
+        .setIssuedAt(iat)
+        .setExpirationTime(exp)
+        .setJti(jti)
+        .sign(key.privateKey!);
+      return { jwt, jti, expiresIn: exp - iat, expiresAt: new Date(exp * 1000) };
+    },
+
+    async verify(token) {
+      if (token.length > 8192) return undefined;
+      await keys.ready();
+      try {
+        const { kid } = decodeProtectedHeader(token);
+        const key = typeof kid === "string" ? keys.byKid(kid) : undefined;
+        if (!key) return undefined;
+        const { payload } = await jwtVerify(token, key.publicKey, {
+          issuer,
+          typ: "at+jwt",
+          algorithms: ["ES256"],
+          currentDate: new Date(now()),
+          requiredClaims: ["sub", "aud", "exp", "iat", "jti", "client_id"],
+        });
+        if (typeof payload.aud !== "string" || typeof payload.client_id !== "string") return;
+        if (!isUuid(payload.jti!)) return undefined;
+        return payload as AccessClaims;
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}
+
+function isUuid(value: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(value);
+}

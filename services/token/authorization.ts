@@ -1,0 +1,369 @@
+/**
+ * The authorization endpoint's rules (RFC 6749 4.1.1-4.1.2, RFC 7636, RFC 9700 2.1, RFC 9207),
+ * as a list of small checks run in order for StartAuthorization and again for DecideAuthorization:
+ *
+ * 1. the client: known and active ({@link checkClient});
+ * 2. the redirect URI: registered for the client, matched exactly ({@link redirectMatches});
+ *    a failure of 1 or 2 is shown to the user and never redirected (RFC 6749 4.1.2.1);
+ * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
+ *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`;
+ * 4. the project accepts the user (an `internal` audience takes only its own users).
+ *
+ * Then the consent: the page's CSRF token (bound to the user's session and to the request), and
+ * the code (single use, 60 seconds, bound to the client, the redirect URI, the challenge and the
+ * installation the consent made).
+ *
+ * @module
+ */
+
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { base64Encode } from "@bufbuild/protobuf/wire";
+import { type Client, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import {
+  Audience,
+  type OAuthConfig,
+  PublishingStatus,
+} from "../../gen/registry/oauth/v1/config_pb.ts";
+import {
+  type AuthorizationRequest,
+  type ConsentScreen,
+  Decision,
+} from "../../gen/registry/token/v1/token_service_pb.ts";
+import { administers, callerOf } from "../../lib/policy/mod.ts";
+import { parseScope } from "./scope.ts";
+import { oauthError, type OAuthErrorCode } from "./oauth_errors.ts";
+import { challengeProblem } from "./pkce.ts";
+import type { Registry } from "./registry.ts";
+import type { GrantRepository } from "./repository/grants.ts";
+import { randomToken, sha256 } from "./opaque_tokens.ts";
+
+/** How long a code lives (RFC 6749 4.1.2 recommends at most 10 minutes; we take 60 seconds). */
+export const codeTtlMs = 60_000;
+/** How long the consent page's CSRF token stays valid. */
+const csrfTtlMs = 10 * 60_000;
+/** The longest `state` echoed back. */
+const maxStateLength = 2048;
+
+/** What the authorization endpoint needs. */
+export interface AuthorizationDeps {
+  /** The registry (clients, configs, consent). */
+  registry: Registry;
+  /** The code table. */
+  grants: GrantRepository;
+  /** The `iss` of every answer (RFC 9207). */
+  issuer: string;
+  /** The HMAC key of CSRF tokens. */
+  csrfKey: Promise<CryptoKey>;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+}
+
+/** A request that passed the checks. */
+interface Checked {
+  client: Client;
+  config: OAuthConfig;
+  /** Where the answer goes: the redirect_uri given, or the client's only registered one. */
+  redirectUri: string;
+  scopes: string[];
+}
+
+/** A refusal shown on the page, never redirected. */
+function shown(error: OAuthErrorCode, description: string): ConnectError {
+  return oauthError(error, description);
+}
+
+/** The answer to send the browser to: `redirect_uri` with the parameters added to its query. */
+export function redirectWith(redirectUri: string, params: [string, string][]): string {
+  const url = new URL(redirectUri);
+  for (const [name, value] of params) url.searchParams.append(name, value);
+  return url.href;
+}
+
+const loopback = new Set(["127.0.0.1", "[::1]"]);
+
+/**
+ * Whether a redirect_uri matches a registered one: exact string match (RFC 9700 2.1), except that
+ * a native app's loopback IP redirect may use any port (RFC 8252 7.3: it listens on an ephemeral
+ * one).
+ */
+export function redirectMatches(client: Client, requested: string): boolean {
+  if (client.redirectUris.includes(requested)) return true;
+  if (client.type !== ClientType.NATIVE) return false;
+  let asked: URL;
+  try {
+    asked = new URL(requested);
+  } catch {
+    return false;
+  }
+  if (asked.protocol !== "http:" || !loopback.has(asked.hostname) || asked.hash !== "") {
+    return false;
+  }
+  return client.redirectUris.some((registered) => {
+    try {
+      const r = new URL(registered);
+      return r.protocol === "http:" && r.hostname === asked.hostname &&
+        r.pathname === asked.pathname && r.search === asked.search;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** Checks 1 and 2: the client, and where to answer. Throws what is shown on the page. */
+async function checkClient(deps: AuthorizationDeps, req: AuthorizationRequest) {
+  if (req.clientId === "") throw shown("invalid_request", "client_id is required");
+  const client = await deps.registry.lookupClient(req.clientId);
+  if (!client) throw shown("invalid_client", "There is no such client");
+  if (client.status !== ClientStatus.ACTIVE) {
+    throw shown("invalid_client", "This application's client is suspended");
+  }
+  let redirectUri: string;
+  if (req.redirectUri !== "") {
+    if (!redirectMatches(client, req.redirectUri)) {
+      throw shown("invalid_request", "redirect_uri is not one of the client's registered URIs");
+    }
+    redirectUri = req.redirectUri;
+  } else if (client.redirectUris.length === 1) {
+    redirectUri = client.redirectUris[0]!;
+  } else {
+    throw shown(
+      "invalid_request",
+      client.redirectUris.length === 0
+        ? "The client has no registered redirect URI"
+        : "redirect_uri is required: the client has more than one",
+    );
+  }
+  return { client, redirectUri };
+}
+
+/** The outcome of the checks: the request, or the error redirect to answer with. */
+type Outcome = { kind: "ok"; checked: Checked } | { kind: "redirect"; to: string };
+
+/** Every check, in order; see the module's header. */
+async function check(
+  deps: AuthorizationDeps,
+  req: AuthorizationRequest,
+  ctx: HandlerContext,
+): Promise<Outcome> {
+  const { client, redirectUri } = await checkClient(deps, req);
+  const state = req.state.length <= maxStateLength ? req.state : "";
+  const refuse = (error: OAuthErrorCode, description: string): Outcome => ({
+    kind: "redirect",
+    to: errorRedirect(deps, redirectUri, state, error, description),
+  });
+  if (req.state.length > maxStateLength) {
+    return refuse("invalid_request", `state may be at most ${maxStateLength} characters`);
+  }
+  if (req.responseType === "") return refuse("invalid_request", "response_type is required");
+  if (req.responseType !== "code") {
+    return refuse("unsupported_response_type", "This server answers response_type=code only");
+  }
+  const pkce = challengeProblem(req.codeChallenge, req.codeChallengeMethod);
+  if (pkce) return refuse("invalid_request", pkce);
+  let scopes: string[];
+  try {
+    scopes = parseScope(req.scope);
+  } catch (error) {
+    return refuse("invalid_scope", (error as ConnectError).rawMessage);
+  }
+  const config = await deps.registry.getConfig(client.projectId);
+  if (!config) throw shown("invalid_client", "The application has no consent screen");
+  if (config.audience === Audience.INTERNAL && !administers(callerOf(ctx), client.projectId)) {
+    return refuse("access_denied", "This application is only for the users of its project");
+  }
+  return { kind: "ok", checked: { client, config, redirectUri, scopes } };
+}
+
+function errorRedirect(
+  deps: AuthorizationDeps,
+  redirectUri: string,
+  state: string,
+  error: OAuthErrorCode,
+  description: string,
+): string {
+  const params: [string, string][] = [["error", error], ["error_description", description]];
+  if (state !== "") params.push(["state", state]);
+  params.push(["iss", deps.issuer]);
+  return redirectWith(redirectUri, params);
+}
+
+/** The origin an answer goes to (a private-use scheme: the scheme), for the page's CSP. */
+function targetOf(redirectUri: string): string {
+  const url = new URL(redirectUri);
+  return url.protocol === "http:" || url.protocol === "https:" ? url.origin : url.protocol;
+}
+
+/** What a CSRF token is bound to: the user's session and every parameter of the request. */
+async function csrfInput(ctx: HandlerContext, req: AuthorizationRequest, until: number) {
+  const session = await sha256(ctx.requestHeader.get("authorization") ?? "");
+  return new TextEncoder().encode(
+    [
+      base64Encode(session, "url"),
+      req.responseType,
+      req.clientId,
+      req.redirectUri,
+      req.scope,
+      req.state,
+      req.codeChallenge,
+      req.codeChallengeMethod,
+      String(until),
+    ].join("\n"),
+  );
+}
+
+async function csrfToken(
+  deps: AuthorizationDeps,
+  ctx: HandlerContext,
+  req: AuthorizationRequest,
+): Promise<string> {
+  const until = deps.now() + csrfTtlMs;
+  const mac = await crypto.subtle.sign(
+    "HMAC",
+    await deps.csrfKey,
+    await csrfInput(ctx, req, until),
+  );
+  return `${until}.${base64Encode(new Uint8Array(mac), "url")}`;
+}
+
+async function csrfValid(
+  deps: AuthorizationDeps,
+  ctx: HandlerContext,
+  req: AuthorizationRequest,
+  token: string,
+): Promise<boolean> {
+  const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(token);
+  if (!match) return false;
+  const until = Number(match[1]);
+  if (until < deps.now()) return false;
+  const expected = base64Encode(
+    new Uint8Array(
+      await crypto.subtle.sign("HMAC", await deps.csrfKey, await csrfInput(ctx, req, until)),
+    ),
+    "url",
+  );
+  let diff = 0;
+  for (let i = 0; i < expected.length; i++) {
+    diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
+  }
+  return diff === 0;
+}
+
+/** StartAuthorization: the consent screen, or the error redirect. */
+export async function startAuthorization(
+  deps: AuthorizationDeps,
+  req: AuthorizationRequest | undefined,
+  ctx: HandlerContext,
+): Promise<{ consent: Omit<ConsentScreen, "$typeName"> } | { redirectTo: string }> {
+  if (!req) throw shown("invalid_request", "The authorization request is missing");
+  const outcome = await check(deps, req, ctx);
+  if (outcome.kind === "redirect") return { redirectTo: outcome.to };
+  const { client, config, redirectUri, scopes } = outcome.checked;
+  const caller = callerOf(ctx);
+  return {
+    consent: {
+      applicationName: config.applicationName,
+      clientName: client.name,
+      logoUri: config.logoUri ?? "",
+      supportEmail: config.supportEmail ?? "",
+      homepageUri: config.homepageUri ?? "",
+      privacyPolicyUri: config.privacyPolicyUri ?? "",
+      termsOfServiceUri: config.termsOfServiceUri ?? "",
+      unverified: config.publishingStatus !== PublishingStatus.PRODUCTION,
+      scopes,
+      accountId: caller.accountId,
+      subject: caller.subject,
+      redirectTarget: targetOf(redirectUri),
+      csrfToken: await csrfToken(deps, ctx, req),
+    },
+  };
+}
+
+/** DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). */
+export async function decideAuthorization(
+  deps: AuthorizationDeps,
+  req: AuthorizationRequest | undefined,
+  decision: Decision,
+  csrf: string,
+  ctx: HandlerContext,
+): Promise<string> {
+  if (!req) throw shown("invalid_request", "The authorization request is missing");
+  const outcome = await check(deps, req, ctx);
+  if (outcome.kind === "redirect") return outcome.to;
+  if (!(await csrfValid(deps, ctx, req, csrf))) {
+    throw shown(
+      "invalid_request",
+      "The consent page expired or was not shown to this session; start the sign-in again",
+    );
+  }
+  const { client, redirectUri, scopes } = outcome.checked;
+  const state = req.state;
+  const answer = (params: [string, string][]) =>
+    redirectWith(redirectUri, [
+      ...params,
+      ...(state !== "" ? [["state", state] as [string, string]] : []),
+      ["iss", deps.issuer],
+    ]);
+  if (decision === Decision.DENY) {
+    return answer([["error", "access_denied"], ["error_description", "The user denied access"]]);
+  }
+  if (decision !== Decision.ALLOW) throw shown("invalid_request", "decision must be allow or deny");
+
+  let installation;
+  try {
+    installation = await deps.registry.consent(
+      ctx.requestHeader.get("authorization")!,
+      client.projectId,
+      scopes,
+    );
+  } catch (error) {
+    if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
+      return answer([["error", "access_denied"], ["error_description", error.rawMessage]]);
+    }
+    throw error;
+  }
+  const code = randomToken("oac_");
+  const at = deps.now();
+  const familyId = crypto.randomUUID();
+  await deps.grants.createCode({
+    id: familyId,
+    client_id: client.id,
+    project_id: client.projectId,
+    installation_id: installation.id,
+    created_at: new Date(at),
+    expires_at: new Date(at + codeTtlMs),
+  }, {
+    code_hash: await sha256(code),
+    family_id: familyId,
+    client_id: client.id,
+    redirect_uri: req.redirectUri,
+    code_challenge: req.codeChallenge,
+    scopes,
+    account_id: installation.accountId,
+    principal_id: installation.principalId ?? "",
+    expires_at: new Date(at + codeTtlMs),
+  });
+  return answer([["code", code]]);
+}
+
+/** The CSRF key, derived from the key the signing keys are sealed under (HKDF-SHA-256). */
+export async function deriveCsrfKey(secret: string): Promise<CryptoKey> {
+  const base = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(secret),
+    "HKDF",
+    false,
+    ["deriveKey"],
+  );
+  return await crypto.subtle.deriveKey(
+    {
+      name: "HKDF",
+      hash: "SHA-256",
+      salt: new Uint8Array(0),
+      info: new TextEncoder().encode("registry token csrf v1"),
+    },
+    base,
+    { name: "HMAC", hash: "SHA-256", length: 256 },
+    false,
+    ["sign"],
+  );
+}

@@ -1,0 +1,36 @@
+/**
+ * The `client_credentials` grant (RFC 6749 4.4): a confidential client's own token, `sub` its
+ * client_id; no refresh token (RFC 6749 4.4.3).
+ *
+ * @module
+ */
+
+import { isPublic } from "../client_auth.ts";
+import { oauthError } from "../oauth_errors.ts";
+import { parseScope } from "../scope.ts";
+import type { Grant } from "./context.ts";
+
+/** Runs the grant. */
+export const clientCredentials: Grant = async (deps, client, req) => {
+  if (isPublic(client)) {
+    throw oauthError(
+      "unauthorized_client",
+      "client_credentials is for confidential (web) clients only",
+    );
+  }
+  const scope = parseScope(req.scope);
+  const token = await deps.accessTokens.sign({
+    sub: client.id,
+    aud: client.projectId,
+    client_id: client.id,
+    scope: scope.join(" "),
+  });
+  return {
+    accessToken: token.jwt,
+    tokenType: "Bearer",
+    expiresIn: BigInt(token.expiresIn),
+    scope: scope.join(" "),
+    refreshToken: "",
+    issuedTokenType: "",
+  };
+};

@@ -1,0 +1,82 @@
+/**
+ * Token exchange (RFC 8693) for installations, as a GitHub App's installation token but standard:
+ * a confidential client presents, with its own authentication, an access token it got from
+ * `client_credentials` (`subject_token`) and the id of an active installation of its project
+ * (`audience`), and receives an access token of that installation's principal, with `act`
+ * `{"sub": "<client_id>"}` (RFC 8693 4.1): it acts for the installation. No refresh token: the
+ * client exchanges again when it needs to.
+ *
+ * @module
+ */
+
+import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_pb.ts";
+import { isPublic } from "../client_auth.ts";
+import { oauthError } from "../oauth_errors.ts";
+import { narrowScope } from "../scope.ts";
+import { type Grant, principalToken } from "./context.ts";
+
+/** RFC 8693 3: the URI of an access token. */
+export const accessTokenType = "urn:ietf:params:oauth:token-type:access_token";
+
+/** Runs the grant. */
+export const tokenExchange: Grant = async (deps, client, req) => {
+  if (isPublic(client)) {
+    throw oauthError(
+      "unauthorized_client",
+      "Token exchange is for confidential (web) clients only",
+    );
+  }
+  if (req.subjectToken === "") throw oauthError("invalid_request", "subject_token is required");
+  if (req.subjectTokenType !== accessTokenType) {
+    throw oauthError("invalid_request", `subject_token_type must be ${accessTokenType}`);
+  }
+  if (req.requestedTokenType !== "" && req.requestedTokenType !== accessTokenType) {
+    throw oauthError("invalid_request", `requested_token_type must be ${accessTokenType}`);
+  }
+  if (req.actorToken !== "") {
+    throw oauthError("invalid_request", "actor_token is not supported: the client is the actor");
+  }
+  if (req.resource !== "") {
+    throw oauthError(
+      "invalid_target",
+      "resource is not supported: name the installation in audience",
+    );
+  }
+  if (req.audience === "") {
+    throw oauthError("invalid_request", "audience is required: the installation's id");
+  }
+  const subject = await deps.accessTokens.verify(req.subjectToken);
+  if (
+    !subject || subject.client_id !== client.id || subject.sub !== client.id ||
+    subject.installation_id !== undefined || await deps.isRevoked(subject.jti)
+  ) {
+    throw oauthError(
+      "invalid_grant",
+      "subject_token must be an active access token this client got from client_credentials",
+    );
+  }
+  const installation = await deps.registry.getInstallation(client.projectId, req.audience);
+  if (!installation || installation.status !== InstallationStatus.ACTIVE) {
+    throw oauthError("invalid_target", "audience is not an active installation of the project");
+  }
+  const scopes = narrowScope(req.scope, installation.scopes);
+  const token = await principalToken(
+    deps,
+    client,
+    {
+      installationId: installation.id,
+      principalId: installation.principalId ?? "",
+      accountId: installation.accountId,
+    },
+    scopes,
+    { sub: client.id },
+  );
+  return {
+    accessToken: token.jwt,
+    tokenType: "Bearer",
+    expiresIn: BigInt(token.expiresIn),
+    scope: scopes.join(" "),
+    refreshToken: "",
+    issuedTokenType: accessTokenType,
+  };
+};

@@ -1,0 +1,19 @@
+/**
+ * Opaque credentials (authorization codes, refresh tokens): 256 random bits in base64url behind a
+ * prefix that names their kind (`oac_` a code, `ort_` a refresh token; secret scanners and
+ * people can tell them apart), stored only as their SHA-256.
+ *
+ * @module
+ */
+
+import { base64Encode } from "@bufbuild/protobuf/wire";
+
+/** A new credential: `prefix` and 43 base64url characters (32 random bytes). */
+export function randomToken(prefix: string): string {
+  return prefix + base64Encode(crypto.getRandomValues(new Uint8Array(32)), "url");
+}
+
+/** The SHA-256 of a string's UTF-8 bytes. */
+export async function sha256(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
+}
