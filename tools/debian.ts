@@ -1,6 +1,7 @@
 /**
  * The stock programs that tests and benchmarks drive against our servers (h2load, h2spec's Go
- * toolchain, a C-core gRPC client, faketime) come from Debian's packages. {@link ensurePackages}
+ * toolchain, a C-core gRPC client, faketime, Chromium for the consent page, openssl for a test
+ * certificate) come from Debian's packages. {@link ensurePackages}
  * installs the missing ones with apt-get, so that `deno task test` and `deno task bench` need
  * nothing installed by hand on a fresh Debian machine; where apt-get cannot run (not root, not
  * Debian), it fails with the command a person must run.
@@ -22,6 +23,8 @@ export const packages = {
   go: { name: "golang-go", check: ["go", "version"] },
   grpcio: { name: "python3-grpcio", check: ["/usr/bin/python3", "-c", "import grpc"] },
   faketime: { name: "faketime", check: ["faketime", "-f", "+0d", "true"] },
+  chromium: { name: "chromium", check: ["/usr/bin/chromium", "--version"] },
+  openssl: { name: "openssl", check: ["openssl", "version"] },
 } as const satisfies Record<string, DebianPackage>;
 
 /** Whether a command runs and succeeds (a missing program is false, never an exception). */
