@@ -23,6 +23,7 @@
 import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { idKind } from "../lib/platform/mod.ts";
@@ -215,13 +216,29 @@ type Target = Omit<LoadSpec, "concurrency" | "seconds" | "warmupSeconds">;
 type Path = "gateway" | "grpc" | "reference";
 interface Op {
   name: string;
-  kind: "read" | "write";
+  /** Reads and writes are judged against the reference; token calls against gateway GETs. */
+  kind: "read" | "write" | "token";
   paths: Partial<Record<Path, Target>>;
   /** Runs before each measured run (e.g. to make room for new secrets). */
   before?: () => Promise<unknown>;
 }
 
 const gw = stack.gatewayUrl;
+/** A form POST with the seeded client's Basic credentials (the OAuth endpoints). */
+const basic = `Basic ${btoa(`${verifyClient}:${serviceSecret}`)}`;
+const form = (url: string, body: string): Target => ({
+  urls: [url],
+  method: "POST",
+  body: new TextEncoder().encode(body),
+  headers: { "content-type": "application/x-www-form-urlencoded", authorization: basic },
+  h1: true,
+});
+/** An access token of the seeded client, for introspection. */
+const accessToken = (await (await fetch(`${gw}/oauth2/token`, {
+  method: "POST",
+  headers: { "content-type": "application/x-www-form-urlencoded", authorization: basic },
+  body: "grant_type=client_credentials&scope=read",
+})).json()).access_token as string;
 const oauth = OAuthRegistryService.method;
 const core = CoreService.method;
 const ops: Op[] = [
@@ -329,6 +346,29 @@ const ops: Op[] = [
       reference: h1([`${refUrl}/installations`], "POST", {
         project_id: "bench",
         scopes: ["openid"],
+      }),
+    },
+  },
+  {
+    name: "client_credentials grant",
+    kind: "token",
+    paths: {
+      gateway: form(`${gw}/oauth2/token`, "grant_type=client_credentials&scope=read"),
+      grpc: grpc(stack.tokenGrpc, TokenService.method.issueToken, {
+        client: { clientId: verifyClient, clientSecret: serviceSecret },
+        grantType: "client_credentials",
+        scope: "read",
+      }),
+    },
+  },
+  {
+    name: "introspect token",
+    kind: "token",
+    paths: {
+      gateway: form(`${gw}/oauth2/introspect`, `token=${accessToken}`),
+      grpc: grpc(stack.tokenGrpc, TokenService.method.introspectToken, {
+        client: { clientId: verifyClient, clientSecret: serviceSecret },
+        token: accessToken,
       }),
     },
   },
@@ -724,6 +764,13 @@ lines.push(target(maxIdle < 120, `idle RSS < 120 MB per process (highest ${fmt(m
 lines.push(
   target(maxPeak < 250, `RSS under load < 250 MB per component (highest ${fmt(maxPeak)} MB)`),
 );
+const getGateway = rowOf("get client", "gateway");
+for (const op of ["client_credentials grant", "introspect token"]) {
+  const row = rowOf(op, "gateway");
+  if (!row || !getGateway) continue;
+  const r = row.rps / getGateway.rps;
+  lines.push(target(r >= 0.5, `${op} >= 0.5 x gateway get client (${fmt(r, 2)})`));
+}
 if (verify && getGrpc) {
   const r = verify.rps / getGrpc.rps;
   lines.push(target(r >= 0.8, `verify secret >= 0.8 x gRPC get client (${fmt(r, 2)})`));
