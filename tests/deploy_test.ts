@@ -14,10 +14,47 @@ import {
   schemaProblems,
 } from "../tools/check_manifests.ts";
 
+/**
+ * The components: a Deployment each, with a ServiceAccount, Service, PodDisruptionBudget and
+ * HorizontalPodAutoscaler of the same name, and the module it runs.
+ */
+const components: Record<string, string> = {
+  "oauth-registry": "services/oauth/main.ts",
+  core: "services/core/main.ts",
+  "token-service": "services/token/main.ts",
+  gateway: "gateway/main.ts",
+};
+
 Deno.test("every overlay renders and passes the schema, field and project checks", async () => {
   for (const overlay of overlays) {
     const objects = await render(overlay);
     const kinds = new Set(objects.map((o) => o.kind));
+    const deployments = objects.filter((o) => o.kind === "Deployment");
+    assert.deepEqual(
+      deployments.map((d) => d.metadata.name).sort(),
+      Object.keys(components).sort(),
+      `${overlay}: the Deployments`,
+    );
+    for (const [name, entry] of Object.entries(components)) {
+      assert.deepEqual(
+        deployment(objects, name).spec.template.spec.containers[0].args,
+        [entry],
+        `${overlay}: ${name} runs ${entry}`,
+      );
+      for (
+        const kind of [
+          "ServiceAccount",
+          "Service",
+          "PodDisruptionBudget",
+          "HorizontalPodAutoscaler",
+        ]
+      ) {
+        assert.ok(
+          objects.some((o) => o.kind === kind && o.metadata.name === name),
+          `${overlay}: ${kind}/${name}`,
+        );
+      }
+    }
     for (
       const kind of [
         "Deployment",
@@ -40,6 +77,13 @@ Deno.test("every overlay renders and passes the schema, field and project checks
 
 function deployment(objects: K8sObject[], name: string): K8sObject {
   return objects.find((o) => o.kind === "Deployment" && o.metadata.name === name)!;
+}
+
+/** Removes the object of that kind and name (which must be there). */
+function remove(objects: K8sObject[], kind: string, name: string): void {
+  const i = objects.findIndex((o) => o.kind === kind && o.metadata.name === name);
+  assert.ok(i >= 0, `${kind}/${name} is rendered`);
+  objects.splice(i, 1);
 }
 
 Deno.test("broken manifests are caught", async () => {
@@ -95,6 +139,23 @@ Deno.test("broken manifests are caught", async () => {
     },
     ruleProblems,
     /oauth-registry: .*livenessProbe is not a native gRPC probe/,
+  );
+  await broken(
+    "no readiness probe on the token service",
+    (o) => {
+      delete deployment(o, "token-service").spec.template.spec.containers[0].readinessProbe;
+    },
+    ruleProblems,
+    /token-service: container token-service has no readinessProbe/,
+  );
+  await broken(
+    "an HTTP probe on the token service",
+    (o) => {
+      const c = deployment(o, "token-service").spec.template.spec.containers[0];
+      c.readinessProbe = { httpGet: { path: "/readyz", port: "http" } };
+    },
+    ruleProblems,
+    /token-service: .*readinessProbe is not a native gRPC probe on port 50053/,
   );
   await broken(
     "no limits",
@@ -161,13 +222,29 @@ Deno.test("broken manifests are caught", async () => {
   await broken(
     "no NetworkPolicy for a service",
     (o) => {
-      o.splice(
-        o.findIndex((x) => x.kind === "NetworkPolicy" && x.metadata.name === "services-ingress"),
-        1,
-      );
+      // Both policies that select the oauth-registry's pods.
+      remove(o, "NetworkPolicy", "services-ingress");
+      remove(o, "NetworkPolicy", "oauth-registry-ingress-token-service");
     },
     ruleProblems,
     /oauth-registry: no NetworkPolicy selects its pods/,
+  );
+  await broken(
+    "no NetworkPolicy for the token service's ingress",
+    (o) => {
+      // Its egress policy still selects its pods, but lets anyone in.
+      remove(o, "NetworkPolicy", "token-service-ingress");
+    },
+    ruleProblems,
+    /token-service: no NetworkPolicy selects its pods for ingress/,
+  );
+  await broken(
+    "no PodDisruptionBudget for the token service",
+    (o) => {
+      remove(o, "PodDisruptionBudget", "token-service");
+    },
+    ruleProblems,
+    /token-service: has no PodDisruptionBudget/,
   );
   await broken(
     "a gRPC port without appProtocol",
@@ -194,6 +271,7 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
   };
   const oauth = as("oauth_registry");
   const core = as("registry_core");
+  const token = as("registry_token");
   try {
     await admin.unsafe(
       await Deno.readTextFile(new URL("../deploy/sql/roles.sql", import.meta.url)),
@@ -203,7 +281,7 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
     );
     const dir = (s: string) => new URL(`../services/${s}/migrations/`, import.meta.url);
     // Every migration of each service applies under its own role (not only the first).
-    for (const [sql, schema] of [[oauth, "oauth"], [core, "core"]] as const) {
+    for (const [sql, schema] of [[oauth, "oauth"], [core, "core"], [token, "token"]] as const) {
       const migrations = await readMigrations(dir(schema));
       assert.ok(migrations.length >= 2, `${schema}: ${migrations.length} migrations`);
       assert.deepEqual(await migrate(sql, schema, migrations), migrations.map((m) => m.name));
@@ -214,15 +292,22 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
     await denied(oauth, "create table core.evil (id int)");
     await denied(core, "select * from oauth.configs");
     await denied(core, "create table public.evil (id int)");
+    await denied(token, "select * from oauth.client_secrets");
+    await denied(token, "select * from core.roles");
+    await denied(token, "create table oauth.evil (id int)");
+    await denied(token, "create table public.evil (id int)");
+    await denied(oauth, "select * from token.signing_keys");
+    await denied(core, "select * from token.refresh_tokens");
     assert.equal((await oauth`select count(*)::int as n from oauth.clients`)[0]!.n, 0);
+    assert.equal((await token`select count(*)::int as n from token.signing_keys`)[0]!.n, 0);
   } finally {
-    await Promise.all([oauth.end(), core.end()]);
+    await Promise.all([oauth.end(), core.end(), token.end()]);
     await admin.end();
     await db.drop();
   }
 });
 
-Deno.test("the image: pinned base, non-root, no dev files, the components' flags", async () => {
+Deno.test("the image: pinned base, non-root, no dev files, modules and flags", async () => {
   const { componentEnv, componentFlags } = await import("../lib/platform/mod.ts");
   const dockerfile = await Deno.readTextFile(new URL("../deploy/Dockerfile", import.meta.url));
   const ignore = await Deno.readTextFile(
@@ -248,7 +333,382 @@ Deno.test("the image: pinned base, non-root, no dev files, the components' flags
   for (const [, source] of finalStage.matchAll(/^COPY (?!--from)(\S+)/gm)) {
     assert.ok(/^(deno\.json|deno\.lock|gen\/|lib\/|services\/|gateway\/)$/.test(source!), source);
   }
+  // Every component's module is installed and type-checked in the image, and its ports exposed.
+  const objects = await render("deploy/overlays/prod");
+  const lists = {
+    "runtime imports": /^RUN deno run -A deploy\/runtime_imports\.ts ([^\n]*)$/m,
+    "deno install": /deno install --entrypoint ([^\\&\n]*)/,
+    "deno check": /deno check ([^\\&\n]*)/,
+  };
+  const exposed = /^EXPOSE ([\d ]+)$/m.exec(finalStage)![1]!.split(" ").map(Number);
+  for (const d of objects.filter((o) => o.kind === "Deployment")) {
+    const c = d.spec.template.spec.containers[0];
+    for (const [what, pattern] of Object.entries(lists)) {
+      const entries = pattern.exec(dockerfile)![1]!.trim().split(/\s+/);
+      assert.ok(entries.includes(c.args[0]), `${what} names ${c.args[0]}: ${entries}`);
+    }
+    for (const p of c.ports) {
+      assert.ok(exposed.includes(p.containerPort), `EXPOSE ${p.containerPort} (${c.name})`);
+    }
+  }
   assert.match(ignore, /^\*$/m);
   assert.match(ignore, /^\*\*\/\*_test\.ts$/m);
   assert.match(ignore, /^lib\/testing\/$/m);
+});
+
+/** The shared settings: the ConfigMap `registry-config`'s data. */
+function settings(objects: K8sObject[]): K8sObject {
+  const map = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === "registry-config");
+  assert.ok(map, "ConfigMap/registry-config is rendered");
+  return map.data;
+}
+
+/** A Deployment's environment: its ConfigMap's data, then its own `env` (secrets as stand-ins). */
+function environment(
+  objects: K8sObject[],
+  d: K8sObject,
+  secretKeys: Set<string>,
+): Record<string, string> {
+  const c = d.spec.template.spec.containers[0];
+  const env: Record<string, string> = {};
+  for (const from of c.envFrom ?? []) {
+    const name = from.configMapRef?.name;
+    const map = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === name);
+    assert.ok(map, `${d.metadata.name}: envFrom ConfigMap ${name} is rendered`);
+    Object.assign(env, map.data);
+  }
+  for (const e of c.env ?? []) {
+    const ref = e.valueFrom?.secretKeyRef;
+    if (ref) {
+      assert.equal(ref.name, "registry-secrets", `${d.metadata.name}: ${e.name}`);
+      secretKeys.add(ref.key);
+      // What an operator puts there: a URL for a database, else a long random string.
+      env[e.name] = ref.key.endsWith("-database-url")
+        ? "postgres://role:password@db/registry"
+        : crypto.randomUUID() + crypto.randomUUID();
+    } else {
+      assert.equal(typeof e.value, "string", `${d.metadata.name}: ${e.name} has a value`);
+      env[e.name] = e.value;
+    }
+  }
+  return env;
+}
+
+Deno.test("each component accepts the settings the manifests give it, and reads each", async () => {
+  const v = await import("valibot");
+  const { readConfig } = await import("../lib/platform/mod.ts");
+  const { readServiceConfig } = await import("../lib/service/mod.ts");
+  const { gatewaySettings } = await import("../gateway/main.ts");
+  const { oauthRegistryService } = await import("../services/oauth/main.ts");
+  const { coreService } = await import("../services/core/main.ts");
+  const { tokenService } = await import("../services/token/main.ts");
+  const { OAuthRegistryService } = await import(
+    "../gen/registry/oauth/v1/oauth_registry_service_pb.ts"
+  );
+  const { CoreService } = await import("../gen/registry/core/v1/core_service_pb.ts");
+  const { TokenService } = await import("../gen/registry/token/v1/token_service_pb.ts");
+  type Env = Record<string, string>;
+  const modules: Record<string, { read: (env: Env) => Record<string, unknown>; grpc?: string }> = {
+    "services/oauth/main.ts": {
+      read: (env) => readServiceConfig(oauthRegistryService, env),
+      grpc: OAuthRegistryService.typeName,
+    },
+    "services/core/main.ts": {
+      read: (env) => readServiceConfig(coreService, env),
+      grpc: CoreService.typeName,
+    },
+    "services/token/main.ts": {
+      read: (env) => readServiceConfig(tokenService, env),
+      grpc: TokenService.typeName,
+    },
+    "gateway/main.ts": { read: (env) => readConfig("gateway", v.object(gatewaySettings), env) },
+  };
+  const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
+  const kubernetes = readme.slice(readme.indexOf("### Kubernetes"));
+  const created = new Set([...kubernetes.matchAll(/--from-literal=([\w-]+)=/g)].map((m) => m[1]!));
+  for (const overlay of overlays) {
+    const objects = await render(overlay);
+    const secretKeys = new Set<string>();
+    const read = new Set<string>();
+    for (const d of objects.filter((o) => o.kind === "Deployment")) {
+      const c = d.spec.template.spec.containers[0];
+      const where = `${overlay}: ${d.metadata.name}`;
+      const module = modules[c.args[0]];
+      assert.ok(module, `${where}: runs a known module (${c.args[0]})`);
+      const config = module.read(environment(objects, d, secretKeys)); // throws on a bad setting
+      for (const key of Object.keys(config)) read.add(key);
+      const port = (name: string) => c.ports.find((p: K8sObject) => p.name === name)?.containerPort;
+      assert.equal(config.GRPC_PORT, port("grpc"), `${where}: GRPC_PORT is the grpc port`);
+      assert.equal(
+        config.HTTP_PORT ?? config.GATEWAY_PORT,
+        port("http"),
+        `${where}: it listens on the http port`,
+      );
+      assert.equal(c.readinessProbe?.grpc?.service, module.grpc, `${where}: readiness service`);
+    }
+    const data = settings(objects);
+    for (const key of Object.keys(data)) {
+      assert.ok(read.has(key), `${overlay}: ConfigMap key ${key} is a setting of some component`);
+    }
+    assert.deepEqual(
+      [...created].sort(),
+      [...secretKeys].sort(),
+      `${overlay}: README's kubectl create secret makes the keys the Deployments read`,
+    );
+  }
+});
+
+Deno.test("the components find each other: gRPC URLs, the issuer and the Ingress", async () => {
+  for (const overlay of overlays) {
+    const objects = await render(overlay);
+    const data = settings(objects);
+    // Each *_GRPC_URL names a Service and its gRPC port, which selects a Deployment's grpc port.
+    const urls = Object.keys(data).filter((k) => k.endsWith("_GRPC_URL"));
+    assert.deepEqual(
+      urls.sort(),
+      ["CORE_GRPC_URL", "OAUTH_REGISTRY_GRPC_URL", "TOKEN_SERVICE_GRPC_URL"],
+      overlay,
+    );
+    for (const key of urls) {
+      const url = new URL(data[key]);
+      const svc = objects.find((o) => o.kind === "Service" && o.metadata.name === url.hostname);
+      assert.ok(svc, `${overlay}: ${key} names a Service (${url.hostname})`);
+      const port = svc.spec.ports.find((p: K8sObject) => p.port === Number(url.port));
+      assert.equal(port?.name, "grpc", `${overlay}: ${key} is the gRPC port of ${url.hostname}`);
+      const target = objects.find((o) =>
+        o.kind === "Deployment" &&
+        Object.entries(svc.spec.selector).every(([k, v]) =>
+          o.spec.template.metadata.labels[k] === v
+        )
+      );
+      assert.ok(
+        target?.spec.template.spec.containers[0].ports.some((p: K8sObject) =>
+          p.name === port.targetPort
+        ),
+        `${overlay}: ${key} reaches a container port named ${port.targetPort}`,
+      );
+    }
+    // The issuer is the gateway's public base URL: the Ingress's host, https where it has TLS,
+    // and the Ingress routes the API, the authorization server's endpoints and its metadata.
+    const issuer = new URL(data.ISSUER_URL);
+    const ingress = objects.find((o) => o.kind === "Ingress")!;
+    const rule = ingress.spec.rules.find((r: K8sObject) => r.host === issuer.hostname);
+    assert.ok(rule, `${overlay}: ISSUER_URL's host ${issuer.hostname} is the Ingress's`);
+    const tls = (ingress.spec.tls ?? []).some((t: K8sObject) => t.hosts.includes(issuer.hostname));
+    assert.equal(issuer.protocol, tls ? "https:" : "http:", `${overlay}: ISSUER_URL's scheme`);
+    assert.equal(issuer.pathname, "/", `${overlay}: ISSUER_URL has no path`);
+    for (
+      const path of [
+        "/v1/projects",
+        "/oauth2/token",
+        "/oauth2/authorize",
+        "/oauth2/jwks",
+        "/.well-known/oauth-authorization-server",
+      ]
+    ) {
+      const route = rule.http.paths.find((p: K8sObject) =>
+        p.pathType === "Exact"
+          ? p.path === path
+          : path === p.path || path.startsWith(`${p.path.replace(/\/$/, "")}/`)
+      );
+      assert.equal(
+        route?.backend.service.name,
+        "gateway",
+        `${overlay}: the Ingress routes ${path}`,
+      );
+    }
+    assert.ok(
+      !rule.http.paths.some((p: K8sObject) => ["/", "/metrics", "/readyz"].includes(p.path)),
+      `${overlay}: the Ingress exposes no more than the API and the OAuth endpoints`,
+    );
+  }
+});
+
+/** A pod, or an address outside the cluster, as network policies see it. */
+interface Endpoint {
+  /** Its namespace; none for an address outside the cluster. */
+  namespace?: string;
+  labels?: Record<string, string>;
+  ip?: string;
+  /** Its named container ports. */
+  ports?: Record<string, number>;
+}
+
+function labelsMatch(selector: K8sObject, labels: Record<string, string>): boolean {
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) {
+    if (labels[k] !== v) return false;
+  }
+  for (const e of selector.matchExpressions ?? []) {
+    const has = e.key in labels;
+    if (e.operator === "In" && !(has && e.values.includes(labels[e.key]))) return false;
+    if (e.operator === "NotIn" && has && e.values.includes(labels[e.key])) return false;
+    if (e.operator === "Exists" && !has) return false;
+    if (e.operator === "DoesNotExist" && has) return false;
+  }
+  return true;
+}
+
+function inCidr(ip: string, cidr: string): boolean {
+  const n = (a: string) => a.split(".").reduce((x, b) => x * 256 + Number(b), 0);
+  const [base, bits] = cidr.split("/");
+  const size = 2 ** (32 - Number(bits));
+  return Math.floor(n(ip) / size) === Math.floor(n(base!) / size);
+}
+
+function peerMatches(peer: K8sObject, policyNamespace: string, e: Endpoint): boolean {
+  if (peer.ipBlock) {
+    return e.ip !== undefined && inCidr(e.ip, peer.ipBlock.cidr) &&
+      !(peer.ipBlock.except ?? []).some((c: string) => inCidr(e.ip!, c));
+  }
+  if (e.namespace === undefined) return false;
+  const namespaceOk = peer.namespaceSelector
+    ? labelsMatch(peer.namespaceSelector, { "kubernetes.io/metadata.name": e.namespace })
+    : e.namespace === policyNamespace;
+  return namespaceOk && (!peer.podSelector || labelsMatch(peer.podSelector, e.labels ?? {}));
+}
+
+/** Whether the policies of `subject` (one end) let it exchange with `peer` on `dest`'s port. */
+function allowedAt(
+  objects: K8sObject[],
+  direction: "Ingress" | "Egress",
+  subject: Endpoint,
+  peer: Endpoint,
+  dest: Endpoint,
+  port: number,
+  protocol: string,
+): boolean {
+  if (subject.namespace === undefined) return true;
+  const policies = objects.filter((p) =>
+    p.kind === "NetworkPolicy" && p.metadata.namespace === subject.namespace &&
+    labelsMatch(p.spec.podSelector, subject.labels ?? {}) &&
+    (p.spec.policyTypes ?? ["Ingress", ...(p.spec.egress ? ["Egress"] : [])]).includes(direction)
+  );
+  if (policies.length === 0) return true;
+  return policies.some((p) =>
+    ((direction === "Ingress" ? p.spec.ingress : p.spec.egress) ?? []).some((rule: K8sObject) => {
+      const peers: K8sObject[] | undefined = direction === "Ingress" ? rule.from : rule.to;
+      const peerOk = !peers?.length ||
+        peers.some((x) => peerMatches(x, p.metadata.namespace, peer));
+      const portOk = !rule.ports?.length ||
+        rule.ports.some((r: K8sObject) =>
+          (r.protocol ?? "TCP") === protocol &&
+          (r.port === undefined ||
+            (typeof r.port === "string"
+              ? dest.ports?.[r.port] === port
+              : port >= r.port && port <= (r.endPort ?? r.port)))
+        );
+      return peerOk && portOk;
+    })
+  );
+}
+
+/** Whether `from` may open a connection to `to`'s port: `from`'s egress and `to`'s ingress. */
+function connects(
+  objects: K8sObject[],
+  from: Endpoint,
+  to: Endpoint,
+  port: number,
+  protocol = "TCP",
+): boolean {
+  return allowedAt(objects, "Egress", from, to, to, port, protocol) &&
+    allowedAt(objects, "Ingress", to, from, to, port, protocol);
+}
+
+Deno.test("network policies: who may connect to whom", async () => {
+  for (const overlay of overlays) {
+    const objects = await render(overlay);
+    const pod = (name: string): Endpoint => {
+      const d = deployment(objects, name);
+      return {
+        namespace: d.metadata.namespace,
+        labels: d.spec.template.metadata.labels,
+        ports: Object.fromEntries(
+          d.spec.template.spec.containers.flatMap((c: K8sObject) => c.ports)
+            .map((p: K8sObject) => [p.name, p.containerPort]),
+        ),
+      };
+    };
+    const gateway = pod("gateway");
+    const oauth = pod("oauth-registry");
+    const core = pod("core");
+    const token = pod("token-service");
+    const prometheus = {
+      namespace: "monitoring",
+      labels: { "app.kubernetes.io/name": "prometheus" },
+    };
+    const nginx = {
+      namespace: "ingress-nginx",
+      labels: { "app.kubernetes.io/name": "ingress-nginx" },
+    };
+    const internalCaller = {
+      namespace: "billing",
+      labels: { "oauth-registry.example.com/internal-caller": "true" },
+    };
+    const dns = { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } };
+    const postgres = { ip: "10.20.30.40" };
+    const internet = { ip: "203.0.113.7" };
+    const cases: [string, Endpoint, Endpoint, number, boolean, string?][] = [
+      // The gateway reaches every service on its gRPC port; the ingress controller the gateway.
+      ["gateway -> oauth-registry grpc", gateway, oauth, 50051, true],
+      ["gateway -> core grpc", gateway, core, 50052, true],
+      ["gateway -> token-service grpc", gateway, token, 50053, true],
+      ["gateway -> token-service http", gateway, token, 8083, true],
+      ["ingress-nginx -> gateway", nginx, gateway, 8080, true],
+      ["ingress-nginx -> token-service", nginx, token, 8083, false],
+      // Prometheus scrapes the metrics ports only.
+      ["prometheus -> token-service metrics", prometheus, token, 8083, true],
+      ["prometheus -> token-service grpc", prometheus, token, 50053, false],
+      ["prometheus -> oauth-registry metrics", prometheus, oauth, 8081, true],
+      // The token service accepts the gateway only.
+      ["oauth-registry -> token-service", oauth, token, 50053, false],
+      ["core -> token-service", core, token, 50053, false],
+      ["an internal caller -> token-service", internalCaller, token, 50053, false],
+      ["an internal caller -> oauth-registry", internalCaller, oauth, 50051, true],
+      // It calls the oauth-registry's gRPC port, Postgres and DNS, nothing else.
+      ["token-service -> oauth-registry grpc", token, oauth, 50051, true],
+      ["token-service -> oauth-registry http", token, oauth, 8081, false],
+      ["token-service -> core grpc", token, core, 50052, false],
+      ["token-service -> gateway", token, gateway, 8080, false],
+      ["token-service -> postgres", token, postgres, 5432, true],
+      ["token-service -> DNS (udp)", token, dns, 53, true, "UDP"],
+      ["token-service -> DNS (tcp)", token, dns, 53, true],
+      ["token-service -> the internet", token, internet, 443, false],
+      ["token-service -> another DNS server", token, { ip: "8.8.8.8" }, 53, false, "UDP"],
+    ];
+    for (const [what, from, to, port, expected, protocol] of cases) {
+      assert.equal(connects(objects, from, to, port, protocol), expected, `${overlay}: ${what}`);
+    }
+    // Each end on its own, so that neither relies on the other: the token service's egress
+    // policy, and the services' ingress policies towards it.
+    const egress: [string, Endpoint, number, boolean, string?][] = [
+      ["oauth-registry grpc", oauth, 50051, true],
+      ["oauth-registry http", oauth, 8081, false],
+      ["core grpc", core, 50052, false],
+      ["core http", core, 8082, false],
+      ["gateway", gateway, 8080, false],
+      ["postgres", postgres, 5432, true],
+      ["DNS (udp)", dns, 53, true, "UDP"],
+      ["the internet", internet, 443, false],
+    ];
+    for (const [what, to, port, expected, protocol = "TCP"] of egress) {
+      assert.equal(
+        allowedAt(objects, "Egress", token, to, to, port, protocol),
+        expected,
+        `${overlay}: the token service's egress to ${what}`,
+      );
+    }
+    const ingress: [string, Endpoint, number, boolean][] = [
+      ["oauth-registry grpc", oauth, 50051, true],
+      ["oauth-registry http", oauth, 8081, false],
+      ["core grpc", core, 50052, false],
+      ["core http", core, 8082, false],
+    ];
+    for (const [what, to, port, expected] of ingress) {
+      assert.equal(
+        allowedAt(objects, "Ingress", to, token, to, port, "TCP"),
+        expected,
+        `${overlay}: ${what} admits the token service`,
+      );
+    }
+  }
 });

@@ -9,8 +9,8 @@
  *    compiler's excess-property check against the same API's interfaces, which catches unknown
  *    or misspelt fields that the JSON schemas let through;
  * 3. applies the project's rules: probes, requests and limits, non-root and read-only containers,
- *    native gRPC probes behind grpc.health.v1, a PDB, an HPA and a NetworkPolicy per workload,
- *    and a termination grace period that covers the drain.
+ *    native gRPC probes behind grpc.health.v1, a PDB, an HPA and an ingress NetworkPolicy per
+ *    workload, and a termination grace period that covers the drain.
  *
  *   deno run -A tools/check_manifests.ts [deploy/overlays/dev ...]
  *
@@ -161,8 +161,14 @@ export function ruleProblems(objects: K8sObject[]): string[] {
     if (!of("HorizontalPodAutoscaler").some((h) => h.spec.scaleTargetRef?.name === name)) {
       problem("has no HorizontalPodAutoscaler");
     }
-    if (!of("NetworkPolicy").some((p) => selects(p.spec.podSelector, podLabels))) {
-      problem("no NetworkPolicy selects its pods");
+    // An egress-only policy leaves the pods open to every caller: it does not count here.
+    if (
+      !of("NetworkPolicy").some((p) =>
+        (p.spec.policyTypes ?? ["Ingress"]).includes("Ingress") &&
+        selects(p.spec.podSelector, podLabels)
+      )
+    ) {
+      problem("no NetworkPolicy selects its pods for ingress");
     }
     for (const c of pod.containers) {
       const where = `container ${c.name}`;
