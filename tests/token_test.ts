@@ -66,14 +66,15 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       assert.equal(as.authorization_response_iss_parameter_supported, true);
     });
 
-    await t.step("the JWK Set holds public EC keys only, each with a kid", async () => {
+    await t.step("the JWK Set holds public Ed25519 keys only, each with a kid", async () => {
       const res = await fetch(as.jwks_uri!);
       assert.equal(res.status, 200);
       const { keys } = await res.json();
       assert.ok(keys.length >= 2, "the signing key and the next one are published");
       for (const key of keys) {
-        assert.equal(key.kty, "EC");
-        assert.equal(key.alg, "ES256");
+        assert.equal(key.kty, "OKP");
+        assert.equal(key.crv, "Ed25519");
+        assert.equal(key.alg, "EdDSA");
         assert.equal(typeof key.kid, "string");
         assert.equal(key.d, undefined, "no private part");
       }
@@ -98,7 +99,7 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
         assert.equal(body.refresh_token, undefined);
         token = body.access_token;
         const header = decodeProtectedHeader(token);
-        assert.equal(header.alg, "ES256");
+        assert.equal(header.alg, "EdDSA");
         assert.equal(header.typ, "at+jwt");
         // A resource server's check with the same stock library: signature through jwks_uri,
         // typ, iss, aud, exp and the required claims of RFC 9068.

@@ -1,5 +1,5 @@
 /**
- * Access tokens: JWTs per RFC 9068 (header `typ` `at+jwt`, ES256 under the key named by `kid`),
+ * Access tokens: JWTs per RFC 9068 (header `typ` `at+jwt`, EdDSA under the key named by `kid`),
  * signed with the key ring's current key and verified against every published key.
  *
  * @module
@@ -69,9 +69,16 @@ export interface AccessTokenOptions {
   now: () => number;
 }
 
+/** How many verified tokens to remember. */
+const cacheSize = 10_000;
+
 /** Creates the signer and verifier. */
 export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
   const { keys, issuer, now } = options;
+  // Verified tokens, until they expire: a resource server introspects the same token again and
+  // again, and a signature check and the JWT's parsing are most of an introspection's CPU.
+  // Revocation is not cached (the caller looks it up every time).
+  const verified = new Map<string, { claims: AccessClaims; exp: number; kid: string }>();
   return {
     async sign(claims) {
       await keys.ready();
@@ -84,7 +91,7 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
       if (claims.installation_id !== undefined) payload.installation_id = claims.installation_id;
       if (claims.act !== undefined) payload.act = claims.act;
       const jwt = await new SignJWT(payload)
-        .setProtectedHeader({ alg: "ES256", typ: "at+jwt", kid: key.kid })
+        .setProtectedHeader({ alg: key.alg, typ: "at+jwt", kid: key.kid })
         .setIssuer(issuer)
         .setSubject(claims.sub)
         .setAudience(claims.aud)
@@ -97,6 +104,12 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
 
     async verify(token) {
       if (token.length > 8192) return undefined;
+      const hit = verified.get(token);
+      if (hit) {
+        // Expired, or signed by a key no longer published: verified again, and refused.
+        if (hit.exp * 1000 > now() && keys.byKid(hit.kid)) return hit.claims;
+        verified.delete(token);
+      }
       await keys.ready();
       try {
         const { kid } = decodeProtectedHeader(token);
@@ -105,13 +118,16 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
         const { payload } = await jwtVerify(token, key.publicKey, {
           issuer,
           typ: "at+jwt",
-          algorithms: ["ES256"],
+          algorithms: [key.alg],
           currentDate: new Date(now()),
           requiredClaims: ["sub", "aud", "exp", "iat", "jti", "client_id"],
         });
         if (typeof payload.aud !== "string" || typeof payload.client_id !== "string") return;
         if (!isUuid(payload.jti!)) return undefined;
-        return payload as AccessClaims;
+        const claims = payload as AccessClaims;
+        if (verified.size >= cacheSize) verified.delete(verified.keys().next().value!);
+        verified.set(token, { claims, exp: claims.exp, kid: key.kid });
+        return claims;
       } catch {
         return undefined;
       }

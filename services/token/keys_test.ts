@@ -39,7 +39,8 @@ Deno.test("signing keys: published ahead, rotated, retired after their tokens", 
     assert.equal(published.length, 2);
     const next = published.find((kid) => kid !== first)!;
     for (const key of one.jwks().keys) {
-      assert.deepEqual(Object.keys(key).sort(), ["alg", "crv", "kid", "kty", "use", "x", "y"]);
+      assert.deepEqual(Object.keys(key).sort(), ["alg", "crv", "kid", "kty", "use", "x"]);
+      assert.deepEqual([key.kty, key.crv, key.alg], ["OKP", "Ed25519", "EdDSA"]);
     }
 
     // Past the first key's period: the next one signs; the old one is still published.
@@ -84,4 +85,57 @@ Deno.test("sealed keys open only with the same key and kid", async () => {
   });
   await assert.rejects(unseal(await key("wrong"), "kid1", sealed as Uint8Array<ArrayBuffer>));
   await assert.rejects(unseal(right, "kid2", sealed as Uint8Array<ArrayBuffer>));
+});
+
+Deno.test("a published ES256 key of before the move to EdDSA still verifies, and signs no more", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "keys-test", max: 4 });
+  try {
+    const migrations = await readMigrations(new URL("./migrations/", import.meta.url));
+    // The schema as it was before 0003, with an ES256 key signing now, as that version made it.
+    await migrate(sql, "token", migrations.filter((m) => m.version < 3));
+    const pair = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
+      "sign",
+      "verify",
+    ]);
+    const { kty, crv, x, y } = await crypto.subtle.exportKey("jwk", pair.publicKey);
+    const at = Date.now();
+    await sql`
+      insert into token.signing_keys (kid, alg, public_jwk, private_jwk_sealed, created_at,
+        signs_from, signs_until, published_until)
+      values ('old-es256', 'ES256',
+        ${sql.json({ kty, crv, x, y, kid: "old-es256", alg: "ES256", use: "sig" } as never)},
+        ${new Uint8Array(32)}, ${new Date(at - hour)}, ${new Date(at - hour)},
+        ${new Date(at + 24 * hour)}, ${new Date(at + 25 * hour)})`;
+    await migrate(sql, "token", migrations);
+    const ring = createKeyRing({
+      sql,
+      encryptionKey: secret,
+      rotationMs: 24 * hour,
+      tokenLifetimeMs: hour,
+      now: () => Date.now(),
+    });
+    await ring.refresh();
+    const old = ring.byKid("old-es256");
+    assert.equal(old?.alg, "ES256");
+    const data = new TextEncoder().encode("a token");
+    const signature = await crypto.subtle.sign(
+      { name: "ECDSA", hash: "SHA-256" },
+      pair.privateKey,
+      data,
+    );
+    assert.ok(
+      await crypto.subtle.verify(
+        { name: "ECDSA", hash: "SHA-256" },
+        old.publicKey,
+        signature,
+        data,
+      ),
+    );
+    assert.equal(ring.signing().alg, "EdDSA");
+    assert.ok(ring.jwks().keys.some((k) => k.kid === "old-es256"));
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
 });
