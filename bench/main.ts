@@ -407,6 +407,7 @@ const procs = () => ({
   gateway: stack.procs.gateway.child.pid,
   "oauth-registry": stack.procs.oauth.child.pid,
   core: stack.procs.core.child.pid,
+  "token-service": stack.procs.token.child.pid,
   reference: reference.child.pid,
 });
 
@@ -671,14 +672,14 @@ const table = [
   "",
   "CPU ms per request, by process (over warm-up and run; median of the rounds): where the time goes.",
   "",
-  "| operation | path | gateway | oauth-registry | core | reference | postgres | total |",
-  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+  "| operation | path | gateway | oauth-registry | core | token-service | reference | postgres | total |",
+  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   ...rows.map((r) => {
     const c = (k: string) => fmt(r.cpu[k] ?? NaN, 3);
     const total = Object.values(r.cpu).reduce((a, b) => a + b, 0);
     return `| ${r.op} | ${r.path} | ${c("gateway")} | ${c("oauth-registry")} | ${c("core")} | ${
-      c("reference")
-    } | ${c("postgres")} | ${fmt(total, 3)} |`;
+      c("token-service")
+    } | ${c("reference")} | ${c("postgres")} | ${fmt(total, 3)} |`;
   }),
   "",
   `Growth (${growthRows.toLocaleString("en")} clients in one project, seeded in ${
@@ -759,7 +760,9 @@ lines.push(
   target(getRatio <= 1.2, `GET by id flat with table size (p50 ratio ${fmt(getRatio, 2)})`),
 );
 const maxIdle = Math.max(...Object.values(idle));
-const maxPeak = Math.max(...["gateway", "oauth-registry", "core"].map((p) => peak[p] ?? 0));
+const maxPeak = Math.max(
+  ...["gateway", "oauth-registry", "core", "token-service"].map((p) => peak[p] ?? 0),
+);
 lines.push(target(maxIdle < 120, `idle RSS < 120 MB per process (highest ${fmt(maxIdle)} MB)`));
 lines.push(
   target(maxPeak < 250, `RSS under load < 250 MB per component (highest ${fmt(maxPeak)} MB)`),

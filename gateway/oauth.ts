@@ -450,16 +450,23 @@ async function readForm(req: Request, budget: MemoryBudget): Promise<Map<string,
     const chunks: Uint8Array[] = [];
     let size = 0;
     try {
-      for await (const chunk of req.body ?? []) {
-        size += chunk.byteLength;
-        if (size > maxFormBytes) {
-          throw new OAuthHttpError(
-            413,
-            "invalid_request",
-            `The form exceeds ${maxFormBytes} bytes`,
-          );
+      if (req.headers.has("content-length")) {
+        // A declared length is what the body is (Deno.serve refuses any other): one read.
+        const bytes = await req.bytes();
+        chunks.push(bytes);
+        size = bytes.length;
+      } else {
+        for await (const chunk of req.body ?? []) {
+          size += chunk.byteLength;
+          if (size > maxFormBytes) {
+            throw new OAuthHttpError(
+              413,
+              "invalid_request",
+              `The form exceeds ${maxFormBytes} bytes`,
+            );
+          }
+          chunks.push(chunk);
         }
-        chunks.push(chunk);
       }
     } catch (error) {
       if (error instanceof OAuthHttpError) throw error;
