@@ -4,7 +4,8 @@
  * none of the development tools (buf, kustomize, testcontainers, PGlite...). Versions stay those
  * of deno.lock.
  *
- *   deno run -A deploy/runtime_imports.ts services/oauth/main.ts services/core/main.ts gateway/main.ts
+ *   deno run -A deploy/runtime_imports.ts services/oauth/main.ts services/core/main.ts \
+ *     services/token/main.ts gateway/main.ts
  *
  * @module
  */
