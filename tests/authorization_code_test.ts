@@ -673,6 +673,120 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       assert.equal((await introspect(tokens.refresh_token!)).active, false);
     });
 
+    await t.step("nothing a client or a browser sends makes a 5xx", async () => {
+      const basic = `Basic ${btoa(`${web}:${webSecret}`)}`;
+      const form = (body: BodyInit, headers: Record<string, string> = {}) => ({
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+        body,
+      });
+      const big = "x".repeat(10_000);
+      const cases: [string, RequestInit][] = [
+        ["/oauth2/token", form(new Uint8Array([0x67, 0x3d, 0xff, 0xfe]), { authorization: basic })],
+        [
+          "/oauth2/token",
+          form(`grant_type=authorization_code&code=${big}&code_verifier=${big}`, {
+            authorization: basic,
+          }),
+        ],
+        [
+          "/oauth2/token",
+          form(`grant_type=refresh_token&refresh_token=ort_${big}`, { authorization: basic }),
+        ],
+        [
+          "/oauth2/token",
+          form(`grant_type=refresh_token&refresh_token=%00%01`, { authorization: basic }),
+        ],
+        [
+          "/oauth2/token",
+          form(
+            `grant_type=${exchangeGrant}&subject_token=${big}&subject_token_type=${accessTokenType}&audience=../..`,
+            { authorization: basic },
+          ),
+        ],
+        [
+          "/oauth2/token",
+          form(
+            `grant_type=${exchangeGrant}&subject_token=a.b.c&subject_token_type=${accessTokenType}&audience=ins_${
+              "0".repeat(26)
+            }&actor_token=x`,
+            { authorization: basic },
+          ),
+        ],
+        ["/oauth2/token", form("grant_type=client_credentials", { authorization: "Basic !!!" })],
+        [
+          "/oauth2/token",
+          form("grant_type=client_credentials", { authorization: `Basic ${btoa("\xff\xfe:")}` }),
+        ],
+        [
+          "/oauth2/token",
+          form(Array.from({ length: 1000 }, (_, i) => `p${i}=${i}`).join("&"), {
+            authorization: basic,
+          }),
+        ],
+        ["/oauth2/token", form("x".repeat(20_000), { authorization: basic })],
+        ["/oauth2/token", {
+          method: "POST",
+          headers: { "content-type": "multipart/form-data; boundary=x", authorization: basic },
+          body: "--x--",
+        }],
+        ["/oauth2/introspect", form(`token=${big}`, { authorization: basic })],
+        ["/oauth2/introspect", form("token=eyJhbGciOiJub25lIn0.e30.", { authorization: basic })],
+        ["/oauth2/revoke", form(`token=ort_${"a".repeat(43)}`, { authorization: basic })],
+        ["/oauth2/revoke", form(`token=${big}&token_type_hint=${big}`)],
+      ];
+      for (const [path, init] of cases) {
+        const res = await fetch(`${stack.gatewayUrl}${path}`, init);
+        const text = await res.text();
+        const where = `${path}: ${res.status} ${text.slice(0, 200)}`;
+        assert.ok(res.status < 500, where);
+        // Junk to introspect is inactive and junk to revoke is nothing (200); the rest is refused.
+        if (res.status >= 400) assert.equal(typeof JSON.parse(text).error, "string", where);
+        else assert.ok(path !== "/oauth2/token", where);
+      }
+      const { challenge } = await pkce();
+      const pages: [Record<string, string>, string][] = [
+        [request("x".repeat(10_000), "https://app.example.com/cb", challenge), userToken],
+        [request(web, "javascript:alert(1)", challenge), userToken],
+        [
+          request(web, "https://app.example.com/cb", challenge, { state: "\u0000\u2603\ud800" }),
+          userToken,
+        ],
+        [request(web, "https://app.example.com/cb", "\u2603".repeat(50)), userToken],
+        [
+          request(web, "https://app.example.com/cb", challenge, {
+            scope: Array.from({ length: 200 }, (_, i) => `s${i}`).join(" "),
+          }),
+          userToken,
+        ],
+        [request(web, "https://app.example.com/cb", challenge), "x".repeat(9000)],
+        [request(web, "https://app.example.com/cb", challenge), "eyJhbGciOiJub25lIn0.e30."],
+      ];
+      for (const [params, cookie] of pages) {
+        const res = await authorizeGet(params, cookie);
+        await res.body?.cancel();
+        assert.ok(res.status < 500, `authorize: ${res.status}`);
+      }
+      for (
+        const body of [
+          "decision=allow",
+          "decision=allow&csrf_token=" + big,
+          `decision=maybe&client_id=${web}&redirect_uri=https://app.example.com/cb`,
+          new Uint8Array([0xff, 0x00, 0x3d]),
+        ]
+      ) {
+        const res = await fetch(as.authorization_endpoint!, {
+          ...form(body, { cookie: `session=${userToken}` }),
+          redirect: "manual",
+        });
+        await res.body?.cancel();
+        assert.ok(res.status < 500, `authorize POST: ${res.status}`);
+        // Only to the client's registered URI, when one is named (an error of the request).
+        const to = res.headers.get("location");
+        if (to !== null) assert.ok(to.startsWith("https://app.example.com/cb?error="), to);
+      }
+    });
+
     await t.step(
       "a suspended client's installation tokens are inactive; it cannot refresh",
       async () => {

@@ -1,0 +1,92 @@
+/**
+ * The authorization endpoint's answers that need no token service: a user without a session is
+ * sent to LOGIN_URL (or told to sign in), and a request with a repeated parameter is refused on a
+ * page. The token service is a transport that fails the test if it is called.
+ */
+
+import assert from "node:assert/strict";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { createLogger, createMemoryBudget } from "../lib/platform/mod.ts";
+import { cookieValue, createOAuthEndpoints } from "./oauth.ts";
+
+const unreachable: Transport = {
+  unary: () => Promise.reject(new ConnectError("the token service was called", Code.Internal)),
+  stream: () => Promise.reject(new ConnectError("the token service was called", Code.Internal)),
+};
+
+function endpoints(loginUrl?: string) {
+  return createOAuthEndpoints({
+    transport: unreachable,
+    issuer: "https://auth.example.com",
+    rpcTimeoutMs: 1000,
+    budget: createMemoryBudget(1024 * 1024),
+    log: createLogger("test", "error"),
+    ...(loginUrl ? { loginUrl } : {}),
+  });
+}
+
+const correlation = {
+  requestId: "r1",
+  traceparent: "00-" + "1".repeat(32) + "-" + "2".repeat(16) + "-01",
+};
+const authorizeUrl =
+  "https://auth.example.com/oauth2/authorize?response_type=code&client_id=cli_x&state=s";
+
+async function answer(handler: ReturnType<typeof endpoints>, req: Request) {
+  const out = await handler(req, new URL(req.url), correlation);
+  assert.ok(out, "the endpoint answers");
+  return out.response;
+}
+
+Deno.test("authorize without a session: to LOGIN_URL with return_to", async () => {
+  const res = await answer(
+    endpoints("https://login.example.com/signin?app=1"),
+    new Request(authorizeUrl),
+  );
+  assert.equal(res.status, 302);
+  const to = new URL(res.headers.get("location")!);
+  assert.equal(to.origin + to.pathname, "https://login.example.com/signin");
+  assert.equal(to.searchParams.get("app"), "1");
+  assert.equal(to.searchParams.get("return_to"), authorizeUrl);
+  assert.equal(res.headers.get("cache-control"), "no-store");
+});
+
+Deno.test("authorize without a session and no LOGIN_URL: a page says to sign in", async () => {
+  for (const cookie of [undefined, "theme=dark", "session=", "session=bad token"]) {
+    const res = await answer(
+      endpoints(),
+      new Request(authorizeUrl, cookie ? { headers: { cookie } } : {}),
+    );
+    assert.equal(res.status, 401, String(cookie));
+    assert.match(await res.text(), /Sign in first/);
+    assert.match(res.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/);
+  }
+});
+
+Deno.test("authorize with a repeated parameter: a page, never a redirect", async () => {
+  const res = await answer(
+    endpoints(),
+    new Request(
+      `${authorizeUrl}&redirect_uri=https://a.example/cb&redirect_uri=https://b.example/cb`,
+      {
+        headers: { cookie: "session=abc" },
+      },
+    ),
+  );
+  assert.equal(res.status, 400);
+  assert.equal(res.headers.get("location"), null);
+  assert.match(await res.text(), /redirect_uri is given more than once/);
+});
+
+Deno.test("authorize takes GET and POST only", async () => {
+  const res = await answer(endpoints(), new Request(authorizeUrl, { method: "PUT" }));
+  assert.equal(res.status, 405);
+  assert.equal(res.headers.get("allow"), "GET, POST");
+});
+
+Deno.test("cookieValue() finds a cookie among others, quoted or not", () => {
+  assert.equal(cookieValue("a=1; session=tok; b=2", "session"), "tok");
+  assert.equal(cookieValue('session="tok"', "session"), "tok");
+  assert.equal(cookieValue("xsession=1", "session"), undefined);
+  assert.equal(cookieValue(null, "session"), undefined);
+});
