@@ -563,9 +563,10 @@ const rows: Row[] = [];
 for (const op of selected) {
   for (const path of Object.keys(op.paths) as Path[]) {
     const list = samples.get(key(op.name, path))!;
-    const ref = samples.get(key(op.name, "reference"))!;
-    // The ratio of each round against the reference of the same round, then the median.
-    const ratios = list.map((s) => s.rps / ref.find((r) => r.round === s.round)!.rps);
+    const ref = samples.get(key(op.name, "reference"));
+    // The ratio of each round against the reference of the same round, then the median (token
+    // operations have no reference: they are judged against gateway GETs, see the targets).
+    const ratios = ref ? list.map((s) => s.rps / ref.find((r) => r.round === s.round)!.rps) : [];
     rows.push({
       op: op.name,
       kind: op.kind,
@@ -574,7 +575,7 @@ for (const op of selected) {
       p50: median(list.map((s) => s.p50)),
       p99: median(list.map((s) => s.p99)),
       errors: list.reduce((n, s) => n + s.errors, 0),
-      ...(path === "reference" ? {} : { ratio: median(ratios) }),
+      ...(path === "reference" || ratios.length === 0 ? {} : { ratio: median(ratios) }),
       cpu: Object.fromEntries(
         Object.keys(list[0]!.cpu ?? {}).map((k) => [k, median(list.map((s) => s.cpu?.[k] ?? 0))]),
       ),
