@@ -109,6 +109,24 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       assert.equal(back.status, 303, await back.clone().text());
       return new URL(back.headers.get("location")!);
     };
+    /** The whole flow for a client: PKCE, the page, Allow, and the code redeemed. */
+    const codeFlow = async (client: string, auth: oauth.ClientAuth, redirect: string) => {
+      const { verifier, challenge } = await pkce();
+      const location = await consent(request(client, redirect, challenge));
+      return await oauth.processAuthorizationCodeResponse(
+        as,
+        { client_id: client },
+        await oauth.authorizationCodeGrantRequest(
+          as,
+          { client_id: client },
+          auth,
+          oauth.validateAuthResponse(as, { client_id: client }, location, "st-123"),
+          redirect,
+          verifier,
+          insecure,
+        ),
+      );
+    };
     const pkce = async () => {
       const verifier = oauth.generateRandomCodeVerifier();
       return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) };
@@ -608,20 +626,10 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
     await t.step(
       "revoking the installation makes its tokens inactive and its refresh fail",
       async () => {
-        const { verifier, challenge } = await pkce();
-        const location = await consent(request(web, "https://app.example.com/cb", challenge));
-        const tokens = await oauth.processAuthorizationCodeResponse(
-          as,
-          { client_id: web },
-          await oauth.authorizationCodeGrantRequest(
-            as,
-            { client_id: web },
-            oauth.ClientSecretBasic(webSecret),
-            oauth.validateAuthResponse(as, { client_id: web }, location, "st-123"),
-            "https://app.example.com/cb",
-            verifier,
-            insecure,
-          ),
+        const tokens = await codeFlow(
+          web,
+          oauth.ClientSecretBasic(webSecret),
+          "https://app.example.com/cb",
         );
         assert.equal((await introspect(tokens.access_token)).active, true);
         const revoked = await call(
@@ -644,21 +652,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
     );
 
     await t.step("revoking a refresh token (RFC 7009) revokes its grant", async () => {
-      const { verifier, challenge } = await pkce();
-      const location = await consent(request(spa, "https://spa.example.com/cb", challenge));
-      const tokens = await oauth.processAuthorizationCodeResponse(
-        as,
-        { client_id: spa },
-        await oauth.authorizationCodeGrantRequest(
-          as,
-          { client_id: spa },
-          oauth.None(),
-          oauth.validateAuthResponse(as, { client_id: spa }, location, "st-123"),
-          "https://spa.example.com/cb",
-          verifier,
-          insecure,
-        ),
-      );
+      const tokens = await codeFlow(spa, oauth.None(), "https://spa.example.com/cb");
       assert.equal((await introspect(tokens.refresh_token!)).active, true);
       await oauth.processRevocationResponse(
         await oauth.revocationRequest(
@@ -790,21 +784,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
     await t.step(
       "a suspended client's installation tokens are inactive; it cannot refresh",
       async () => {
-        const { verifier, challenge } = await pkce();
-        const location = await consent(request(native, "com.example.app:/cb", challenge));
-        const tokens = await oauth.processAuthorizationCodeResponse(
-          as,
-          { client_id: native },
-          await oauth.authorizationCodeGrantRequest(
-            as,
-            { client_id: native },
-            oauth.None(),
-            oauth.validateAuthResponse(as, { client_id: native }, location, "st-123"),
-            "com.example.app:/cb",
-            verifier,
-            insecure,
-          ),
-        );
+        const tokens = await codeFlow(native, oauth.None(), "com.example.app:/cb");
         assert.equal((await introspect(tokens.access_token)).active, true);
         const suspended = await call("PATCH", `/v1/projects/ap1/clients/${native}`, {
           status: "suspended",
@@ -819,6 +799,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
           insecure,
         );
         assert.equal(await tokenError(refresh), "401 invalid_client");
+        const { challenge } = await pkce();
         const page = await authorizeGet(request(native, "com.example.app:/cb", challenge));
         assert.equal(page.status, 400);
         assert.equal(page.headers.get("location"), null);

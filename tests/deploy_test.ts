@@ -12,6 +12,7 @@ import {
   render,
   ruleProblems,
   schemaProblems,
+  selects,
 } from "../tools/check_manifests.ts";
 
 /**
@@ -534,20 +535,6 @@ interface Endpoint {
   ports?: Record<string, number>;
 }
 
-function labelsMatch(selector: K8sObject, labels: Record<string, string>): boolean {
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) {
-    if (labels[k] !== v) return false;
-  }
-  for (const e of selector.matchExpressions ?? []) {
-    const has = e.key in labels;
-    if (e.operator === "In" && !(has && e.values.includes(labels[e.key]))) return false;
-    if (e.operator === "NotIn" && has && e.values.includes(labels[e.key])) return false;
-    if (e.operator === "Exists" && !has) return false;
-    if (e.operator === "DoesNotExist" && has) return false;
-  }
-  return true;
-}
-
 function inCidr(ip: string, cidr: string): boolean {
   const n = (a: string) => a.split(".").reduce((x, b) => x * 256 + Number(b), 0);
   const [base, bits] = cidr.split("/");
@@ -562,9 +549,9 @@ function peerMatches(peer: K8sObject, policyNamespace: string, e: Endpoint): boo
   }
   if (e.namespace === undefined) return false;
   const namespaceOk = peer.namespaceSelector
-    ? labelsMatch(peer.namespaceSelector, { "kubernetes.io/metadata.name": e.namespace })
+    ? selects(peer.namespaceSelector, { "kubernetes.io/metadata.name": e.namespace })
     : e.namespace === policyNamespace;
-  return namespaceOk && (!peer.podSelector || labelsMatch(peer.podSelector, e.labels ?? {}));
+  return namespaceOk && (!peer.podSelector || selects(peer.podSelector, e.labels ?? {}));
 }
 
 /** Whether the policies of `subject` (one end) let it exchange with `peer` on `dest`'s port. */
@@ -580,7 +567,7 @@ function allowedAt(
   if (subject.namespace === undefined) return true;
   const policies = objects.filter((p) =>
     p.kind === "NetworkPolicy" && p.metadata.namespace === subject.namespace &&
-    labelsMatch(p.spec.podSelector, subject.labels ?? {}) &&
+    selects(p.spec.podSelector, subject.labels ?? {}) &&
     (p.spec.policyTypes ?? ["Ingress", ...(p.spec.egress ? ["Egress"] : [])]).includes(direction)
   );
   if (policies.length === 0) return true;

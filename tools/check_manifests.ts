@@ -122,7 +122,8 @@ export async function fieldProblems(objects: K8sObject[]): Promise<string[]> {
   }
 }
 
-function selects(selector: K8sObject | undefined, labels: Record<string, string>): boolean {
+/** Whether a label selector (matchLabels, matchExpressions) selects these labels. */
+export function selects(selector: K8sObject | undefined, labels: Record<string, string>): boolean {
   if (!selector) return false;
   for (const [k, v] of Object.entries(selector.matchLabels ?? {})) {
     if (labels[k] !== v) return false;

@@ -34,6 +34,7 @@ import { parseScope } from "./scope.ts";
 import { oauthError, type OAuthErrorCode } from "./oauth_errors.ts";
 import { challengeProblem } from "./pkce.ts";
 import type { Registry } from "./registry.ts";
+import { deriveFromSecret } from "./keys.ts";
 import type { GrantRepository } from "./repository/grants.ts";
 import { randomToken, sha256 } from "./opaque_tokens.ts";
 
@@ -346,24 +347,10 @@ export async function decideAuthorization(
 }
 
 /** The CSRF key, derived from the key the signing keys are sealed under (HKDF-SHA-256). */
-export async function deriveCsrfKey(secret: string): Promise<CryptoKey> {
-  const base = await crypto.subtle.importKey(
-    "raw",
-    new TextEncoder().encode(secret),
-    "HKDF",
-    false,
-    ["deriveKey"],
-  );
-  return await crypto.subtle.deriveKey(
-    {
-      name: "HKDF",
-      hash: "SHA-256",
-      salt: new Uint8Array(0),
-      info: new TextEncoder().encode("registry token csrf v1"),
-    },
-    base,
-    { name: "HMAC", hash: "SHA-256", length: 256 },
-    false,
-    ["sign"],
-  );
+export function deriveCsrfKey(secret: string): Promise<CryptoKey> {
+  return deriveFromSecret(secret, {
+    info: "registry token csrf v1",
+    key: { name: "HMAC", hash: "SHA-256", length: 256 },
+    usages: ["sign"],
+  });
 }

@@ -81,8 +81,19 @@ const algorithms: Record<string, EcKeyImportParams | Algorithm> = {
   ES256: { name: "ECDSA", namedCurve: "P-256" },
 };
 
-/** Derives the AES-256-GCM key that seals private keys from the configured secret. */
-async function sealingKey(secret: string): Promise<CryptoKey> {
+/**
+ * A key derived from the configured secret (HKDF-SHA-256), one per purpose named by `info`: the
+ * AES-256-GCM key that seals private keys here, the consent page's CSRF key elsewhere.
+ */
+export async function deriveFromSecret(
+  secret: string,
+  options: {
+    info: string;
+    salt?: Uint8Array<ArrayBuffer>;
+    key: AesKeyGenParams | HmacKeyGenParams;
+    usages: KeyUsage[];
+  },
+): Promise<CryptoKey> {
   const material = await crypto.subtle.importKey(
     "raw",
     new TextEncoder().encode(secret),
@@ -94,14 +105,24 @@ async function sealingKey(secret: string): Promise<CryptoKey> {
     {
       name: "HKDF",
       hash: "SHA-256",
-      salt: new Uint8Array(32),
-      info: new TextEncoder().encode("registry token signing keys v1"),
+      salt: options.salt ?? new Uint8Array(0),
+      info: new TextEncoder().encode(options.info),
     },
     material,
-    { name: "AES-GCM", length: 256 },
+    options.key,
     false,
-    ["encrypt", "decrypt"],
+    options.usages,
   );
+}
+
+/** Derives the AES-256-GCM key that seals private keys from the configured secret. */
+function sealingKey(secret: string): Promise<CryptoKey> {
+  return deriveFromSecret(secret, {
+    info: "registry token signing keys v1",
+    salt: new Uint8Array(32),
+    key: { name: "AES-GCM", length: 256 },
+    usages: ["encrypt", "decrypt"],
+  });
 }
 
 /** Seals a private JWK: IV, then ciphertext and tag; the kid is the additional data. */
