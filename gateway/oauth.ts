@@ -54,16 +54,19 @@ const grantTypes = [
   "urn:ietf:params:oauth:grant-type:token-exchange",
 ];
 
-/** The parameters of an authorization request, as the consent form sends them back. */
-const authorizationParams = [
-  "response_type",
-  "client_id",
-  "redirect_uri",
-  "scope",
-  "state",
-  "code_challenge",
-  "code_challenge_method",
-] as const;
+/**
+ * The parameters of an authorization request (which the consent form sends back), by the field of
+ * TokenService's AuthorizationRequest that carries each.
+ */
+const authorizationParams = {
+  response_type: "responseType",
+  client_id: "clientId",
+  redirect_uri: "redirectUri",
+  scope: "scope",
+  state: "state",
+  code_challenge: "codeChallenge",
+  code_challenge_method: "codeChallengeMethod",
+} as const;
 
 /** The cookie that carries the signed-in user's platform token. */
 export const sessionCookie = "session";
@@ -229,15 +232,12 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
       return await notSignedIn(req, url);
     }
-    const request = {
-      responseType: params.get("response_type") ?? "",
-      clientId: params.get("client_id") ?? "",
-      redirectUri: params.get("redirect_uri") ?? "",
-      scope: params.get("scope") ?? "",
-      state: params.get("state") ?? "",
-      codeChallenge: params.get("code_challenge") ?? "",
-      codeChallengeMethod: params.get("code_challenge_method") ?? "",
-    };
+    const shown = Object.fromEntries(
+      Object.keys(authorizationParams).map((name) => [name, params.get(name) ?? ""]),
+    ) as AuthorizationParams;
+    const request = Object.fromEntries(
+      Object.entries(authorizationParams).map(([name, field]) => [field, params.get(name) ?? ""]),
+    ) as Record<(typeof authorizationParams)[keyof AuthorizationParams], string>;
     const call = {
       timeoutMs: options.rpcTimeoutMs,
       headers: { ...headersOf(c), authorization: `Bearer ${session}` },
@@ -249,9 +249,6 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         const res = await tokens.startAuthorization({ request }, call);
         if (res.outcome.case === "redirectTo") return redirect(res.outcome.value, 302);
         if (res.outcome.case !== "consent") throw new ConnectError("no outcome", Code.Internal);
-        const shown = Object.fromEntries(
-          authorizationParams.map((name) => [name, params.get(name) ?? ""]),
-        ) as AuthorizationParams;
         return await consentPage(res.outcome.value, shown, oauthPaths.authorize);
       }
       const choice = params.get("decision");

@@ -53,6 +53,8 @@ export interface H2ClientOptions {
   connectTimeoutMs?: number;
   /** The largest response (headers, body and trailers) accepted (default 16 MiB). */
   maxResponseBytes?: number;
+  /** The clock connection ages are read on (ms; default `Date.now`). */
+  now?: () => number;
 }
 
 /** A complete response. */
@@ -119,19 +121,18 @@ interface Stream {
 }
 
 class Connection {
-  readonly born = Date.now();
+  readonly born: number;
   /** No new streams once set (GOAWAY, age, failure). */
   retired = false;
   closed = false;
   readonly streams = new Map<number, Stream>();
   #conn: Deno.TcpConn | undefined;
-  #connecting: Promise<void>;
   #out: Uint8Array[] = [];
   #writing = false;
   /** A GOAWAY is on its way; the socket closes after it. */
   #closing = false;
   /** When the last frame arrived. */
-  lastFrameAt = Date.now();
+  lastFrameAt: number;
   #nextId = 1;
   #decoder = new HpackDecoder();
   /** Peer settings. */
@@ -155,8 +156,8 @@ class Connection {
     onIdle: (c: Connection, error?: unknown) => void,
   ) {
     this.#onIdle = onIdle;
-    this.#connecting = this.#connect();
-    this.#connecting.catch(() => {});
+    this.born = this.lastFrameAt = options.now();
+    this.#connect().catch(() => {}); // a failure fails the connection's calls (see #connect)
   }
 
   get load(): number {
@@ -304,7 +305,7 @@ class Connection {
           return;
         }
         if (end - start < 9 + length) break;
-        this.lastFrameAt = Date.now();
+        this.lastFrameAt = this.options.now();
         const type = buffer[start + 3]!;
         const flags = buffer[start + 4]!;
         const id = readU32(buffer, start + 5) & 0x7fffffff;
@@ -396,7 +397,12 @@ class Connection {
             const delta = value - this.#initialWindow;
             this.#initialWindow = value;
             for (const s of this.streams.values()) s.window += delta;
-          } else if (key === Setting.MAX_FRAME_SIZE) this.#maxFrame = value;
+          } else if (key === Setting.MAX_FRAME_SIZE) {
+            if (value < 16_384 || value > 16_777_215) {
+              return this.fail(new H2ClientError("bad SETTINGS_MAX_FRAME_SIZE", true));
+            }
+            this.#maxFrame = value;
+          }
         }
         this.#out.push(frame(FrameType.SETTINGS, ACK, 0));
         for (const s of this.streams.values()) this.#sendData(s);
@@ -512,7 +518,7 @@ class Connection {
     if (s.done || !this.streams.has(s.id)) return;
     // A peer silent for a second while a caller gave up may be gone without a word (a frozen
     // process, a lost route): new calls go to a new connection.
-    if (Date.now() - this.lastFrameAt > 1000) this.retired = true;
+    if (this.options.now() - this.lastFrameAt > 1000) this.retired = true;
     this.#out.push(frame(FrameType.RST_STREAM, 0, s.id, u32(ErrorCode.CANCEL)));
     this.#flush();
     this.#end(s, reason);
@@ -550,6 +556,7 @@ export function createH2Client(options: H2ClientOptions): H2Client {
   const settings: Required<H2ClientOptions> = {
     connections: 2,
     maxConnectionAgeMs: 30_000,
+    now: Date.now,
     connectTimeoutMs: 5_000,
     maxResponseBytes: 16 * 1024 * 1024,
     ...options,
@@ -577,7 +584,7 @@ export function createH2Client(options: H2ClientOptions): H2Client {
   };
   /** The least loaded connection that takes a call now; opens another when that helps. */
   const pick = (): Connection | undefined => {
-    const now = Date.now();
+    const now = settings.now();
     let best: Connection | undefined;
     for (const c of connections) {
       if (usable(c, now) && (best === undefined || c.load < best.load)) best = c;

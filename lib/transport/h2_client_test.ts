@@ -150,19 +150,22 @@ Deno.test("createH2Client() opens a new connection once one is older than maxCon
       upstream.readable.pipeTo(conn.writable).catch(() => {});
     }
   })().catch(() => {});
+  let clock = Date.UTC(2030, 0, 1);
   const client = createH2Client({
     hostname: "127.0.0.1",
     port: (relay.addr as Deno.NetAddr).port,
     connections: 1,
     maxConnectionAgeMs: 100,
+    now: () => clock,
   });
   try {
     const req = (i: number) =>
       client.request([...post("/x"), ["x-call", `${i}`]], new Uint8Array(0));
     await req(1);
+    clock += 100;
     await req(2);
     assert.equal(accepted, 1);
-    await new Promise((r) => setTimeout(r, 150));
+    clock += 1;
     await req(3);
     assert.equal(accepted, 2);
     assert.equal(seen.size, 3);

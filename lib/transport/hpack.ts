@@ -42,8 +42,6 @@ codes.forEach(([length, code], symbol) => {
 
 const utf8 = new TextDecoder();
 
-const ascii = new TextDecoder();
-
 /**
  * Bytes to a string of the same code units (ISO-8859-1; TextDecoder's "latin1" is cp1252). Header
  * values are nearly always ASCII, which the native decoder turns into the same string at a
@@ -58,7 +56,7 @@ function latin1(bytes: Uint8Array | number[]): string {
       break;
     }
   }
-  if (isAscii && bytes instanceof Uint8Array) return ascii.decode(bytes);
+  if (isAscii && bytes instanceof Uint8Array) return utf8.decode(bytes);
   let out = "";
   for (let i = 0; i < bytes.length; i += 4096) {
     out += String.fromCharCode(...bytes.slice(i, i + 4096));
