@@ -7,7 +7,12 @@
 
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
-import { type FieldViolation, fieldViolations, hasReason } from "../lib/platform/mod.ts";
+import {
+  boundedText,
+  type FieldViolation,
+  fieldViolations,
+  hasReason,
+} from "../lib/platform/mod.ts";
 import { overBudgetReason } from "../lib/platform/mod.ts";
 import { keyReusedReason } from "../lib/policy/mod.ts";
 
@@ -30,7 +35,9 @@ export function errorResponse(
   headers: Record<string, string> = {},
 ): Response {
   return new Response(
-    JSON.stringify({ error: { code: codeToString(code), message, details } }),
+    // The gateway's own messages quote what it was sent (an unknown key) as the services' do:
+    // bounded the same way.
+    JSON.stringify({ error: { code: codeToString(code), message: boundedText(message), details } }),
     { status, headers: { ...jsonHeaders, ...headers } },
   );
 }
@@ -56,7 +63,8 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
     // A service at its memory budget: a moment's unavailability, as the gateway's own refusal.
     return errorResponse(503, Code.Unavailable, message, [], { "retry-after": retryAfter ?? "1" });
   }
-  if (error.code === Code.Unavailable && retryAfter !== null) headers["retry-after"] = retryAfter;
+  // Every 503 says when to come back (the contract's promise): the service's pause, else 1 s.
+  if (error.code === Code.Unavailable) headers["retry-after"] = retryAfter ?? "1";
   // An idempotency key reused with another request: 422, as Stripe answers.
   const status = hasReason(error, keyReusedReason) ? 422 : statusOf(error.code);
   return errorResponse(status, error.code, message, details, headers);

@@ -86,8 +86,17 @@ const unavailableErrnos = new Set([
   "CONNECTION_DESTROYED",
 ]);
 
-/** The longest error message sent to a caller, in UTF-16 code units. */
+/** The longest error message sent to a caller, in UTF-16 code units, before the mark below. */
 export const maxMessageLength = 1024;
+
+/** What ends a message that was cut at {@link maxMessageLength}. */
+export const truncationMark = "… (truncated)";
+
+/** A message cut at {@link maxMessageLength}, marked, and valid Unicode. */
+export function boundedText(message: string): string {
+  if (message.length <= maxMessageLength) return message;
+  return `${message.slice(0, maxMessageLength).toWellFormed()}${truncationMark}`;
+}
 
 /**
  * Bounds the message of an error: messages quote what the caller sent (`No client with id ...`),
@@ -97,7 +106,7 @@ export const maxMessageLength = 1024;
  */
 export function boundedMessage(error: ConnectError): ConnectError {
   if (error.rawMessage.length <= maxMessageLength) return error;
-  const message = `${error.rawMessage.slice(0, maxMessageLength).toWellFormed()}… (truncated)`;
+  const message = boundedText(error.rawMessage);
   const bounded = new ConnectError(message, error.code, error.metadata, undefined, error.cause);
   bounded.details.push(...error.details);
   return bounded;

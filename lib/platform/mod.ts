@@ -28,13 +28,16 @@ export {
   untilTerminated,
 } from "./config.ts";
 export {
+  boundedText,
   errorDomain,
   type FieldViolation,
   fieldViolations,
   hasReason,
   invalidArgument,
+  maxMessageLength,
   notFound,
   toConnectError,
+  truncationMark,
 } from "./errors.ts";
 export { type IdKind, idKind, uuidTime } from "./ids.ts";
 export { createLogger, type Logger } from "./log.ts";
