@@ -253,12 +253,17 @@ Deno.test("a stack that is not ready is not reported up: what is not ready and w
   try {
     await task.waitForStderr(/still waiting/, /Stack is up/);
     const lines = messages(task.stderr).filter((l) => l.startsWith("start: "));
-    assert.deepEqual(lines, [
+    // Whether the gateway listens yet after 1 s depends on the machine's load: either is said.
+    const gateway = lines[0]?.replace(
+      /gateway: nothing answers on http:\/\/127\.0\.0\.1:\d+ \(fetch failed\)$/,
+      "gateway: waits for oauth-registry, core and token-service",
+    );
+    assert.deepEqual([gateway, ...lines.slice(1)], [
       `start: not ready after 1 s: oauth-registry, core and token-service: the database at ` +
       `127.0.0.1:${dbPort}/postgres does not answer (connect ECONNREFUSED 127.0.0.1:${dbPort}); ` +
       "gateway: waits for oauth-registry, core and token-service",
       "start: still waiting; the stack is reported up when it is (Ctrl-C stops it)",
-    ]);
+    ], lines.join("\n"));
     assert.ok(!task.stdout.includes("Stack is up"), task.stdout);
     assert.ok(!task.stderr.includes("not-printed"));
   } finally {
