@@ -7,11 +7,13 @@
 
 export { enumName, enumNumber } from "./enums.ts";
 export { nullable, pageOf, pathUuid, readPage } from "./pages.ts";
+export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
 export { resolveMask } from "./update_mask.ts";
 export {
   assertValid,
   checkedString,
   enumValue,
+  pageLimit,
   rule,
   text,
   uniqueList,

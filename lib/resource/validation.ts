@@ -75,6 +75,7 @@ export function uniqueList<T extends v.GenericSchema<unknown, string>>(
   return v.pipe(
     v.array(item, "must be a list"),
     v.maxLength(max, `must have at most ${max} items`),
+    v.metadata({ uniqueItems: true }),
     rule((items: string[]) => {
       const seen = new Map<string, number>();
       for (const [i, value] of items.entries()) {

@@ -1,0 +1,431 @@
+/**
+ * The OpenAPI description of the OAuth 2 endpoints of ./oauth.ts, merged into the generated
+ * document by ./openapi.ts. These endpoints are not RPC-shaped (form-encoded requests, the RFCs'
+ * JSON answers, HTML pages and redirects), so no `google.api.http` annotation describes them: this
+ * file does, beside the code, in the RFCs' terms. The parameters the token service reads are those
+ * of TokenService's IssueTokenRequest (proto/registry/token/v1/token_service.proto).
+ *
+ * @module
+ */
+
+import { oauthPaths } from "./oauth.ts";
+
+type Json = Record<string, unknown>;
+
+const string = (description: string): Json => ({ type: "string", description });
+const strings: Json = { type: "array", items: { type: "string" } };
+/** String members without a description of their own. */
+const members = (...names: string[]): Record<string, Json> =>
+  Object.fromEntries(names.map((name) => [name, { type: "string" }]));
+
+/** RFC 6749 5.2's error body (also RFC 7009's and RFC 7662's). */
+const oauthError: Json = {
+  type: "object",
+  description: "An OAuth error (RFC 6749 5.2).",
+  properties: {
+    error: {
+      type: "string",
+      description: "The RFC 6749 error code, e.g. `invalid_request`, `invalid_client`, " +
+        "`invalid_grant`, `unauthorized_client`, `unsupported_grant_type`, `invalid_scope`, " +
+        "`invalid_target`, `temporarily_unavailable`, `server_error`.",
+    },
+    error_description: string("What went wrong, for the developer."),
+  },
+  required: ["error", "error_description"],
+  additionalProperties: false,
+};
+
+const noStore = {
+  "Cache-Control": { schema: { type: "string", enum: ["no-store"] } },
+};
+
+function errors(statuses: string[]): Record<string, Json> {
+  const described: Record<string, string> = {
+    "400": "The request is malformed or refused (`error` says why).",
+    "401": "`invalid_client`: the client could not be authenticated. `WWW-Authenticate` is set " +
+      "when it used HTTP Basic.",
+    "405": "Not POST (`Allow: POST`).",
+    "413": "The form exceeds 16 KiB.",
+    "500": "`server_error`.",
+    "503": "`temporarily_unavailable`: retry after `Retry-After` seconds.",
+  };
+  return Object.fromEntries(statuses.map((status) => [status, {
+    description: described[status],
+    headers: {
+      ...noStore,
+      ...(status === "503"
+        ? { "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } } }
+        : {}),
+      ...(status === "401"
+        ? { "WWW-Authenticate": { schema: { type: "string" } } }
+        : status === "405"
+        ? { Allow: { required: true, schema: { type: "string" } } }
+        : {}),
+    },
+    content: { "application/json": { schema: { $ref: "#/components/schemas/OAuthError" } } },
+  }]));
+}
+
+const formErrors = ["400", "401", "405", "413", "500", "503"];
+
+/**
+ * The client's credentials in the form: `client_secret_post`, or `client_id` alone for a public
+ * client (`none`).
+ */
+const clientFields: Record<string, Json> = {
+  client_id: string("The client's id, when it does not authenticate with HTTP Basic."),
+  client_secret: string("The client's secret, with `client_secret_post`."),
+};
+
+function form(properties: Record<string, Json>, required: string[]): Json {
+  return {
+    required: true,
+    content: {
+      "application/x-www-form-urlencoded": {
+        schema: { type: "object", properties: { ...properties, ...clientFields }, required },
+      },
+    },
+  };
+}
+
+/**
+ * HTTP Basic, or the form's `client_id` and `client_secret` (`client_secret_post`, which OpenAPI
+ * has no scheme for: the form's fields describe it).
+ */
+/** The form of introspection and revocation (RFC 7662 2.1, RFC 7009 2.1). */
+const tokenForm = form({
+  token: string("The token."),
+  token_type_hint: string("`access_token` or `refresh_token`."),
+}, ["token"]);
+
+const clientAuth = [{ clientBasic: [] }, {}];
+
+const html = (description: string, extra: Json = {}): Json => ({
+  description,
+  ...extra,
+  content: { "text/html": { schema: { type: "string" } } },
+});
+
+const redirect = (description: string): Json => ({
+  description,
+  headers: { Location: { required: true, schema: { type: "string", format: "uri" } } },
+});
+
+const authorizationParameters: Json[] = [
+  ["response_type", "`code` (the only response type).", true],
+  ["client_id", "The client's id.", true],
+  [
+    "redirect_uri",
+    "One of the client's registered redirect URIs, compared exactly (a native client's " +
+    "loopback URI may use any port).",
+    true,
+  ],
+  ["scope", "Space-separated scopes.", false],
+  ["state", "Returned unchanged with the code.", false],
+  ["code_challenge", "PKCE (RFC 7636): BASE64URL(SHA-256(code_verifier)).", true],
+  ["code_challenge_method", "`S256` (plain is refused).", true],
+].map(([name, description, required]) => ({
+  name,
+  in: "query",
+  required,
+  description,
+  schema: { type: "string" },
+}));
+
+/** The paths of the OAuth endpoints. */
+export function oauthOpenApiPaths(): Record<string, Json> {
+  return {
+    [oauthPaths.metadata]: {
+      get: {
+        operationId: "getAuthorizationServerMetadata",
+        tags: ["OAuth 2"],
+        summary: "Authorization server metadata",
+        description: "RFC 8414: the endpoints, grant types, PKCE methods and client " +
+          "authentication methods of this authorization server. Stock OAuth clients start here.",
+        security: [],
+        responses: {
+          "200": {
+            description: "The metadata.",
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: [
+                    "issuer",
+                    "authorization_endpoint",
+                    "token_endpoint",
+                    "jwks_uri",
+                    "response_types_supported",
+                  ],
+                  properties: {
+                    issuer: { type: "string", format: "uri" },
+                    authorization_endpoint: { type: "string", format: "uri" },
+                    token_endpoint: { type: "string", format: "uri" },
+                    jwks_uri: { type: "string", format: "uri" },
+                    introspection_endpoint: { type: "string", format: "uri" },
+                    revocation_endpoint: { type: "string", format: "uri" },
+                    grant_types_supported: strings,
+                    response_types_supported: strings,
+                    response_modes_supported: strings,
+                    code_challenge_methods_supported: strings,
+                    token_endpoint_auth_methods_supported: strings,
+                    introspection_endpoint_auth_methods_supported: strings,
+                    revocation_endpoint_auth_methods_supported: strings,
+                    authorization_response_iss_parameter_supported: { type: "boolean" },
+                  },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    [oauthPaths.jwks]: {
+      get: {
+        operationId: "getJwks",
+        tags: ["OAuth 2"],
+        summary: "Signing keys",
+        description: "RFC 7517: the public keys that verify access tokens (EdDSA, Ed25519), " +
+          "cacheable for as long as `Cache-Control` says.",
+        security: [],
+        responses: {
+          "200": {
+            description: "The key set.",
+            content: {
+              "application/jwk-set+json": {
+                schema: {
+                  type: "object",
+                  required: ["keys"],
+                  properties: {
+                    keys: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        required: ["kty", "kid"],
+                        properties: members("kty", "kid", "alg", "use", "crv", "x", "y"),
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+          ...errors(["500", "503"]),
+        },
+      },
+    },
+    [oauthPaths.authorize]: {
+      get: {
+        operationId: "authorize",
+        tags: ["OAuth 2"],
+        summary: "Authorization endpoint (consent page)",
+        description: "RFC 6749 4.1.1 with PKCE: shows the signed-in user (the `session` " +
+          "cookie holds the platform token) the consent page for the client. A request that " +
+          "names a valid client and redirect URI but is otherwise wrong is sent back to the " +
+          "client with `error` (302); one whose client or redirect URI cannot be trusted gets " +
+          "an error page and is never redirected. Without a session: a redirect to the " +
+          "platform's sign-in page with `return_to` (302), or a page saying to sign in.",
+        security: [{ session: [] }],
+        parameters: authorizationParameters,
+        responses: {
+          "200": html("The consent page (Allow, Deny)."),
+          "302": redirect("Back to the client with `error`, or to the sign-in page."),
+          "400": html("The request cannot be completed (never redirected)."),
+          "401": html("The user is not signed in (no sign-in page configured)."),
+          "405": html("Not GET or POST.", {
+            headers: { Allow: { required: true, schema: { type: "string" } } },
+          }),
+          "500": html("Something went wrong."),
+          "503": html("The sign-in service is busy; retry.", {
+            headers: {
+              "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } },
+            },
+          }),
+        },
+      },
+      post: {
+        operationId: "decideAuthorization",
+        tags: ["OAuth 2"],
+        summary: "The consent page's choice",
+        description: "The consent page's form: the authorization request's parameters, " +
+          "`decision` (`allow` or `deny`) and the page's `csrf_token`. Answered with a " +
+          "redirect to the client (303) with `code`, `state` and `iss` (RFC 9207), or `error`.",
+        security: [{ session: [] }],
+        requestBody: {
+          required: true,
+          content: {
+            "application/x-www-form-urlencoded": {
+              schema: {
+                type: "object",
+                properties: {
+                  ...Object.fromEntries(
+                    authorizationParameters.map((p) => [p.name as string, { type: "string" }]),
+                  ),
+                  decision: { type: "string", enum: ["allow", "deny"] },
+                  csrf_token: { type: "string" },
+                },
+                required: ["decision", "csrf_token"],
+              },
+            },
+          },
+        },
+        responses: {
+          "303": redirect("Back to the client."),
+          "400": html("The request cannot be completed (never redirected)."),
+          "401": html("The user is not signed in."),
+          "413": html("The form exceeds 16 KiB."),
+          "500": html("Something went wrong."),
+          "503": html("The sign-in service is busy; retry.", {
+            headers: {
+              "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } },
+            },
+          }),
+        },
+      },
+    },
+    [oauthPaths.token]: {
+      post: {
+        operationId: "token",
+        tags: ["OAuth 2"],
+        summary: "Token endpoint",
+        description: "RFC 6749 3.2: `authorization_code` (with `code_verifier`), " +
+          "`refresh_token` (rotated: each use returns a new one; reusing an old one revokes the " +
+          "family), `client_credentials`, and token exchange (RFC 8693). Confidential clients " +
+          "authenticate with HTTP Basic or `client_secret_post`; public clients send `client_id` " +
+          "alone.",
+        security: clientAuth,
+        requestBody: form({
+          grant_type: {
+            type: "string",
+            enum: [
+              "authorization_code",
+              "refresh_token",
+              "client_credentials",
+              "urn:ietf:params:oauth:grant-type:token-exchange",
+            ],
+          },
+          code: string("authorization_code: the code from the redirect."),
+          redirect_uri: string("authorization_code: the redirect URI of the request."),
+          code_verifier: string("authorization_code: the PKCE verifier."),
+          refresh_token: string("refresh_token: the refresh token."),
+          scope: string("Space-separated scopes, at most those granted."),
+          subject_token: string("Token exchange: the token to exchange."),
+          subject_token_type: string("Token exchange: its type URN."),
+          actor_token: string("Token exchange: the acting party's token."),
+          audience: string("Token exchange: the target audience."),
+          resource: string("Token exchange: the target resource."),
+          requested_token_type: string("Token exchange: the type wanted."),
+        }, ["grant_type"]),
+        responses: {
+          "200": {
+            description: "The token (RFC 6749 5.1).",
+            headers: noStore,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["access_token", "token_type", "expires_in"],
+                  properties: {
+                    access_token: string("A JWT signed with EdDSA."),
+                    token_type: { type: "string", enum: ["Bearer", "N_A"] },
+                    expires_in: { type: "integer", minimum: 0 },
+                    scope: { type: "string" },
+                    refresh_token: { type: "string" },
+                    issued_token_type: { type: "string" },
+                  },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+          ...errors(formErrors),
+        },
+      },
+    },
+    [oauthPaths.introspect]: {
+      post: {
+        operationId: "introspect",
+        tags: ["OAuth 2"],
+        summary: "Token introspection",
+        description: "RFC 7662, for a confidential client: whether a token is active, and its " +
+          "claims. A token that is expired, revoked, of a suspended client or of a revoked " +
+          'installation is `{"active": false}`.',
+        security: clientAuth,
+        requestBody: tokenForm,
+        responses: {
+          "200": {
+            description: "The token's state.",
+            headers: noStore,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["active"],
+                  properties: {
+                    active: { type: "boolean" },
+                    exp: { type: "integer" },
+                    iat: { type: "integer" },
+                    ...members(
+                      "scope",
+                      "client_id",
+                      "token_type",
+                      "sub",
+                      "aud",
+                      "iss",
+                      "jti",
+                      "account_id",
+                      "installation_id",
+                    ),
+                    act: {
+                      type: "object",
+                      properties: { sub: { type: "string" } },
+                      required: ["sub"],
+                      additionalProperties: false,
+                    },
+                  },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+          ...errors(formErrors),
+        },
+      },
+    },
+    [oauthPaths.revoke]: {
+      post: {
+        operationId: "revoke",
+        tags: ["OAuth 2"],
+        summary: "Token revocation",
+        description: "RFC 7009: revokes a token of the client (a refresh token with its whole " +
+          "family). An unknown or already revoked token is also 200.",
+        security: clientAuth,
+        requestBody: tokenForm,
+        responses: {
+          "200": { description: "Revoked (or nothing to revoke); no body.", headers: noStore },
+          ...errors(formErrors),
+        },
+      },
+    },
+  };
+}
+
+/** The schemas and security schemes the OAuth paths refer to. */
+export const oauthOpenApiComponents = {
+  schemas: { OAuthError: oauthError },
+  securitySchemes: {
+    clientBasic: {
+      type: "http",
+      scheme: "basic",
+      description: "`client_secret_basic`: the client id and secret, each form-urlencoded, " +
+        "then base64 (RFC 6749 2.3.1).",
+    },
+    session: {
+      type: "apiKey",
+      in: "cookie",
+      name: "session",
+      description: "The signed-in user's platform token, set by the platform's sign-in page.",
+    },
+  },
+};
