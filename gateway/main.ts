@@ -1,6 +1,7 @@
 /**
  * The gateway: `/v1` JSON over HTTP -> Connect RPCs to the services. `GET /healthz` (alive),
- * `GET /readyz` (every backend answers its health check) and `GET /metrics` need no token.
+ * `GET /readyz` (every backend answers its health check), `GET /metrics`, `GET /openapi.json` (the
+ * API's OpenAPI description, gen/openapi/) and `GET /docs` (a reference page of it) need no token.
  * Every request gets an `x-request-id` (the caller's, if it is a safe token) and a W3C trace span;
  * both go to the services and into one JSON access log line.
  *
@@ -11,6 +12,9 @@
 
 import { Code } from "@connectrpc/connect";
 import { createOAuthEndpoints } from "./oauth.ts";
+import openApiDocument from "../gen/openapi/openapi.json" with { type: "json" };
+import { docsPage } from "./docs_page.ts";
+import { serveOpenApi } from "./openapi.ts";
 import * as v from "valibot";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
@@ -95,8 +99,14 @@ function methodLabel(method: string): string {
   return knownMethods.has(method) ? method : "other";
 }
 
+/** What a caller of {@link startGateway} may add: the tests check every response. */
+export interface GatewayHooks {
+  /** Sees every response (with its request) before it is sent; must not consume its body. */
+  onResponse?: (req: Request, url: URL, res: Response) => void;
+}
+
 /** Starts the gateway. */
-export function startGateway(config: GatewayConfig): RunningGateway {
+export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): RunningGateway {
   const log = createLogger("gateway", config.LOG_LEVEL);
   const metrics = createMetrics("gateway");
   const budget = budgetFromConfig(config);
@@ -132,6 +142,7 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     log,
     loginUrl: config.LOGIN_URL,
   });
+  const openApi = serveOpenApi(openApiDocument);
   let draining = false;
   // One label set per method, route and status, made once: prom-client hashes a label object on
   // every update otherwise.
@@ -177,6 +188,10 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     }
     const answered = await oauth(req, url, { requestId, traceparent });
     if (answered) return answered;
+    const document = await openApi(req, url);
+    if (document) return { response: document, route: "/openapi.json" };
+    const docs = docsPage(req, url);
+    if (docs) return { response: docs, route: "/docs" };
     if (req.method === "GET") {
       if (url.pathname === "/healthz") {
         return { response: Response.json({ status: "ok" }), route: "/healthz" };
@@ -225,6 +240,7 @@ export function startGateway(config: GatewayConfig): RunningGateway {
     }
     const { response, route: template } = result;
     response.headers.set("x-request-id", requestId);
+    hooks.onResponse?.(req, url, response);
     const seconds = (performance.now() - started) / 1000;
     series(methodLabel(req.method), template, response.status).observe(seconds);
     if ((template.startsWith("/v1/") || template === "unmatched") && log.enabled("info")) {
@@ -259,14 +275,14 @@ export function startGateway(config: GatewayConfig): RunningGateway {
 }
 
 /** Runs the gateway until SIGTERM; resolves to the exit code (2: unusable settings, printed). */
-async function run(): Promise<number> {
+export async function run(hooks: GatewayHooks = {}): Promise<number> {
   let config: GatewayConfig;
   try {
     config = readConfig("gateway", v.object(gatewaySettings));
   } catch (error) {
     return configErrorExitCode(error);
   }
-  const gateway = startGateway(config);
+  const gateway = startGateway(config, hooks);
   await untilTerminated(
     createLogger("gateway", config.LOG_LEVEL),
     () => gateway.shutdown(config.SHUTDOWN_GRACE_MS),

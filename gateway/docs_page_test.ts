@@ -1,0 +1,207 @@
+/**
+ * The API reference page without a browser: its headers (the Content-Security-Policy above all),
+ * the assets it links and their validators (304, HEAD, gzip), 405 for other methods, the paths it
+ * leaves to the router, and the bundle's one request elsewhere taken out.
+ */
+
+import assert from "node:assert/strict";
+import {
+  acceptsGzip,
+  docsContentSecurityPolicy,
+  docsPage,
+  docsTitle,
+  withoutRemoteLogo,
+} from "./docs_page.ts";
+
+const base = "http://gateway.test";
+
+function request(path: string, init: RequestInit = {}): Response | undefined {
+  const req = new Request(`${base}${path}`, init);
+  return docsPage(req, new URL(req.url));
+}
+
+function answer(path: string, init: RequestInit = {}): Response {
+  const res = request(path, init);
+  assert.ok(res, `${path} is answered`);
+  return res;
+}
+
+/** The paths of the page's scripts and style sheets (their `?v=` is part of the URL). */
+async function linkedAssets(): Promise<string[]> {
+  const html = await answer("/docs").text();
+  return [...html.matchAll(/(?:src|href)="(\/docs\/[^"]+)"/g)].map((m) => m[1]!);
+}
+
+Deno.test("GET /docs: the HTML shell with a strict Content-Security-Policy", async () => {
+  const res = answer("/docs");
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("content-type"), "text/html; charset=utf-8");
+  const csp = res.headers.get("content-security-policy");
+  assert.equal(csp, docsContentSecurityPolicy);
+  const directives = new Map(
+    csp!.split(";").map((d) => d.trim().split(/\s+/)).map(([name, ...v]) => [name!, v]),
+  );
+  assert.deepEqual(directives.get("default-src"), ["'none'"]);
+  assert.deepEqual(directives.get("script-src"), ["'self'"]);
+  assert.deepEqual(directives.get("connect-src"), ["'self'"]);
+  assert.deepEqual(directives.get("frame-ancestors"), ["'none'"]);
+  // Nothing but this origin, `data:` and the worker's `blob:`: no host, no scheme of its own.
+  for (const [name, sources] of directives) {
+    for (const s of sources) {
+      assert.match(s, /^('self'|'none'|'unsafe-inline'|data:|blob:)$/, `${name} ${s}`);
+    }
+  }
+  assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+  assert.equal(res.headers.get("referrer-policy"), "no-referrer");
+  assert.equal(res.headers.get("x-frame-options"), "DENY");
+  assert.equal(res.headers.get("cache-control"), "no-cache");
+  const html = await res.text();
+  assert.match(html, new RegExp(`<title>${docsTitle}</title>`));
+  assert.equal(docsTitle, "OAuth client registry API reference");
+  // Every URL in the page is of this origin.
+  for (const [, url] of html.matchAll(/(?:src|href)="([^"]*)"/g)) {
+    assert.match(url!, /^(\/|data:)/, url);
+  }
+});
+
+Deno.test("the assets the page links are served, typed, cacheable and nosniff", async () => {
+  const linked = await linkedAssets();
+  assert.deepEqual(
+    linked.map((u) => u.replace(/\?v=[0-9a-f]{12}$/, "")),
+    ["/docs/reference.css", "/docs/redoc.standalone.js", "/docs/reference.js"],
+  );
+  for (const url of linked) {
+    const res = answer(url);
+    assert.equal(res.status, 200, url);
+    assert.match(res.headers.get("content-type")!, /^text\/(css|javascript); charset=utf-8$/);
+    assert.equal(res.headers.get("cache-control"), "public, max-age=86400");
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+    const body = new Uint8Array(await res.arrayBuffer());
+    assert.equal(res.headers.get("content-length"), String(body.byteLength));
+    // The version in the URL is the start of the ETag: a new build's page asks for new copies.
+    assert.equal(url.split("?v=")[1], res.headers.get("etag")!.slice(1, 13));
+  }
+  const licences = answer("/docs/redoc.standalone.js.LICENSE.txt");
+  assert.equal(licences.status, 200);
+  assert.match(await licences.text(), /ReDoc - OpenAPI\/Swagger-generated API Reference/);
+});
+
+Deno.test("strong ETags: If-None-Match is 304, HEAD has the headers and no body", async () => {
+  for (const path of ["/docs", "/docs/redoc.standalone.js", "/docs/reference.js"]) {
+    const full = answer(path);
+    const etag = full.headers.get("etag")!;
+    assert.match(etag, /^"[0-9a-f]{32}"$/, `${path}: a strong ETag`);
+    const length = (await full.arrayBuffer()).byteLength;
+
+    for (const ifNoneMatch of [etag, `W/${etag}`, `"other", ${etag}`, "*"]) {
+      const res = answer(path, { headers: { "if-none-match": ifNoneMatch } });
+      assert.equal(res.status, 304, `${path} If-None-Match: ${ifNoneMatch}`);
+      assert.equal(res.headers.get("etag"), etag);
+      assert.equal(res.body, null);
+    }
+    const changed = answer(path, { headers: { "if-none-match": '"0123"' } });
+    assert.equal(changed.status, 200);
+    await changed.body?.cancel();
+
+    const head = answer(path, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.body, null);
+    assert.equal(head.headers.get("etag"), etag);
+    assert.equal(head.headers.get("content-length"), String(length));
+    const headMatch = answer(path, { method: "HEAD", headers: { "if-none-match": etag } });
+    assert.equal(headMatch.status, 304);
+  }
+});
+
+Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", async () => {
+  const plain = answer("/docs/redoc.standalone.js");
+  const plainBody = new Uint8Array(await plain.arrayBuffer());
+  assert.equal(plain.headers.get("vary"), "accept-encoding");
+  assert.equal(plain.headers.get("content-encoding"), null);
+  const zipped = answer("/docs/redoc.standalone.js", {
+    headers: { "accept-encoding": "gzip, deflate, br" },
+  });
+  assert.equal(zipped.headers.get("content-encoding"), "gzip");
+  assert.equal(zipped.headers.get("vary"), "accept-encoding");
+  const etag = zipped.headers.get("etag")!;
+  assert.match(etag, /^"[0-9a-f]{32}"$/);
+  assert.notEqual(etag, plain.headers.get("etag"));
+  const body = new Uint8Array(await zipped.arrayBuffer());
+  assert.ok(body.byteLength < plainBody.byteLength / 2, `${body.byteLength} bytes`);
+  const unzipped = await new Response(
+    new Blob([body]).stream().pipeThrough(new DecompressionStream("gzip")),
+  ).bytes();
+  assert.deepEqual(unzipped, plainBody);
+  const again = answer("/docs/redoc.standalone.js", {
+    headers: { "accept-encoding": "gzip", "if-none-match": etag },
+  });
+  assert.equal(again.status, 304);
+  assert.equal(again.headers.get("content-encoding"), "gzip");
+
+  assert.ok(acceptsGzip("gzip"));
+  assert.ok(acceptsGzip("br;q=1.0, GZIP;q=0.5"));
+  assert.ok(acceptsGzip("x-gzip"));
+  assert.ok(!acceptsGzip(null));
+  assert.ok(!acceptsGzip("identity"));
+  assert.ok(!acceptsGzip("gzip;q=0, br"));
+  assert.ok(!acceptsGzip("gzip;q=0.000"));
+  // The page itself is small: never compressed, no Vary.
+  const page = answer("/docs", { headers: { "accept-encoding": "gzip" } });
+  assert.equal(page.headers.get("content-encoding"), null);
+  assert.equal(page.headers.get("vary"), null);
+  await page.body?.cancel();
+});
+
+Deno.test("another method on the page's paths is 405 with Allow and the JSON error body", async () => {
+  for (const path of ["/docs", "/docs/reference.js", "/docs/redoc.standalone.js"]) {
+    for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
+      const res = answer(path, { method });
+      assert.equal(res.status, 405, `${method} ${path}`);
+      assert.equal(res.headers.get("allow"), "GET, HEAD");
+      assert.equal(res.headers.get("content-type"), "application/json");
+      assert.deepEqual(await res.json(), {
+        error: {
+          code: "unimplemented",
+          message: `${method} is not allowed here; use GET, HEAD`,
+          details: [],
+        },
+      });
+    }
+  }
+});
+
+Deno.test("paths that are not the page's are left to the router", () => {
+  for (
+    const path of [
+      "/",
+      "/docs/",
+      "/docs/x",
+      "/docs/redoc.standalone.js.map",
+      "/docs/../openapi.json",
+      "/docsx",
+      "/DOCS",
+      "/openapi.json",
+      "/v1/docs",
+    ]
+  ) {
+    for (const method of ["GET", "POST"]) {
+      assert.equal(request(path, { method }), undefined, `${method} ${path}`);
+    }
+  }
+});
+
+Deno.test("the served bundle makes no request to Redocly's CDN", async () => {
+  const bundle = await answer("/docs/redoc.standalone.js").text();
+  assert.ok(bundle.length > 500_000);
+  assert.ok(!bundle.includes("cdn.redoc.ly"));
+  // No image, script or style sheet of the bundle's own points elsewhere.
+  assert.deepEqual(bundle.match(/\bsrc:\s*"https?:\/\/[^"]*"/g), null);
+  assert.equal(
+    withoutRemoteLogo('a;src:"https://cdn.redoc.ly/redoc/logo-mini.svg"};'),
+    'a;src:"data:,"};',
+  );
+  assert.throws(() => withoutRemoteLogo("no logo here"), /expected its logo URL/);
+  const twice = 'x:"https://cdn.redoc.ly/redoc/logo-mini.svg",y:' +
+    '"https://cdn.redoc.ly/redoc/logo-mini.svg"';
+  assert.throws(() => withoutRemoteLogo(twice), /expected its logo URL/);
+});
