@@ -239,6 +239,29 @@ function drain(stream: ReadableStream<Uint8Array>) {
 /** The process groups of the files running now. */
 const running = new Set<number>();
 
+/**
+ * Where the stacks of the run leave the counts of their gateways' OpenAPI check
+ * (lib/testing/stack.ts); summed into one line before the summary.
+ */
+const openApiReportDir = await Deno.makeTempDir({ prefix: "openapi-report-" });
+
+/** One line: how many gateway responses the run checked against the OpenAPI document. */
+async function openApiLine(): Promise<string> {
+  const total = { checked: 0, outside: 0, violations: 0, stacks: 0 };
+  for await (const entry of Deno.readDir(openApiReportDir)) {
+    if (!entry.name.endsWith(".counts")) continue;
+    const counts = JSON.parse(await Deno.readTextFile(`${openApiReportDir}/${entry.name}`));
+    total.checked += counts.checked;
+    total.outside += counts.outside;
+    total.violations += counts.violations;
+    total.stacks++;
+  }
+  await Deno.remove(openApiReportDir, { recursive: true });
+  return `test: the gateway's responses against gen/openapi/openapi.json, in ${total.stacks} ` +
+    `stacks: ${total.checked} checked, ${total.violations} violations, ${total.outside} to ` +
+    `requests outside the document (unknown paths and methods, unparsable requests)`;
+}
+
 async function runFile(file: string, timeoutMs: number): Promise<Outcome> {
   const test = [Deno.execPath(), "test", "--allow-all", file];
   const child = new Deno.Command(setsid ?? test[0]!, {
@@ -247,7 +270,7 @@ async function runFile(file: string, timeoutMs: number): Promise<Outcome> {
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", OPENAPI_REPORT_DIR: openApiReportDir },
   }).spawn();
   // setsid runs deno in place (a child is no process group leader), in a new group: its pid.
   const signal = (s: Deno.Signal) => {
@@ -341,6 +364,6 @@ if (import.meta.main) {
   }));
   const seconds = Math.round((performance.now() - started) / 1000);
   const lines = closingLines(outcomes, seconds);
-  await print(lines.join("\n") + "\n");
+  await print(`${await openApiLine()}\n${lines.join("\n")}\n`);
   Deno.exit(lines.at(-1)!.startsWith("ok") ? 0 : 1);
 }

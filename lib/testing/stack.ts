@@ -122,6 +122,36 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Extra `deno run` flags for every component (the benchmark's `--cpu-prof`). */
   denoFlags?: string[];
+  /**
+   * Checks every response of the gateway against the OpenAPI document (./openapi_check.ts);
+   * `stop()` then fails on a violation. Default true; the benchmark turns it off.
+   */
+  checkResponses?: boolean;
+}
+
+/**
+ * Where the checked gateways of this process write: one file of violations per stack, and its
+ * counts beside it. With OPENAPI_REPORT_DIR set (tools/test.ts sets it), the counts are kept
+ * there for the run's summary.
+ */
+async function violationsFile(): Promise<string> {
+  const dir = Deno.env.get("OPENAPI_REPORT_DIR");
+  if (dir !== undefined) {
+    await Deno.mkdir(dir, { recursive: true });
+    return await Deno.makeTempFile({ dir, prefix: "stack-", suffix: ".jsonl" });
+  }
+  return await Deno.makeTempFile({ prefix: "openapi-violations-", suffix: ".jsonl" });
+}
+
+/** Throws when a checked gateway wrote a violation to `file`. */
+async function assertNoViolations(file: string): Promise<void> {
+  const text = await Deno.readTextFile(file).catch(() => "");
+  const lines = text.split("\n").filter((l) => l !== "");
+  if (lines.length === 0) return;
+  throw new Error(
+    `${lines.length} gateway responses do not match gen/openapi/openapi.json:\n` +
+      lines.slice(0, 20).join("\n"),
+  );
 }
 
 function randomSecret(): string {
@@ -177,6 +207,13 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
     ...options.env,
   };
   const serviceDb = options.serviceDatabaseUrl?.(db.url) ?? db.url;
+  const checked = options.checkResponses ?? true;
+  const violations = checked ? await violationsFile() : "";
+  // The checked gateway writes its findings (and nothing else) beside the violations file.
+  const gatewayFlags = [
+    ...(options.denoFlags ?? []),
+    ...(checked ? [`--allow-write=${violations},${violations}.counts`] : []),
+  ];
   const ports = {
     oauthGrpc: freePort(),
     oauthHttp: freePort(),
@@ -222,9 +259,10 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
       },
     },
     gateway: {
-      entry: "gateway/main.ts",
+      entry: checked ? "lib/testing/checked_gateway_main.ts" : "gateway/main.ts",
       env: {
         ...common,
+        ...(checked ? { OPENAPI_VIOLATIONS_FILE: violations } : {}),
         GATEWAY_PORT: `${ports.gateway}`,
         OAUTH_REGISTRY_GRPC_URL: `http://127.0.0.1:${ports.oauthGrpc}`,
         CORE_GRPC_URL: `http://127.0.0.1:${ports.coreGrpc}`,
@@ -237,7 +275,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
     oauth: spawn(components.oauth.entry, components.oauth.env, options.denoFlags),
     core: spawn(components.core.entry, components.core.env, options.denoFlags),
     token: spawn(components.token.entry, components.token.env, options.denoFlags),
-    gateway: spawn(components.gateway.entry, components.gateway.env, options.denoFlags),
+    gateway: spawn(components.gateway.entry, components.gateway.env, gatewayFlags),
   };
   // Ready, not merely listening (any LOG_LEVEL); a process that exits fails the start at once.
   let started = false;
@@ -288,12 +326,22 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
       await procs[name].child.status;
     },
     respawn(name) {
-      procs[name] = spawn(components[name].entry, components[name].env, options.denoFlags);
+      const flags = name === "gateway" ? gatewayFlags : options.denoFlags;
+      procs[name] = spawn(components[name].entry, components[name].env, flags);
       return procs[name];
     },
     async stop() {
       await Promise.all(Object.values(procs).map(stopProc));
       await db.drop();
+      if (!checked) return;
+      try {
+        await assertNoViolations(violations);
+      } finally {
+        if (Deno.env.get("OPENAPI_REPORT_DIR") === undefined) {
+          await Deno.remove(violations).catch(() => {});
+          await Deno.remove(`${violations}.counts`).catch(() => {});
+        }
+      }
     },
   };
 }

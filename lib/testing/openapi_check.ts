@@ -1,0 +1,192 @@
+/**
+ * Checks HTTP responses against an OpenAPI 3.1 document: the operation (path template and
+ * method), a documented status, the documented media type, the body against the response schema
+ * (JSON Schema 2020-12, with Ajv: a field that is not described, a missing required field or a
+ * wrong type is a violation), and the documented headers (required ones present, present ones
+ * valid). The tests run the gateway with this on every response it sends
+ * (./checked_gateway_main.ts), so the whole HTTP test suite is a check of the document.
+ *
+ * A request that matches no operation of the document is one the tests send on purpose outside
+ * the contract (an unknown path, a wrong method): it is counted, and only its body is checked,
+ * against the error schema when it is a JSON error. So is the one answer the document excepts, a
+ * bare 400 (no body) from the HTTP server for a request it cannot parse.
+ *
+ * @module
+ */
+
+import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+
+/** A response that does not match the document. */
+export interface Violation {
+  /** `GET /v1/...`, with the operation's template when one matched. */
+  request: string;
+  /** The status answered. */
+  status: number;
+  /** What is wrong. */
+  problem: string;
+}
+
+/** The outcome of checking one response. */
+export type CheckOutcome = "checked" | "outside" | Violation;
+
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
+interface Operation {
+  template: string;
+  pattern: RegExp;
+  method: string;
+  responses: Record<string, Json>;
+}
+
+const documentId = "openapi.json";
+
+// deno-lint-ignore no-explicit-any
+function explain(errors: any[] | null | undefined): string {
+  return (errors ?? []).slice(0, 5).map((e) =>
+    `${e.instancePath || "(root)"} ${e.message} ${JSON.stringify(e.params)}`
+  ).join("; ");
+}
+
+/** Prepares a checker of responses for a document. */
+export function createOpenApiChecker(document: Json): {
+  check(method: string, path: string, res: {
+    status: number;
+    headers: Headers;
+    body: string;
+  }): CheckOutcome;
+} {
+  const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
+  // deno-lint-ignore no-explicit-any
+  (addFormats as any).default ? (addFormats as any).default(ajv) : (addFormats as any)(ajv);
+  ajv.addFormat("int32", true);
+  ajv.addSchema({ ...document, $id: documentId });
+  const compiled = new Map<string, ValidateFunction>();
+  const validator = (pointer: string): ValidateFunction => {
+    let fn = compiled.get(pointer);
+    if (fn === undefined) {
+      fn = ajv.compile({ $ref: `${documentId}#${pointer}` });
+      compiled.set(pointer, fn);
+    }
+    return fn;
+  };
+
+  const operations: Operation[] = [];
+  for (const [template, item] of Object.entries<Json>(document.paths)) {
+    const pattern = new RegExp(
+      "^" + template.replace(/[.]/g, "\\.").replace(/\{[^}]+\}/g, "[^/]+") + "$",
+    );
+    for (const [method, op] of Object.entries<Json>(item)) {
+      operations.push({ template, pattern, method: method.toUpperCase(), responses: op.responses });
+    }
+  }
+
+  const resolve = (value: Json): Json => {
+    let out = value;
+    while (out && typeof out.$ref === "string") {
+      const parts = out.$ref.replace(/^#\//, "").split("/").map((p: string) =>
+        p.replaceAll("~1", "/").replaceAll("~0", "~")
+      );
+      out = parts.reduce((o: Json, p: string) => o?.[p], document);
+    }
+    return out;
+  };
+
+  const checkError = (request: string, status: number, headers: Headers, body: string) => {
+    if (status === 400 && body === "" && !headers.has("content-type")) return "outside";
+    if (status < 400) return "outside";
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return { request, status, problem: `an error body that is not JSON: ${body.slice(0, 200)}` };
+    }
+    const validate = validator("/components/schemas/Error");
+    if (!validate(parsed)) {
+      return { request, status, problem: `error body: ${explain(validate.errors)}` };
+    }
+    return "outside";
+  };
+
+  return {
+    check(method, path, res) {
+      const lookup = method === "HEAD" ? "GET" : method;
+      const candidates = operations.filter((o) => o.pattern.test(path));
+      const op = candidates.find((o) => o.method === lookup);
+      if (op === undefined) {
+        return checkError(`${method} ${path}`, res.status, res.headers, res.body);
+      }
+      // The HTTP server's bare 400 for a request it cannot parse never reaches the API.
+      if (res.status === 400 && res.body === "" && !res.headers.has("content-type")) {
+        return "outside";
+      }
+      const request = `${method} ${op.template}`;
+      const documented = op.responses[String(res.status)] ?? op.responses.default;
+      if (documented === undefined) {
+        return { request, status: res.status, problem: `undocumented status ${res.status}` };
+      }
+      const response = resolve(documented);
+      for (const [name, header] of Object.entries<Json>(response.headers ?? {})) {
+        const value = res.headers.get(name);
+        if (value === null) {
+          if (header.required) {
+            return { request, status: res.status, problem: `missing header ${name}` };
+          }
+          continue;
+        }
+        const schema = header.schema ?? {};
+        const ok = ajv.validate(schema, value);
+        if (!ok) {
+          return {
+            request,
+            status: res.status,
+            problem: `header ${name}: ${value}: ${explain(ajv.errors)}`,
+          };
+        }
+      }
+      const content = response.content as Record<string, Json> | undefined;
+      if (content === undefined) {
+        if (res.body !== "") {
+          return { request, status: res.status, problem: "a body where none is documented" };
+        }
+        return "checked";
+      }
+      if (method === "HEAD") return "checked";
+      const type = (res.headers.get("content-type") ?? "").split(";")[0]!.trim();
+      const media = content[type];
+      if (media === undefined) {
+        return {
+          request,
+          status: res.status,
+          problem: `content-type ${type || "(none)"}, documented: ${Object.keys(content)}`,
+        };
+      }
+      if (type !== "application/json") return "checked";
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(res.body);
+      } catch {
+        return { request, status: res.status, problem: "a JSON body that does not parse" };
+      }
+      // The schema's place in the document, whether it is inline or a $ref.
+      const base = typeof documented.$ref === "string"
+        ? documented.$ref.replace(/^#/, "")
+        : `/paths/${
+          op.template.replaceAll("~", "~0").replaceAll("/", "~1")
+        }/${op.method.toLowerCase()}/responses/${
+          res.status in op.responses ? res.status : "default"
+        }`;
+      const pointer = `${base}/content/${type.replace("/", "~1")}/schema`;
+      const validate = validator(pointer);
+      if (!validate(parsed)) {
+        return {
+          request,
+          status: res.status,
+          problem: `body: ${explain(validate.errors)}: ${res.body.slice(0, 300)}`,
+        };
+      }
+      return "checked";
+    },
+  };
+}

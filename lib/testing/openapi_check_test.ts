@@ -1,0 +1,86 @@
+/**
+ * The response check the tests run on the gateway: each kind of mismatch with the committed
+ * document is caught (an undocumented status, a field that is not described, a missing required
+ * field, a wrong type, a wrong media type, a missing or bad header), and a response that matches
+ * passes.
+ */
+
+import assert from "node:assert/strict";
+import document from "../../gen/openapi/openapi.json" with { type: "json" };
+import { createOpenApiChecker } from "./openapi_check.ts";
+
+const checker = createOpenApiChecker(document);
+const json: Record<string, string> = { "content-type": "application/json" };
+
+const client = {
+  id: "cli_01jdqk2v3c4x5y6z7a8b9c0d1e",
+  project_id: "p1",
+  name: "Photo book",
+  type: "web",
+  redirect_uris: ["https://app.example/cb"],
+  javascript_origins: [],
+  status: "active",
+  created_at: "2026-01-02T03:04:05.678Z",
+  updated_at: "2026-01-02T03:04:05.678Z",
+};
+
+function check(method: string, path: string, status: number, body: unknown, headers = json) {
+  return checker.check(method, path, {
+    status,
+    headers: new Headers(headers),
+    body: body === undefined ? "" : JSON.stringify(body),
+  });
+}
+
+function problem(outcome: ReturnType<typeof check>): string {
+  assert.equal(typeof outcome, "object", `expected a violation, got ${String(outcome)}`);
+  return (outcome as { problem: string }).problem;
+}
+
+Deno.test("a response that matches the document passes", () => {
+  assert.equal(check("GET", "/v1/projects/p1/clients/cli_1", 200, client), "checked");
+  assert.equal(check("POST", "/v1/projects/p1/clients", 201, client), "checked");
+  assert.equal(check("DELETE", "/v1/projects/p1/clients/cli_1", 204, undefined, {}), "checked");
+  const error = { error: { code: "not_found", message: "No such client", details: [] } };
+  assert.equal(check("GET", "/v1/projects/p1/clients/cli_1", 404, error), "checked");
+  const limited = { ...json, "retry-after": "1" };
+  const exhausted = { error: { code: "resource_exhausted", message: "Slow down", details: [] } };
+  assert.equal(check("GET", "/v1/installations", 429, exhausted, limited), "checked");
+});
+
+Deno.test("each kind of mismatch is a violation", () => {
+  const path = "/v1/projects/p1/clients/cli_1";
+  assert.match(problem(check("GET", path, 418, client)), /undocumented status 418/);
+  assert.match(problem(check("GET", path, 200, { ...client, extra: 1 })), /additional/);
+  const { status: _, ...withoutStatus } = client;
+  assert.match(problem(check("GET", path, 200, withoutStatus)), /required/);
+  assert.match(problem(check("GET", path, 200, { ...client, name: 7 })), /must be string/);
+  assert.match(problem(check("GET", path, 200, { ...client, type: "WEB" })), /allowed values/);
+  assert.match(
+    problem(check("GET", path, 200, { ...client, created_at: "yesterday" })),
+    /format/,
+  );
+  assert.match(problem(check("GET", path, 200, client, { "content-type": "text/plain" })), /type/);
+  assert.match(problem(check("DELETE", path, 204, { deleted: true })), /a body where none/);
+  const error = { error: { code: "resource_exhausted", message: "Slow down", details: [] } };
+  assert.match(problem(check("GET", path, 429, error)), /missing header Retry-After/);
+  assert.match(
+    problem(check("POST", "/v1/projects/p1/clients", 201, client, {
+      ...json,
+      "idempotent-replayed": "yes",
+    })),
+    /header Idempotent-Replayed/,
+  );
+  assert.match(problem(check("GET", path, 404, { error: { code: "nope" } })), /body/);
+});
+
+Deno.test("requests outside the document: only their error body is checked", () => {
+  const error = { error: { code: "not_found", message: "No route", details: [] } };
+  assert.equal(check("GET", "/v2/nothing", 404, error), "outside");
+  assert.equal(
+    check("PUT", "/v1/installations", 405, { ...error, error: { ...error.error } }),
+    "outside",
+  );
+  assert.equal(check("GET", "/v1/installations", 400, undefined, {}), "outside");
+  assert.match(problem(check("GET", "/v2/nothing", 404, { message: "No route" })), /error body/);
+});
