@@ -685,7 +685,9 @@ export function describeApi(services: DescService[], options: DescribeOptions): 
         "project, and a small core work area (roles, journeys, units), as JSON over HTTP. " +
         "Generated from the Protobuf definitions of the services; every `/v1` operation is one " +
         "RPC (also callable over gRPC and Connect).\n\n" +
-        "Conventions: fields are snake_case and every field is present (`null` when unset); " +
+        "Conventions: fields are snake_case and every field is present (`null` when unset; " +
+        "the one exception, a client secret's `secret`, is only in the response that creates " +
+        "it); " +
         "timestamps are RFC 3339 UTC with milliseconds; ids are TypeIDs (a prefix and 26 " +
         "base32 characters) that sort by creation time; lists are oldest first, `limit` " +
         "1..100 (default 20), `after` the last `id` of the previous page, `has_more` true iff " +
