@@ -99,10 +99,13 @@ function methodLabel(method: string): string {
   return knownMethods.has(method) ? method : "other";
 }
 
-/** What a caller of {@link startGateway} may add: the tests check every response. */
+/** What a caller of {@link startGateway} may add: the tests check every exchange. */
 export interface GatewayHooks {
-  /** Sees every response (with its request) before it is sent; must not consume its body. */
-  onResponse?: (req: Request, url: URL, res: Response) => void;
+  /**
+   * Sees each request before it is routed, and returns what sees its response before it is sent.
+   * Neither may consume a body (clone it).
+   */
+  observe?: (req: Request, url: URL) => (res: Response) => void;
 }
 
 /** Starts the gateway. */
@@ -225,6 +228,7 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
     const url = new URL(req.url);
     const requestId = requestIdOf(req.headers);
     const span = startSpan(req.headers);
+    const observed = hooks.observe?.(req, url);
     metrics.inFlight.inc();
     let result: { response: Response; route: string };
     try {
@@ -240,7 +244,7 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
     }
     const { response, route: template } = result;
     response.headers.set("x-request-id", requestId);
-    hooks.onResponse?.(req, url, response);
+    observed?.(response);
     const seconds = (performance.now() - started) / 1000;
     series(methodLabel(req.method), template, response.status).observe(seconds);
     if ((template.startsWith("/v1/") || template === "unmatched") && log.enabled("info")) {

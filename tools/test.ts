@@ -247,19 +247,21 @@ const openApiReportDir = await Deno.makeTempDir({ prefix: "openapi-report-" });
 
 /** One line: how many gateway responses the run checked against the OpenAPI document. */
 async function openApiLine(): Promise<string> {
-  const total = { checked: 0, outside: 0, violations: 0, stacks: 0 };
+  const total = { checked: 0, outside: 0, violations: 0, refused: 0, stacks: 0 };
   for await (const entry of Deno.readDir(openApiReportDir)) {
     if (!entry.name.endsWith(".counts")) continue;
     const counts = JSON.parse(await Deno.readTextFile(`${openApiReportDir}/${entry.name}`));
     total.checked += counts.checked;
     total.outside += counts.outside;
     total.violations += counts.violations;
+    total.refused += counts.refused;
     total.stacks++;
   }
   await Deno.remove(openApiReportDir, { recursive: true });
-  return `test: the gateway's responses against gen/openapi/openapi.json, in ${total.stacks} ` +
-    `stacks: ${total.checked} checked, ${total.violations} violations, ${total.outside} to ` +
-    `requests outside the document (unknown paths and methods, unparsable requests)`;
+  return `test: the gateway's answers against gen/openapi/openapi.json, in ${total.stacks} ` +
+    `stacks: ${total.checked} responses checked, ${total.violations} violations; ` +
+    `${total.refused} requests the document refuses, each refused by the gateway too; ` +
+    `${total.outside} requests outside the document (unknown paths and methods, unparsable)`;
 }
 
 async function runFile(file: string, timeoutMs: number): Promise<Outcome> {

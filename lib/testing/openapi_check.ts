@@ -36,11 +36,32 @@ type Json = any;
 interface Operation {
   template: string;
   pattern: RegExp;
+  /** The path parameters' names, in the order of the pattern's groups. */
+  names: string[];
   method: string;
+  /** The operation's place in the document (a JSON pointer). */
+  pointer: string;
+  parameters: Json[];
+  requestBody: Json | undefined;
   responses: Record<string, Json>;
 }
 
+/** What the document says of a request: nothing against it, or why it refuses it. */
+export type RequestVerdict = { refused: string | undefined } | "unchecked";
+
+/** A request as the checker sees it: the body only when it was small enough to keep. */
+export interface CheckedRequest {
+  method: string;
+  url: URL;
+  headers: Headers;
+  /** The body's text; undefined when it was not kept (too large, or of unknown length). */
+  body: string | undefined;
+}
+
 const documentId = "openapi.json";
+
+/** A JSON pointer's escaping of one reference token. */
+const escape = (token: string) => token.replaceAll("~", "~0").replaceAll("/", "~1");
 
 // deno-lint-ignore no-explicit-any
 function explain(errors: any[] | null | undefined): string {
@@ -56,6 +77,7 @@ export function createOpenApiChecker(document: Json): {
     headers: Headers;
     body: string;
   }): CheckOutcome;
+  checkRequest(req: CheckedRequest): RequestVerdict;
 } {
   const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
   // deno-lint-ignore no-explicit-any
@@ -74,13 +96,27 @@ export function createOpenApiChecker(document: Json): {
 
   const operations: Operation[] = [];
   for (const [template, item] of Object.entries<Json>(document.paths)) {
+    const names = [...template.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
     const pattern = new RegExp(
-      "^" + template.replace(/[.]/g, "\\.").replace(/\{[^}]+\}/g, "[^/]+") + "$",
+      "^" + template.replace(/[.]/g, "\\.").replace(/\{[^}]+\}/g, "([^/]+)") + "$",
     );
     for (const [method, op] of Object.entries<Json>(item)) {
-      operations.push({ template, pattern, method: method.toUpperCase(), responses: op.responses });
+      operations.push({
+        template,
+        pattern,
+        names,
+        method: method.toUpperCase(),
+        pointer: `/paths/${escape(template)}/${method}`,
+        parameters: op.parameters ?? [],
+        requestBody: op.requestBody,
+        responses: op.responses,
+      });
     }
   }
+  const find = (method: string, path: string) => {
+    const lookup = method === "HEAD" ? "GET" : method;
+    return operations.find((o) => o.method === lookup && o.pattern.test(path));
+  };
 
   const resolve = (value: Json): Json => {
     let out = value;
@@ -109,11 +145,98 @@ export function createOpenApiChecker(document: Json): {
     return "outside";
   };
 
+  /** Why the document refuses a value of a parameter or body, or undefined. */
+  const refuses = (pointer: string, value: unknown, what: string): string | undefined => {
+    const validate = validator(pointer);
+    return validate(value) ? undefined : `${what}: ${explain(validate.errors)}`;
+  };
+
+  /** A query or path value as the schema's type reads it; undefined when it cannot. */
+  const typed = (schema: Json, raw: string): unknown => {
+    const type = Array.isArray(schema?.type) ? schema.type[0] : schema?.type;
+    if (type === "integer") return /^-?[0-9]+$/.test(raw) ? Number(raw) : undefined;
+    if (type === "boolean") return raw === "true" ? true : raw === "false" ? false : undefined;
+    return raw;
+  };
+
+  const verdict = (req: CheckedRequest): string | undefined => {
+    const op = find(req.method, req.url.pathname)!;
+    const values = op.pattern.exec(req.url.pathname)!.slice(1);
+    for (const [i, p] of op.parameters.entries()) {
+      const parameter = resolve(p);
+      const pointer = `${op.pointer}/parameters/${i}/schema`;
+      const name: string = parameter.name;
+      if (parameter.in === "path") {
+        let value: string;
+        try {
+          value = decodeURIComponent(values[op.names.indexOf(name)]!);
+        } catch {
+          return `path ${name}: a malformed percent-encoding`;
+        }
+        const problem = refuses(pointer, typed(parameter.schema, value), `path ${name}`);
+        if (problem) return problem;
+      } else if (parameter.in === "query") {
+        const all = req.url.searchParams.getAll(name);
+        if (all.length === 0) {
+          if (parameter.required) return `query ${name} is required`;
+          continue;
+        }
+        if (all.length > 1) return `query ${name} is repeated`;
+        const value = typed(parameter.schema, all[0]!);
+        if (value === undefined) return `query ${name}: not a ${parameter.schema.type}`;
+        const problem = refuses(pointer, value, `query ${name}`);
+        if (problem) return problem;
+      } else if (parameter.in === "header") {
+        const value = req.headers.get(name);
+        if (value === null) {
+          if (parameter.required) return `header ${name} is required`;
+          continue;
+        }
+        const problem = refuses(pointer, value, `header ${name}`);
+        if (problem) return problem;
+      }
+    }
+    const declared = new Set(
+      op.parameters.map(resolve).filter((p: Json) => p.in === "query").map((p: Json) => p.name),
+    );
+    for (const name of req.url.searchParams.keys()) {
+      if (!declared.has(name)) return `query ${name} is not described`;
+    }
+    const body = resolve(op.requestBody);
+    if (body === undefined || req.body === undefined) return undefined;
+    if (req.body === "") return body.required ? "the body is required" : undefined;
+    const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+    if (!(type in body.content)) return `a ${type || "body without a type"}, not described`;
+    const pointer = `${op.pointer}/requestBody/content/${escape(type)}/schema`;
+    if (type === "application/json") {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(req.body);
+      } catch {
+        return "the body is not JSON";
+      }
+      return refuses(pointer, parsed, "body");
+    }
+    if (type === "application/x-www-form-urlencoded") {
+      const form: Record<string, string> = {};
+      for (const [name, value] of new URLSearchParams(req.body)) {
+        if (value === "") continue; // omitted, as RFC 6749 3.2 reads it (gateway/oauth.ts too)
+        if (name in form) return `form ${name} is repeated`;
+        form[name] = value;
+      }
+      return refuses(pointer, form, "form");
+    }
+    return undefined;
+  };
+
   return {
+    checkRequest(req) {
+      if (find(req.method, req.url.pathname) === undefined) return "unchecked";
+      return { refused: verdict(req) };
+    },
+
     check(method, path, res) {
-      const lookup = method === "HEAD" ? "GET" : method;
-      const candidates = operations.filter((o) => o.pattern.test(path));
-      const op = candidates.find((o) => o.method === lookup);
+      const op = find(method, path);
       if (op === undefined) {
         return checkError(`${method} ${path}`, res.status, res.headers, res.body);
       }
@@ -172,11 +295,7 @@ export function createOpenApiChecker(document: Json): {
       // The schema's place in the document, whether it is inline or a $ref.
       const base = typeof documented.$ref === "string"
         ? documented.$ref.replace(/^#/, "")
-        : `/paths/${
-          op.template.replaceAll("~", "~0").replaceAll("/", "~1")
-        }/${op.method.toLowerCase()}/responses/${
-          res.status in op.responses ? res.status : "default"
-        }`;
+        : `${op.pointer}/responses/${res.status in op.responses ? res.status : "default"}`;
       const pointer = `${base}/content/${type.replace("/", "~1")}/schema`;
       const validate = validator(pointer);
       if (!validate(parsed)) {

@@ -84,3 +84,42 @@ Deno.test("requests outside the document: only their error body is checked", () 
   assert.equal(check("GET", "/v1/installations", 400, undefined, {}), "outside");
   assert.match(problem(check("GET", "/v2/nothing", 404, { message: "No route" })), /error body/);
 });
+
+Deno.test("a request is refused where the document refuses it, and only there", () => {
+  const verdict = (method: string, path: string, body?: unknown, headers = json) =>
+    checker.checkRequest({
+      method,
+      url: new URL(`http://gateway${path}`),
+      headers: new Headers(headers),
+      body: body === undefined ? "" : typeof body === "string" ? body : JSON.stringify(body),
+    });
+  const refused = (outcome: ReturnType<typeof verdict>) => {
+    assert.notEqual(outcome, "unchecked");
+    return (outcome as { refused: string | undefined }).refused;
+  };
+  const create = "/v1/projects/p1/clients";
+  const ok = { name: "App", type: "web", redirect_uris: ["https://app.example/cb"] };
+  assert.equal(refused(verdict("POST", create, ok)), undefined);
+  assert.equal(refused(verdict("GET", `${create}?limit=5&after=cli_1`)), undefined);
+  assert.match(refused(verdict("POST", create, { ...ok, id: "cli_1" }))!, /additional/);
+  assert.match(refused(verdict("POST", create, { ...ok, status: "active" }))!, /additional/);
+  assert.match(refused(verdict("POST", create, { type: "web" }))!, /required/);
+  assert.match(refused(verdict("POST", create, { ...ok, name: "x".repeat(121) }))!, /more than/);
+  assert.match(refused(verdict("GET", `${create}?limit=0`))!, /query limit/);
+  assert.match(refused(verdict("GET", `${create}?limit=ten`))!, /not a integer/);
+  assert.match(refused(verdict("GET", `${create}?order=asc`))!, /order is not described/);
+  assert.match(refused(verdict("GET", `${create}?limit=1&limit=2`))!, /repeated/);
+  assert.match(refused(verdict("GET", "/v1/projects/-bad/clients"))!, /path project_id/);
+  assert.match(refused(verdict("POST", create, "{"))!, /not JSON/);
+  assert.match(
+    refused(verdict("POST", create, ok, { ...json, "idempotency-key": "" }))!,
+    /Idempotency-Key/,
+  );
+  const form = { "content-type": "application/x-www-form-urlencoded" };
+  assert.equal(
+    refused(verdict("POST", "/oauth2/token", "grant_type=client_credentials", form)),
+    undefined,
+  );
+  assert.match(refused(verdict("POST", "/oauth2/token", "scope=a", form))!, /grant_type/);
+  assert.equal(verdict("GET", "/v2/nothing"), "unchecked");
+});

@@ -123,7 +123,7 @@ export interface StackOptions {
   /** Extra `deno run` flags for every component (the benchmark's `--cpu-prof`). */
   denoFlags?: string[];
   /**
-   * Checks every response of the gateway against the OpenAPI document (./openapi_check.ts);
+   * Checks every exchange of the gateway against the OpenAPI document (./openapi_check.ts);
    * `stop()` then fails on a violation. Default true; the benchmark turns it off.
    */
   checkResponses?: boolean;
@@ -149,7 +149,7 @@ async function assertNoViolations(file: string): Promise<void> {
   const lines = text.split("\n").filter((l) => l !== "");
   if (lines.length === 0) return;
   throw new Error(
-    `${lines.length} gateway responses do not match gen/openapi/openapi.json:\n` +
+    `${lines.length} gateway answers disagree with gen/openapi/openapi.json:\n` +
       lines.slice(0, 20).join("\n"),
   );
 }
