@@ -9,8 +9,7 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { chromium } from "playwright-core";
-import { httpClient, startStack } from "../lib/testing/mod.ts";
+import { httpClient, launchChromium, startStack } from "../lib/testing/mod.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
@@ -78,18 +77,9 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
   const api = httpClient(stack.gatewayUrl);
   const adminToken = await stack.token({ sub: "admin", projects: ["bp1"] });
   const userToken = await stack.token({ sub: "ada", accountId: "ada@example.com", projects: [] });
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      `--host-resolver-rules=MAP cdn.photobook.example 127.0.0.1:${logo.port}`,
-    ],
-  });
+  const browser = await launchChromium([
+    `--host-resolver-rules=MAP cdn.photobook.example 127.0.0.1:${logo.port}`,
+  ]);
   const shots = Deno.env.get("SCREENSHOT_DIR");
   try {
     await api("PATCH", "/v1/projects/bp1/config", {

@@ -9,8 +9,8 @@
  */
 
 import assert from "node:assert/strict";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { startStack } from "../lib/testing/mod.ts";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium, startStack } from "../lib/testing/mod.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
 
 /** One operation of the OpenAPI document. */
@@ -97,17 +97,7 @@ async function assertClean(page: Page, watch: Watch, gatewayUrl: string): Promis
 Deno.test("the API reference in Chromium: every operation, this origin only, 304, 405", async (t) => {
   await ensurePackages([packages.chromium]);
   const stack = await startStack();
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  const browser = await launchChromium();
   const shots = Deno.env.get("SCREENSHOT_DIR");
   if (shots) await Deno.mkdir(shots, { recursive: true });
   try {

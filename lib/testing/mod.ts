@@ -15,6 +15,7 @@ export {
   type RssPeak,
   watchRss,
 } from "./attacks.ts";
+export { launchChromium } from "./browser.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
 export {
   type GrpcChannel,
