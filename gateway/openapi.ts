@@ -242,7 +242,8 @@ class Schemas {
     let name = this.#names.get(key);
     if (name === undefined) {
       name = desc.name + (use === "input" ? "Input" : use === "patch" ? "Patch" : "");
-      if (Object.values(this.components).length > 0 && name in this.components) {
+      // Two packages' messages of one name: the second is named by its full name.
+      if (name in this.components) {
         name = `${desc.typeName.replaceAll(".", "_")}${name.slice(desc.name.length)}`;
       }
       this.#names.set(key, name);
@@ -440,11 +441,6 @@ const errorSchema: Json = {
   required: ["error"],
   additionalProperties: false,
 };
-
-/** The OpenAPI path of a route: its template, whose variables are already `{name}`. */
-function pathOf(route: Route): string {
-  return route.template;
-}
 
 /** Builds the operation of one route. */
 function operation(route: Route, schemas: Schemas, options: DescribeOptions): Json {
@@ -656,7 +652,8 @@ export function describeApi(services: DescService[], options: DescribeOptions): 
   const routes = buildRoutes(services);
   const paths: Record<string, Json> = {};
   for (const route of routes) {
-    const path = (paths[pathOf(route)] ??= {});
+    // A template's variables are already OpenAPI's `{name}`.
+    const path = (paths[route.template] ??= {});
     path[route.httpMethod.toLowerCase()] = operation(route, schemas, options);
   }
   const tags: Json[] = services
