@@ -26,8 +26,29 @@ export interface ConnectOptions {
   applicationName: string;
 }
 
+/**
+ * postgres.js 3.4.9 runs an array-types query on each new connection and drops that query's
+ * promise (porsager/postgres#1192, #1223): when the connection is lost during it (a database
+ * restart, a cut network), the rejection is unhandled, and Deno ends the process on an unhandled
+ * rejection. The caller's own query fails or succeeds on its own, and the next connection fetches
+ * the types again, so that rejection, and only that one, is dropped: it is recognised by the query
+ * postgres.js attaches to the error. Installed once per process, by the first {@link connect}.
+ */
+function dropLostTypeQueries(): void {
+  if (droppingLostTypeQueries) return;
+  droppingLostTypeQueries = true;
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    const query = (event.reason as { query?: unknown } | null)?.query;
+    if (typeof query === "string" && /pg_catalog\.pg_type[\s\S]*typarray/.test(query)) {
+      event.preventDefault();
+    }
+  });
+}
+let droppingLostTypeQueries = false;
+
 /** Opens a pool. Connections are made lazily, on the first query. */
 export function connect(url: string, options: ConnectOptions): Sql {
+  dropLostTypeQueries();
   // `socket` is documented by postgres.js but missing from its type definitions.
   const settings = {
     max: options.max ?? 10,

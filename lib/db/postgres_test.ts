@@ -201,3 +201,57 @@ Deno.test("connect() settles every query while connections are cut under load", 
     await proxy.close();
   }
 });
+
+Deno.test("connect(): a connection lost during postgres.js's array-types query does not end the process", async () => {
+  // postgres.js runs that query on each new connection and drops its promise
+  // (porsager/postgres#1192): a proxy that closes the connection when it sees the query makes the
+  // rejection happen every time. Unhandled, deno test reports it and fails this file.
+  const real = new URL(Deno.env.get("DATABASE_URL") ?? "postgres://127.0.0.1:5432/postgres");
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let dropped = 0;
+  const serving = (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({
+        hostname: real.hostname,
+        port: Number(real.port || 5432),
+      });
+      const end = () => {
+        for (const c of [client, server]) {
+          try {
+            c.close();
+          } catch { /* closed */ }
+        }
+      };
+      server.readable.pipeTo(client.writable).catch(end);
+      (async () => {
+        const writer = server.writable.getWriter();
+        for await (const chunk of client.readable) {
+          // Only the first connection is cut; the next one goes through.
+          if (dropped === 0 && new TextDecoder().decode(chunk).includes("typarray")) {
+            dropped++;
+            return end();
+          }
+          await writer.write(chunk);
+        }
+      })().catch(end);
+    }
+  })().catch(() => {});
+  const url = new URL(real);
+  url.hostname = "127.0.0.1";
+  url.port = String((listener.addr as Deno.NetAddr).port);
+  const sql = connect(url.toString(), { max: 1, applicationName: "test" });
+  try {
+    // The first query meets the cut connection; postgres.js reconnects for the next.
+    await sql`select 1`.catch(() => {});
+    const [row] = await sql`select array['a', 'b']::text[] as list`;
+    assert.equal(dropped, 1);
+    // The types were fetched on the new connection: arrays still parse.
+    assert.deepEqual(row!.list, ["a", "b"]);
+    // A moment for an unhandled rejection to surface before the test ends.
+    await new Promise((r) => setTimeout(r, 100));
+  } finally {
+    await sql.end({ timeout: 1 });
+    listener.close();
+    await serving;
+  }
+});
