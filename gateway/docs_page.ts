@@ -11,8 +11,8 @@
  * - Assets (the bundle, its licence notices, the start script and style sheet) have a strong
  *   `ETag`, answer a matching `If-None-Match` with 304 and may be cached for a day; the page
  *   links them with `?v=` and their hash, so a new gateway's page fetches new ones. The page is
- *   revalidated on every load (`no-cache`). The bundle (1.1 MB) is also kept gzipped (0.33 MB),
- *   sent to a client that takes gzip, with its own ETag.
+ *   revalidated on every load (`no-cache`). The bundle (1.1 MB) is also sent gzipped (0.33 MB,
+ *   made on first demand and kept) to a client that takes gzip, with its own ETag.
  * - The page's Content-Security-Policy lets in scripts and styles from this origin only (styles
  *   also inline: Redoc's styled-components and React set them), Redoc's search worker from a
  *   `blob:` URL, fetches to this origin, and images and fonts from here or `data:`; it may not be
@@ -25,10 +25,9 @@
  * @module
  */
 
-import { Code } from "@connectrpc/connect";
 import redocBundle from "redoc/bundles/redoc.standalone.js" with { type: "text" };
 import redocLicences from "redoc/bundles/redoc.standalone.js.LICENSE.txt" with { type: "text" };
-import { errorResponse } from "./http_errors.ts";
+import { methodNotAllowed } from "./http_errors.ts";
 
 /** The page's title. */
 export const docsTitle = "OAuth client registry API reference";
@@ -120,11 +119,15 @@ interface Representation {
   etag: string;
 }
 
-/** A static asset: its type, its bytes, and those bytes gzipped when that is worth it. */
+/**
+ * A static asset: its type, its bytes, and those bytes gzipped when that is worth it. The gzip
+ * copy is made on the first request that takes it (the bundle's took ~30 ms, which every gateway
+ * start would pay for a page few open), then kept.
+ */
 interface Asset {
   type: string;
   identity: Representation;
-  gzip: Representation | undefined;
+  gzip: (() => Promise<Representation>) | undefined;
 }
 
 /** Gzip saves little below this size. */
@@ -139,10 +142,12 @@ async function representation(body: Uint8Array<ArrayBuffer>): Promise<Representa
 
 async function asset(text: string, type: string): Promise<Asset> {
   const body = new TextEncoder().encode(text);
-  const gzip = body.byteLength < gzipFromBytes ? undefined : await representation(
-    await new Response(new Blob([body]).stream().pipeThrough(new CompressionStream("gzip")))
-      .bytes(),
-  );
+  let zipped: Promise<Representation> | undefined;
+  const gzip = body.byteLength < gzipFromBytes
+    ? undefined
+    : () =>
+      zipped ??= new Response(new Blob([body]).stream().pipeThrough(new CompressionStream("gzip")))
+        .bytes().then(representation);
   return { type, identity: await representation(body), gzip };
 }
 
@@ -227,9 +232,13 @@ export function acceptsGzip(acceptEncoding: string | null): boolean {
   });
 }
 
-function serve(req: Request, found: Asset, extra: Record<string, string>): Response {
+async function serve(
+  req: Request,
+  found: Asset,
+  extra: Record<string, string>,
+): Promise<Response> {
   const gzip = found.gzip !== undefined && acceptsGzip(req.headers.get("accept-encoding"));
-  const chosen = gzip ? found.gzip! : found.identity;
+  const chosen = gzip ? await found.gzip!() : found.identity;
   const headers: Record<string, string> = {
     "content-type": found.type,
     etag: chosen.etag,
@@ -250,17 +259,11 @@ function serve(req: Request, found: Asset, extra: Record<string, string>): Respo
  * Answers `/docs` and its assets under `/docs/`; undefined for any other path (the router's
  * 404), also for a path under `/docs/` that is not an asset.
  */
-export function docsPage(req: Request, url: URL): Response | undefined {
+export async function docsPage(req: Request, url: URL): Promise<Response | undefined> {
   const found = url.pathname === docsPath ? page : assets.get(url.pathname);
   if (found === undefined) return undefined;
   if (req.method !== "GET" && req.method !== "HEAD") {
-    return errorResponse(
-      405,
-      Code.Unimplemented,
-      `${req.method} is not allowed here; use GET, HEAD`,
-      [],
-      { allow: "GET, HEAD" },
-    );
+    return methodNotAllowed(req.method, ["GET", "HEAD"]);
   }
-  return serve(req, found, found === page ? pageHeaders : assetHeaders);
+  return await serve(req, found, found === page ? pageHeaders : assetHeaders);
 }

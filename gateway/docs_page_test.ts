@@ -15,25 +15,25 @@ import {
 
 const base = "http://gateway.test";
 
-function request(path: string, init: RequestInit = {}): Response | undefined {
+async function request(path: string, init: RequestInit = {}): Promise<Response | undefined> {
   const req = new Request(`${base}${path}`, init);
-  return docsPage(req, new URL(req.url));
+  return await docsPage(req, new URL(req.url));
 }
 
-function answer(path: string, init: RequestInit = {}): Response {
-  const res = request(path, init);
+async function answer(path: string, init: RequestInit = {}): Promise<Response> {
+  const res = await request(path, init);
   assert.ok(res, `${path} is answered`);
   return res;
 }
 
 /** The paths of the page's scripts and style sheets (their `?v=` is part of the URL). */
 async function linkedAssets(): Promise<string[]> {
-  const html = await answer("/docs").text();
+  const html = await (await answer("/docs")).text();
   return [...html.matchAll(/(?:src|href)="(\/docs\/[^"]+)"/g)].map((m) => m[1]!);
 }
 
 Deno.test("GET /docs: the HTML shell with a strict Content-Security-Policy", async () => {
-  const res = answer("/docs");
+  const res = await answer("/docs");
   assert.equal(res.status, 200);
   assert.equal(res.headers.get("content-type"), "text/html; charset=utf-8");
   const csp = res.headers.get("content-security-policy");
@@ -71,7 +71,7 @@ Deno.test("the assets the page links are served, typed, cacheable and nosniff", 
     ["/docs/reference.css", "/docs/redoc.standalone.js", "/docs/reference.js"],
   );
   for (const url of linked) {
-    const res = answer(url);
+    const res = await answer(url);
     assert.equal(res.status, 200, url);
     assert.match(res.headers.get("content-type")!, /^text\/(css|javascript); charset=utf-8$/);
     assert.equal(res.headers.get("cache-control"), "public, max-age=86400");
@@ -81,44 +81,44 @@ Deno.test("the assets the page links are served, typed, cacheable and nosniff", 
     // The version in the URL is the start of the ETag: a new build's page asks for new copies.
     assert.equal(url.split("?v=")[1], res.headers.get("etag")!.slice(1, 13));
   }
-  const licences = answer("/docs/redoc.standalone.js.LICENSE.txt");
+  const licences = await answer("/docs/redoc.standalone.js.LICENSE.txt");
   assert.equal(licences.status, 200);
   assert.match(await licences.text(), /ReDoc - OpenAPI\/Swagger-generated API Reference/);
 });
 
 Deno.test("strong ETags: If-None-Match is 304, HEAD has the headers and no body", async () => {
   for (const path of ["/docs", "/docs/redoc.standalone.js", "/docs/reference.js"]) {
-    const full = answer(path);
+    const full = await answer(path);
     const etag = full.headers.get("etag")!;
     assert.match(etag, /^"[0-9a-f]{32}"$/, `${path}: a strong ETag`);
     const length = (await full.arrayBuffer()).byteLength;
 
     for (const ifNoneMatch of [etag, `W/${etag}`, `"other", ${etag}`, "*"]) {
-      const res = answer(path, { headers: { "if-none-match": ifNoneMatch } });
+      const res = await answer(path, { headers: { "if-none-match": ifNoneMatch } });
       assert.equal(res.status, 304, `${path} If-None-Match: ${ifNoneMatch}`);
       assert.equal(res.headers.get("etag"), etag);
       assert.equal(res.body, null);
     }
-    const changed = answer(path, { headers: { "if-none-match": '"0123"' } });
+    const changed = await answer(path, { headers: { "if-none-match": '"0123"' } });
     assert.equal(changed.status, 200);
     await changed.body?.cancel();
 
-    const head = answer(path, { method: "HEAD" });
+    const head = await answer(path, { method: "HEAD" });
     assert.equal(head.status, 200);
     assert.equal(head.body, null);
     assert.equal(head.headers.get("etag"), etag);
     assert.equal(head.headers.get("content-length"), String(length));
-    const headMatch = answer(path, { method: "HEAD", headers: { "if-none-match": etag } });
+    const headMatch = await answer(path, { method: "HEAD", headers: { "if-none-match": etag } });
     assert.equal(headMatch.status, 304);
   }
 });
 
 Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", async () => {
-  const plain = answer("/docs/redoc.standalone.js");
+  const plain = await answer("/docs/redoc.standalone.js");
   const plainBody = new Uint8Array(await plain.arrayBuffer());
   assert.equal(plain.headers.get("vary"), "accept-encoding");
   assert.equal(plain.headers.get("content-encoding"), null);
-  const zipped = answer("/docs/redoc.standalone.js", {
+  const zipped = await answer("/docs/redoc.standalone.js", {
     headers: { "accept-encoding": "gzip, deflate, br" },
   });
   assert.equal(zipped.headers.get("content-encoding"), "gzip");
@@ -132,7 +132,7 @@ Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", asy
     new Blob([body]).stream().pipeThrough(new DecompressionStream("gzip")),
   ).bytes();
   assert.deepEqual(unzipped, plainBody);
-  const again = answer("/docs/redoc.standalone.js", {
+  const again = await answer("/docs/redoc.standalone.js", {
     headers: { "accept-encoding": "gzip", "if-none-match": etag },
   });
   assert.equal(again.status, 304);
@@ -146,7 +146,7 @@ Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", asy
   assert.ok(!acceptsGzip("gzip;q=0, br"));
   assert.ok(!acceptsGzip("gzip;q=0.000"));
   // The page itself is small: never compressed, no Vary.
-  const page = answer("/docs", { headers: { "accept-encoding": "gzip" } });
+  const page = await answer("/docs", { headers: { "accept-encoding": "gzip" } });
   assert.equal(page.headers.get("content-encoding"), null);
   assert.equal(page.headers.get("vary"), null);
   await page.body?.cancel();
@@ -155,7 +155,7 @@ Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", asy
 Deno.test("another method on the page's paths is 405 with Allow and the JSON error body", async () => {
   for (const path of ["/docs", "/docs/reference.js", "/docs/redoc.standalone.js"]) {
     for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
-      const res = answer(path, { method });
+      const res = await answer(path, { method });
       assert.equal(res.status, 405, `${method} ${path}`);
       assert.equal(res.headers.get("allow"), "GET, HEAD");
       assert.equal(res.headers.get("content-type"), "application/json");
@@ -170,7 +170,7 @@ Deno.test("another method on the page's paths is 405 with Allow and the JSON err
   }
 });
 
-Deno.test("paths that are not the page's are left to the router", () => {
+Deno.test("paths that are not the page's are left to the router", async () => {
   for (
     const path of [
       "/",
@@ -185,13 +185,13 @@ Deno.test("paths that are not the page's are left to the router", () => {
     ]
   ) {
     for (const method of ["GET", "POST"]) {
-      assert.equal(request(path, { method }), undefined, `${method} ${path}`);
+      assert.equal(await request(path, { method }), undefined, `${method} ${path}`);
     }
   }
 });
 
 Deno.test("the served bundle makes no request to Redocly's CDN", async () => {
-  const bundle = await answer("/docs/redoc.standalone.js").text();
+  const bundle = await (await answer("/docs/redoc.standalone.js")).text();
   assert.ok(bundle.length > 500_000);
   assert.ok(!bundle.includes("cdn.redoc.ly"));
   // No image, script or style sheet of the bundle's own points elsewhere.

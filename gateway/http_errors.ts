@@ -42,6 +42,17 @@ export function errorResponse(
   );
 }
 
+/** 405 for a method the path does not take, with `Allow`. */
+export function methodNotAllowed(method: string, allow: readonly string[]): Response {
+  return errorResponse(
+    405,
+    Code.Unimplemented,
+    `${method} is not allowed here; use ${allow.join(", ")}`,
+    [],
+    { allow: allow.join(", ") },
+  );
+}
+
 /**
  * Writes an RPC error. Field paths are made relative to the JSON body when the body is a field of
  * the request (`client.redirect_uris[0]` -> `redirect_uris[0]`).

@@ -193,7 +193,7 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
     if (answered) return answered;
     const document = await openApi(req, url);
     if (document) return { response: document, route: "/openapi.json" };
-    const docs = docsPage(req, url);
+    const docs = await docsPage(req, url);
     if (docs) return { response: docs, route: "/docs" };
     if (req.method === "GET") {
       if (url.pathname === "/healthz") {

@@ -27,7 +27,7 @@ import type { FieldViolation } from "../lib/platform/mod.ts";
 import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
 import { wireSizeOf } from "../lib/rpc/mod.ts";
-import { errorResponse, rpcErrorResponse } from "./http_errors.ts";
+import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
 import { buildRoutes, type Match, matchRoute, type Route } from "./routes.ts";
@@ -294,15 +294,7 @@ export function createTranscoder(
     if (match.kind === "bad_path") {
       return errorResponse(400, Code.InvalidArgument, "The path has a malformed percent-encoding");
     }
-    if (match.kind === "method_not_allowed") {
-      return errorResponse(
-        405,
-        Code.Unimplemented,
-        `${req.method} is not allowed here; use ${match.allow.join(", ")}`,
-        [],
-        { allow: match.allow.join(", ") },
-      );
-    }
+    if (match.kind === "method_not_allowed") return methodNotAllowed(req.method, match.allow);
     return errorResponse(404, Code.NotFound, `No route for ${url.pathname}`);
   }
 
