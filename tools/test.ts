@@ -240,13 +240,10 @@ function drain(stream: ReadableStream<Uint8Array>) {
 const running = new Set<number>();
 
 /**
- * Where the stacks of the run leave the counts of their gateways' OpenAPI check
- * (lib/testing/stack.ts); summed into one line before the summary.
+ * One line: how many gateway exchanges the run checked against the OpenAPI document, from the
+ * counts its stacks left in `openApiReportDir` (lib/testing/stack.ts), which it then removes.
  */
-const openApiReportDir = await Deno.makeTempDir({ prefix: "openapi-report-" });
-
-/** One line: how many gateway responses the run checked against the OpenAPI document. */
-async function openApiLine(): Promise<string> {
+async function openApiLine(openApiReportDir: string): Promise<string> {
   const total = { checked: 0, outside: 0, violations: 0, refused: 0, stacks: 0 };
   for await (const entry of Deno.readDir(openApiReportDir)) {
     if (!entry.name.endsWith(".counts")) continue;
@@ -264,7 +261,11 @@ async function openApiLine(): Promise<string> {
     `${total.outside} requests outside the document (unknown paths and methods, unparsable)`;
 }
 
-async function runFile(file: string, timeoutMs: number): Promise<Outcome> {
+async function runFile(
+  file: string,
+  timeoutMs: number,
+  openApiReportDir: string,
+): Promise<Outcome> {
   const test = [Deno.execPath(), "test", "--allow-all", file];
   const child = new Deno.Command(setsid ?? test[0]!, {
     args: setsid ? test : test.slice(1),
@@ -357,15 +358,17 @@ if (import.meta.main) {
   }
   // Two files at a time; the outcomes in the order the files were given, whatever order they
   // ended in.
+  // Where the stacks of the run leave the counts of their gateways' OpenAPI check.
+  const openApiReportDir = await Deno.makeTempDir({ prefix: "openapi-report-" });
   const outcomes: Outcome[] = new Array(files.length);
   let next = 0;
   await Promise.all(Array.from({ length: 2 }, async () => {
     for (let i = next++; i < files.length; i = next++) {
-      outcomes[i] = await runFile(files[i]!, timeoutMs);
+      outcomes[i] = await runFile(files[i]!, timeoutMs, openApiReportDir);
     }
   }));
   const seconds = Math.round((performance.now() - started) / 1000);
   const lines = closingLines(outcomes, seconds);
-  await print(`${await openApiLine()}\n${lines.join("\n")}\n`);
+  await print(`${await openApiLine(openApiReportDir)}\n${lines.join("\n")}\n`);
   Deno.exit(lines.at(-1)!.startsWith("ok") ? 0 : 1);
 }
