@@ -80,8 +80,8 @@ export function createOpenApiChecker(document: Json): {
   checkRequest(req: CheckedRequest): RequestVerdict;
 } {
   const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
-  // deno-lint-ignore no-explicit-any
-  (addFormats as any).default ? (addFormats as any).default(ajv) : (addFormats as any)(ajv);
+  // The default import is the plugin function at run time; its CommonJS typings say otherwise.
+  (addFormats as unknown as (ajv: Ajv2020) => void)(ajv);
   ajv.addFormat("int32", true);
   ajv.addSchema({ ...document, $id: documentId });
   const compiled = new Map<string, ValidateFunction>();
