@@ -13,7 +13,9 @@ import type {
 import type { AccessTokens, SignedAccessToken } from "../access_tokens.ts";
 import { randomToken, sha256 } from "../opaque_tokens.ts";
 import type { Registry } from "../registry.ts";
-import type { GrantRepository } from "../repository/grants.ts";
+import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_pb.ts";
+import type { FamilyRow, GrantRepository, Spent } from "../repository/grants.ts";
+import { oauthError } from "../oauth_errors.ts";
 
 /** What a grant needs. */
 export interface GrantDeps {
@@ -65,30 +67,47 @@ export async function principalToken(
 }
 
 /**
- * Issues what an authorization code or a refresh token buys: an access token of the installation
- * and a new refresh token, both recorded in the family (so that revoking it revokes them).
+ * Issues what an authorization code or a refresh token buys, once the installation it acts for is
+ * still active: an access token of the installation and a new refresh token, both recorded in the
+ * family (so that revoking it revokes them), in the one transaction that spends the code or the
+ * token (GrantRepository.issue). When another request spent it first, this one is a replay: the
+ * family is revoked (RFC 6749 4.1.2, RFC 9700 4.14.2) and the answer is `invalid_grant` with
+ * `replayed` as its description.
  */
 export async function issueInFamily(
   deps: GrantDeps,
   client: Client,
-  familyId: string,
-  principal: Principal,
+  grant: { family: FamilyRow; spent: Spent; replayed: string },
+  holder: { principalId: string; accountId: string },
   scopes: string[],
 ): Promise<Omit<IssueTokenResponse, "$typeName">> {
+  const { family } = grant;
+  const installation = await deps.registry.getInstallation(
+    family.project_id,
+    family.installation_id,
+  );
+  if (!installation || installation.status !== InstallationStatus.ACTIVE) {
+    throw oauthError("invalid_grant", "The installation was revoked");
+  }
+  const principal = { installationId: installation.id, ...holder };
   const access = await principalToken(deps, client, principal, scopes);
-  await deps.grants.addAccessToken(access.jti, familyId, access.expiresAt);
   const refresh = randomToken("ort_");
   const at = deps.now();
-  await deps.grants.addRefreshToken({
-    token_hash: await sha256(refresh),
-    family_id: familyId,
-    client_id: client.id,
-    scopes,
-    account_id: principal.accountId,
-    principal_id: principal.principalId,
-    created_at: new Date(at),
-    expires_at: new Date(at + deps.refreshTtlMs),
+  const outcome = await deps.grants.issue(family.id, grant.spent, new Date(at), {
+    access: { jti: access.jti, expiresAt: access.expiresAt },
+    refresh: {
+      token_hash: await sha256(refresh),
+      family_id: family.id,
+      client_id: client.id,
+      scopes,
+      account_id: principal.accountId,
+      principal_id: principal.principalId,
+      created_at: new Date(at),
+      expires_at: new Date(at + deps.refreshTtlMs),
+    },
   });
+  if (outcome === "spent") await replayed(deps, family.id, grant.replayed);
+  if (outcome === "revoked") throw oauthError("invalid_grant", "The grant was revoked");
   return {
     accessToken: access.jwt,
     tokenType: "Bearer",
@@ -97,4 +116,17 @@ export async function issueInFamily(
     refreshToken: refresh,
     issuedTokenType: "",
   };
+}
+
+/**
+ * A code or refresh token presented again by the client it was issued to after it was spent: one
+ * of the two presenters is an attacker, so every token of the family is revoked.
+ */
+export async function replayed(
+  deps: GrantDeps,
+  familyId: string,
+  description: string,
+): Promise<never> {
+  await deps.grants.revokeFamily(familyId, new Date(deps.now()));
+  throw oauthError("invalid_grant", description);
 }

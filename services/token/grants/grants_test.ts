@@ -44,24 +44,26 @@ const family: FamilyRow = {
   expires_at: new Date(0),
 };
 
-function deps(clock: { now: number }, rows: { code?: CodeRow; refresh?: RefreshRow }) {
+/** The calls a grant made on the tables that write. */
+type Writes = string[];
+
+function deps(
+  clock: { now: number },
+  rows: { code?: CodeRow; refresh?: RefreshRow },
+  writes: Writes = [],
+  installationStatus = InstallationStatus.ACTIVE,
+) {
   const grants = {
-    redeemCode: () =>
-      Promise.resolve(
-        rows.code ? { kind: "redeemed", code: rows.code, family } : { kind: "unknown" },
-      ),
-    useRefreshToken: () =>
-      Promise.resolve(
-        rows.refresh ? { kind: "used", token: rows.refresh, family } : { kind: "unknown" },
-      ),
-    addAccessToken: () => Promise.resolve(),
-    addRefreshToken: () => Promise.resolve(),
-    revokeFamily: () => Promise.resolve(),
+    findCode: () => Promise.resolve(rows.code ? { code: rows.code, family } : undefined),
+    findRefreshToken: () =>
+      Promise.resolve(rows.refresh ? { token: rows.refresh, family } : undefined),
+    issue: () => (writes.push("issue"), Promise.resolve("issued")),
+    revokeFamily: () => (writes.push("revokeFamily"), Promise.resolve()),
   } as unknown as GrantRepository;
   const registry = {
     getInstallation: () =>
       Promise.resolve(
-        create(InstallationSchema, { id: "ins_1", status: InstallationStatus.ACTIVE }),
+        create(InstallationSchema, { id: "ins_1", status: installationStatus }),
       ),
   } as unknown as Registry;
   const accessTokens = {
@@ -118,9 +120,9 @@ Deno.test("authorization_code: a code redeems within its 60 seconds, not after",
   assert.match(late.rawMessage, /expired/);
 });
 
-Deno.test("refresh_token: a refresh token works until it expires", async () => {
-  const refresh: RefreshRow = {
-    token_hash: await sha256("ort_x"),
+function refreshRow(): RefreshRow {
+  return {
+    token_hash: new Uint8Array(32),
     family_id: "f1",
     client_id: "cli_a",
     scopes: ["a", "b"],
@@ -130,6 +132,10 @@ Deno.test("refresh_token: a refresh token works until it expires", async () => {
     expires_at: new Date(t0 + 1000),
     spent_at: null,
   };
+}
+
+Deno.test("refresh_token: a refresh token works until it expires", async () => {
+  const refresh = refreshRow();
   const request = create(IssueTokenRequestSchema, {
     grantType: "refresh_token",
     refreshToken: "ort_x",
@@ -142,4 +148,50 @@ Deno.test("refresh_token: a refresh token works until it expires", async () => {
   const late = await refreshToken(deps(clock, { refresh }), client, request).catch((e) => e);
   assert.ok(late instanceof ConnectError);
   assert.match(late.rawMessage, /expired/);
+});
+
+Deno.test("refresh_token: a refused refresh writes nothing; only its own client's reuse revokes", async () => {
+  const other = create(ClientSchema, { ...client, id: "cli_b" });
+  /** A refresh request's error and what it wrote. */
+  const attempt = async (
+    options: { refresh?: RefreshRow; by?: typeof client; scope?: string; revoked?: boolean },
+  ) => {
+    const writes: Writes = [];
+    const grantDeps = deps(
+      { now: t0 },
+      options.refresh ? { refresh: options.refresh } : {},
+      writes,
+      options.revoked ? InstallationStatus.REVOKED : InstallationStatus.ACTIVE,
+    );
+    const request = create(IssueTokenRequestSchema, {
+      grantType: "refresh_token",
+      refreshToken: "ort_x",
+      scope: options.scope ?? "",
+    });
+    const error = await refreshToken(grantDeps, options.by ?? client, request).then(
+      () => undefined,
+      (e) => e as ConnectError,
+    );
+    return { error, writes };
+  };
+  for (
+    const [what, options] of [
+      ["another client", { refresh: refreshRow(), by: other }],
+      ["a wider scope", { refresh: refreshRow(), scope: "a c" }],
+      ["a malformed scope", { refresh: refreshRow(), scope: "a  b" }],
+      ["a revoked installation", { refresh: refreshRow(), revoked: true }],
+      ["an unknown token", {}],
+    ] as const
+  ) {
+    const { error, writes } = await attempt(options);
+    assert.ok(error instanceof ConnectError, what);
+    assert.deepEqual(writes, [], `${what}: nothing is written`);
+  }
+  const spent = { ...refreshRow(), spent_at: new Date(t0 - 1) };
+  const reuse = await attempt({ refresh: spent });
+  assert.match(reuse.error?.rawMessage ?? "", /already used/);
+  assert.deepEqual(reuse.writes, ["revokeFamily"]);
+  const byOther = await attempt({ refresh: spent, by: other });
+  assert.deepEqual(byOther.writes, [], "another client's presentation of a spent token");
+  assert.deepEqual((await attempt({ refresh: refreshRow() })).writes, ["issue"]);
 });

@@ -1,8 +1,10 @@
 /**
  * The token schema's grant tables: token families, authorization codes, refresh tokens and the
  * access tokens each family issued (migrations/0002_grants.sql). Codes and refresh tokens are
- * looked up by the SHA-256 of their value; every state change is one conditional UPDATE, so two
- * concurrent redemptions of one code (or uses of one refresh token) cannot both succeed.
+ * looked up by the SHA-256 of their value. Reading one changes nothing; it is spent only by
+ * {@link GrantRepository.issue}, in the transaction that stores what it buys, with a conditional
+ * UPDATE, so two concurrent redemptions of one code (or uses of one refresh token) cannot both
+ * succeed, and a refused one spends nothing.
  *
  * @module
  */
@@ -47,17 +49,22 @@ export interface RefreshRow {
   spent_at: Date | null;
 }
 
-/** What redeeming a code found. */
-export type Redemption =
-  | { kind: "redeemed"; code: CodeRow; family: FamilyRow }
-  | { kind: "replayed"; code: CodeRow }
-  | { kind: "unknown" };
+/** What issuing from a code or a refresh token spends: the code's hash, or the token's. */
+export type Spent = { codeHash: Uint8Array } | { refreshTokenHash: Uint8Array };
 
-/** What using a refresh token found. */
-export type RefreshUse =
-  | { kind: "used"; token: RefreshRow; family: FamilyRow }
-  | { kind: "spent"; token: RefreshRow }
-  | { kind: "unknown" };
+/**
+ * How issuing went: `issued`; or nothing written because what it spends was spent first (by a
+ * request that got there before this one) or the family was revoked meanwhile.
+ */
+export type IssueOutcome = "issued" | "spent" | "revoked";
+
+/** What one redemption or rotation issues into a family. */
+export interface Issued {
+  /** The access token's id and expiry, recorded so that revoking the family revokes it. */
+  access: { jti: string; expiresAt: Date };
+  /** The new refresh token. */
+  refresh: Omit<RefreshRow, "spent_at">;
+}
 
 /** Reads and writes the grant tables. */
 export interface GrantRepository {
@@ -66,25 +73,20 @@ export interface GrantRepository {
     family: Omit<FamilyRow, "revoked_at">,
     code: Omit<CodeRow, "redeemed_at">,
   ): Promise<void>;
-  /**
-   * Marks a code redeemed, once: `redeemed` the first time (with its family), `replayed` after.
-   * An expired or revoked code is redeemed too (and refused by the caller), so it cannot be tried
-   * again.
-   */
-  redeemCode(codeHash: Uint8Array, at: Date): Promise<Redemption>;
-  /** Stores a refresh token of a family and extends the family's life to cover it. */
-  addRefreshToken(token: Omit<RefreshRow, "spent_at">): Promise<void>;
-  /** Spends a refresh token, once: `used` the first time (with its family), `spent` after. */
-  useRefreshToken(tokenHash: Uint8Array, at: Date): Promise<RefreshUse>;
-  /** A refresh token, spent or not, with its family; undefined when unknown. */
+  /** A code, redeemed or not, with its family; undefined when unknown. Changes nothing. */
+  findCode(codeHash: Uint8Array): Promise<{ code: CodeRow; family: FamilyRow } | undefined>;
+  /** A refresh token, spent or not, with its family; undefined when unknown. Changes nothing. */
   findRefreshToken(
     tokenHash: Uint8Array,
   ): Promise<{ token: RefreshRow; family: FamilyRow } | undefined>;
   /**
-   * Records an access token a family issued (so that revoking the family revokes it), and extends
-   * the family's life to cover it.
+   * In one transaction: spends the code or refresh token (only if it is not spent yet), records
+   * the access token in the family and stores the new refresh token, extending the family's life
+   * to cover both. So a request that is refused, or fails half way, spends nothing; and of two
+   * requests with one code or token, exactly one issues. The family's row is locked first, as
+   * {@link revokeFamily} locks it: a revocation either sees the new access token or stops this.
    */
-  addAccessToken(jti: string, familyId: string, expiresAt: Date): Promise<void>;
+  issue(familyId: string, spent: Spent, at: Date, issued: Issued): Promise<IssueOutcome>;
   /**
    * Revokes a family: marks it, and puts every access token it issued that has not expired on the
    * revocation list. Revoking a revoked family changes nothing.
@@ -92,6 +94,13 @@ export interface GrantRepository {
   revokeFamily(familyId: string, at: Date): Promise<void>;
   /** Deletes what expired before `at`. */
   purge(at: Date): Promise<void>;
+}
+
+/** Thrown inside {@link GrantRepository.issue}'s transaction to roll it back with an outcome. */
+class NotIssued extends Error {
+  constructor(readonly outcome: Exclude<IssueOutcome, "issued">) {
+    super(outcome);
+  }
 }
 
 /** Creates the repository over a pool. */
@@ -104,43 +113,13 @@ export function createGrantRepository(sql: Sql): GrantRepository {
       });
     },
 
-    async redeemCode(codeHash, at) {
+    async findCode(codeHash) {
       const [code] = await sql<CodeRow[]>`
-        update token.authorization_codes set redeemed_at = ${at}
-        where code_hash = ${codeHash} and redeemed_at is null
-        returning *`;
-      if (code) {
-        const [family] = await sql<FamilyRow[]>`
-          select * from token.families where id = ${code.family_id}`;
-        return { kind: "redeemed", code, family: family! };
-      }
-      const [used] = await sql<CodeRow[]>`
         select * from token.authorization_codes where code_hash = ${codeHash}`;
-      return used ? { kind: "replayed", code: used } : { kind: "unknown" };
-    },
-
-    async addRefreshToken(token) {
-      await sql.begin(async (tx) => {
-        await tx`insert into token.refresh_tokens ${tx(token)}`;
-        await tx`
-          update token.families set expires_at = greatest(expires_at, ${token.expires_at})
-          where id = ${token.family_id}`;
-      });
-    },
-
-    async useRefreshToken(tokenHash, at) {
-      const [token] = await sql<RefreshRow[]>`
-        update token.refresh_tokens set spent_at = ${at}
-        where token_hash = ${tokenHash} and spent_at is null
-        returning *`;
-      if (token) {
-        const [family] = await sql<FamilyRow[]>`
-          select * from token.families where id = ${token.family_id}`;
-        return { kind: "used", token, family: family! };
-      }
-      const [spent] = await sql<RefreshRow[]>`
-        select * from token.refresh_tokens where token_hash = ${tokenHash}`;
-      return spent ? { kind: "spent", token: spent } : { kind: "unknown" };
+      if (!code) return undefined;
+      const [family] = await sql<FamilyRow[]>`
+        select * from token.families where id = ${code.family_id}`;
+      return { code, family: family! };
     },
 
     async findRefreshToken(tokenHash) {
@@ -152,15 +131,37 @@ export function createGrantRepository(sql: Sql): GrantRepository {
       return { token, family: family! };
     },
 
-    async addAccessToken(jti, familyId, expiresAt) {
-      await sql.begin(async (tx) => {
-        await tx`
-          insert into token.family_access_tokens (jti, family_id, expires_at)
-          values (${jti}, ${familyId}, ${expiresAt})`;
-        await tx`
-          update token.families set expires_at = greatest(expires_at, ${expiresAt})
-          where id = ${familyId}`;
-      });
+    async issue(familyId, spent, at, { access, refresh }) {
+      const until = new Date(Math.max(access.expiresAt.getTime(), refresh.expires_at.getTime()));
+      try {
+        await sql.begin(async (tx) => {
+          const [live] = await tx`
+            update token.families set expires_at = greatest(expires_at, ${until})
+            where id = ${familyId} and revoked_at is null
+            returning id`;
+          if (!live) throw new NotIssued("revoked");
+          const [spends] = "codeHash" in spent
+            ? await tx`
+              update token.authorization_codes set redeemed_at = ${at}
+              where code_hash = ${spent.codeHash} and family_id = ${familyId}
+                and redeemed_at is null
+              returning family_id`
+            : await tx`
+              update token.refresh_tokens set spent_at = ${at}
+              where token_hash = ${spent.refreshTokenHash} and family_id = ${familyId}
+                and spent_at is null
+              returning family_id`;
+          if (!spends) throw new NotIssued("spent");
+          await tx`
+            insert into token.family_access_tokens (jti, family_id, expires_at)
+            values (${access.jti}, ${familyId}, ${access.expiresAt})`;
+          await tx`insert into token.refresh_tokens ${tx(refresh)}`;
+        });
+        return "issued";
+      } catch (error) {
+        if (error instanceof NotIssued) return error.outcome;
+        throw error;
+      }
     },
 
     async revokeFamily(familyId, at) {
