@@ -123,6 +123,18 @@ function isHttps(url: string): boolean {
   }
 }
 
+/**
+ * A `mailto:` link to exactly one address (RFC 6068): the local part percent-encoded, so that no
+ * `?`, `%` or `#` in it could add header fields (a `cc`), decode to another address or cut it.
+ */
+export function mailto(address: string): string {
+  const at = address.lastIndexOf("@");
+  if (at < 0) return `mailto:${encodeURIComponent(address)}`;
+  return `mailto:${encodeURIComponent(address.slice(0, at))}@${
+    encodeURIComponent(address.slice(at + 1))
+  }`;
+}
+
 /** The consent page. */
 export async function consentPage(
   screen: ConsentScreen,
@@ -134,17 +146,18 @@ export async function consentPage(
   const scopes = screen.scopes.length > 0
     ? `<ul>${screen.scopes.map((s) => `<li><code>${escapeHtml(s)}</code></li>`).join("")}</ul>`
     : `<p>Nothing beyond knowing that you use it: no scopes were asked for.</p>`;
+  // The registry accepts only https links and plain addresses; the page links nothing else either.
+  const link = (uri: string, text: string) =>
+    isHttps(uri) ? `<li><a href="${escapeHtml(uri)}">${text}</a></li>` : "";
   const links = [
-    screen.homepageUri && `<li><a href="${escapeHtml(screen.homepageUri)}">Home page</a></li>`,
-    screen.privacyPolicyUri &&
-    `<li><a href="${escapeHtml(screen.privacyPolicyUri)}">Privacy policy</a></li>`,
-    screen.termsOfServiceUri &&
-    `<li><a href="${escapeHtml(screen.termsOfServiceUri)}">Terms of service</a></li>`,
+    link(screen.homepageUri, "Home page"),
+    link(screen.privacyPolicyUri, "Privacy policy"),
+    link(screen.termsOfServiceUri, "Terms of service"),
     screen.supportEmail &&
-    `<li><a href="mailto:${escapeHtml(screen.supportEmail)}">Support: ${
+    `<li><a href="${escapeHtml(mailto(screen.supportEmail))}">Support: ${
       escapeHtml(screen.supportEmail)
     }</a></li>`,
-  ].filter(Boolean).join("");
+  ].join("");
   const hidden = Object.entries({ ...params, csrf_token: screen.csrfToken })
     .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`)
     .join("\n");

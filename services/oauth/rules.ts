@@ -395,10 +395,14 @@ export function checkHostname(name: string): string | undefined {
 }
 
 /**
- * Checks a support e-mail address: exactly one `@`; a non-empty local part of RFC 5322 atext
- * characters and dots that does not start with a dot or contain two dots in a row; and a domain of
- * at least two dot-separated labels of letters, digits and hyphens (none starting or ending with a
- * hyphen) whose last label is at least two ASCII letters. The total length is checked elsewhere.
+ * Checks a support e-mail address: a plain address (an RFC 5322 addr-spec in its dot-atom form),
+ * which the consent page links as `mailto:`. Exactly one `@`; a non-empty local part of RFC 5322
+ * atext characters and dots that does not start with a dot or contain two dots in a row, and has
+ * none of `?`, `%` and `#`, which a `mailto:` URI reads as its header fields, an escape and a
+ * fragment (RFC 6068: `help?cc=x%40evil.example@example.com` would become a mail with a copy to
+ * evil.example); and a domain of at least two dot-separated labels of letters, digits and hyphens
+ * (none starting or ending with a hyphen) whose last label is at least two ASCII letters. The
+ * total length is checked elsewhere.
  *
  * @param email The address as the caller wrote it.
  * @returns `undefined` when acceptable, otherwise a description of the first problem found.
@@ -411,6 +415,9 @@ export function checkEmail(email: string): string | undefined {
   if (local === "") return "must have a local part before '@'";
   if (!/^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+$/.test(local)) {
     return "must have a local part of letters, digits, dots and !#$%&'*+/=?^_`{|}~-";
+  }
+  if (/[?%#]/.test(local)) {
+    return "must be a plain address: its local part may not contain '?', '%' or '#'";
   }
   if (local.startsWith(".")) return "must not start with a dot";
   if (local.includes("..")) return "must not contain two dots in a row";

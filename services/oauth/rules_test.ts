@@ -436,7 +436,11 @@ Deno.test("checkHttpsUri() rejects other schemes", () => {
   rejects(checkHttpsUri, "http://example.com/logo.png", "must use https");
   rejects(checkHttpsUri, "http://localhost/logo.png");
   rejects(checkHttpsUri, "javascript:alert(1)");
+  rejects(checkHttpsUri, "JavaScript:alert(1)");
+  rejects(checkHttpsUri, " javascript:alert(1)");
+  rejects(checkHttpsUri, "javascript://example.com/%0aalert(1)");
   rejects(checkHttpsUri, "data:image/png;base64,AAAA");
+  rejects(checkHttpsUri, "data:text/html,<script>alert(1)</script>");
   rejects(checkHttpsUri, "com.example.app:/x");
 });
 
@@ -445,11 +449,17 @@ Deno.test("checkHttpsUri() rejects a URI that is not absolute or has no host", (
   rejects(checkHttpsUri, "example.com/logo.png");
   rejects(checkHttpsUri, "https://", "must have a host");
   rejects(checkHttpsUri, "https:example.com");
+  rejects(checkHttpsUri, "https:/evil.example/");
+  rejects(checkHttpsUri, "https:\\\\evil.example/");
+  rejects(checkHttpsUri, "//evil.example/logo.png");
 });
 
 Deno.test("checkHttpsUri() rejects userinfo", () => {
   rejects(checkHttpsUri, "https://user:pw@example.com/", "must not contain user information");
   rejects(checkHttpsUri, "https://user@example.com/");
+  rejects(checkHttpsUri, "https://photobook.example@evil.example/privacy");
+  rejects(checkHttpsUri, "https://photobook.example%40evil.example/");
+  rejects(checkHttpsUri, "https://evil.example\\@photobook.example/");
   accepts(checkHttpsUri, "https://example.com/~user@host");
 });
 
@@ -551,7 +561,7 @@ Deno.test("checkEmail() accepts valid addresses", () => {
       "first.last@sub.example.co.uk",
       "a.@b.co",
       "user+tag@example-mail.com",
-      "!#$%&'*+/=?^_`{|}~-@example.com",
+      "!$&'*+/=^_`{|}~-@example.com",
       "A@B.CO",
     ]
   ) {
@@ -584,6 +594,17 @@ Deno.test("checkEmail() rejects an invalid local part", () => {
   rejects(checkEmail, "é@b.co");
   rejects(checkEmail, "\ud800@b.co");
   rejects(checkEmail, "a\u0000@b.co");
+});
+
+Deno.test("checkEmail() rejects what a mailto: link would read as more than an address", () => {
+  const message = "must be a plain address: its local part may not contain '?', '%' or '#'";
+  rejects(checkEmail, "help?cc=x%40evil.example@example.com", message);
+  rejects(checkEmail, "help?bcc=x@example.com", message);
+  rejects(checkEmail, "help%40evil.example@example.com", message);
+  rejects(checkEmail, "help#@example.com", message);
+  rejects(checkEmail, "mailto:help@example.com");
+  rejects(checkEmail, "help@example.com?cc=x@evil.example");
+  rejects(checkEmail, "help@example.com?subject=x");
 });
 
 Deno.test("checkEmail() rejects an invalid domain", () => {
