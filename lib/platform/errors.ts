@@ -98,6 +98,23 @@ export function boundedText(message: string): string {
   return `${message.slice(0, maxMessageLength).toWellFormed()}${truncationMark}`;
 }
 
+/** The longest `error_description` sent (RFC 6749 sets none; a sentence or two is plenty). */
+const maxDescriptionLength = 300;
+
+/**
+ * An OAuth `error_description` (RFC 6749 4.1.2.1 and 5.2): only the characters %x20-21, %x23-5B
+ * and %x5D-7E (printable ASCII but `"` and `\`), at most 300 of them. Every writer of an OAuth
+ * error passes its text through here, so that a description stays within the RFC whatever it
+ * says; the texts themselves never quote what a client sent (they name a parameter only when it
+ * is one the endpoint knows).
+ */
+export function oauthDescription(text: string): string {
+  const kept = text.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]+/g, "");
+  return kept.length <= maxDescriptionLength
+    ? kept
+    : `${kept.slice(0, maxDescriptionLength - 3)}...`;
+}
+
 /**
  * Bounds the message of an error: messages quote what the caller sent (`No client with id ...`),
  * and a 10^6-character id quoted, then percent-encoded into `grpc-message` (up to 12 bytes per

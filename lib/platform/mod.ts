@@ -36,6 +36,7 @@ export {
   invalidArgument,
   maxMessageLength,
   notFound,
+  oauthDescription,
   toConnectError,
   truncationMark,
 } from "./errors.ts";

@@ -3,7 +3,7 @@
  * as a list of small checks run in order for StartAuthorization and again for DecideAuthorization:
  *
  * 1. the client: known and active ({@link checkClient});
- * 2. the redirect URI: registered for the client, matched exactly ({@link redirectMatches});
+ * 2. the redirect URI: registered for the client, the same string ({@link redirectMatches});
  *    a failure of 1 or 2 is shown to the user and never redirected (RFC 6749 4.1.2.1);
  * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
  *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`;
@@ -29,6 +29,7 @@ import {
   type ConsentScreen,
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
+import { oauthDescription } from "../../lib/platform/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
 import { parseScope } from "./scope.ts";
 import { oauthError, type OAuthErrorCode } from "./oauth_errors.ts";
@@ -80,34 +81,32 @@ export function redirectWith(redirectUri: string, params: [string, string][]): s
   return url.href;
 }
 
-const loopback = new Set(["127.0.0.1", "[::1]"]);
+/**
+ * A loopback IP redirect URI with its port taken out, or undefined when it is not one: `http://`,
+ * then `127.0.0.1` or `[::1]` exactly as written, an optional port (1 to 65535), and the rest of
+ * the string untouched. Nothing is parsed or normalised, so `http://127.1`, `http://0x7f.0.0.1`,
+ * userinfo, `/x/../cb`, an empty `?` or `#` and a different case stay what they are: different.
+ */
+function withoutLoopbackPort(uri: string): string | undefined {
+  const match = /^http:\/\/(127\.0\.0\.1|\[::1\])(?::([0-9]{1,5}))?(?=[/?#]|$)/.exec(uri);
+  const port = match?.[2];
+  if (!match || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
+    return undefined;
+  }
+  return `http://${match[1]}${uri.slice(match[0].length)}`;
+}
 
 /**
- * Whether a redirect_uri matches a registered one: exact string match (RFC 9700 2.1), except that
- * a native app's loopback IP redirect may use any port (RFC 8252 7.3: it listens on an ephemeral
- * one).
+ * Whether a redirect_uri matches a registered one: the same string (RFC 9700 2.1), except that a
+ * native app's loopback IP redirect may name any port (RFC 8252 7.3: it listens on an ephemeral
+ * one), and only the port: both strings, the port taken out, are compared as sent.
  */
 export function redirectMatches(client: Client, requested: string): boolean {
   if (client.redirectUris.includes(requested)) return true;
   if (client.type !== ClientType.NATIVE) return false;
-  let asked: URL;
-  try {
-    asked = new URL(requested);
-  } catch {
-    return false;
-  }
-  if (asked.protocol !== "http:" || !loopback.has(asked.hostname) || asked.hash !== "") {
-    return false;
-  }
-  return client.redirectUris.some((registered) => {
-    try {
-      const r = new URL(registered);
-      return r.protocol === "http:" && r.hostname === asked.hostname &&
-        r.pathname === asked.pathname && r.search === asked.search;
-    } catch {
-      return false;
-    }
-  });
+  const asked = withoutLoopbackPort(requested);
+  return asked !== undefined &&
+    client.redirectUris.some((registered) => withoutLoopbackPort(registered) === asked);
 }
 
 /** Checks 1 and 2: the client, and where to answer. Throws what is shown on the page. */
@@ -182,7 +181,10 @@ function errorRedirect(
   error: OAuthErrorCode,
   description: string,
 ): string {
-  const params: [string, string][] = [["error", error], ["error_description", description]];
+  const params: [string, string][] = [
+    ["error", error],
+    ["error_description", oauthDescription(description)],
+  ];
   if (state !== "") params.push(["state", state]);
   params.push(["iss", deps.issuer]);
   return redirectWith(redirectUri, params);
@@ -317,8 +319,12 @@ export async function decideAuthorization(
       scopes,
     );
   } catch (error) {
+    // The registry's refusal (an internal project, since the check above) is said in our words.
     if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
-      return answer([["error", "access_denied"], ["error_description", error.rawMessage]]);
+      return answer([
+        ["error", "access_denied"],
+        ["error_description", "This application is only for the users of its project"],
+      ]);
     }
     throw error;
   }

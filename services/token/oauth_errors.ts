@@ -8,6 +8,7 @@
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import { oauthDescription } from "../../lib/platform/mod.ts";
 
 /** The ErrorInfo domain of OAuth errors. */
 export const oauthErrorDomain = "oauth2";
@@ -41,9 +42,12 @@ const codes: Record<OAuthErrorCode, Code> = {
   invalid_target: Code.InvalidArgument,
 };
 
-/** An OAuth error with its description (the RFC's `error_description`: printable ASCII). */
+/**
+ * An OAuth error with its description, which becomes the RFC's `error_description`: kept to its
+ * characters by lib/platform's oauthDescription, and never quoting what the client sent.
+ */
 export function oauthError(error: OAuthErrorCode, description: string): ConnectError {
-  return new ConnectError(description, codes[error], undefined, [
+  return new ConnectError(oauthDescription(description), codes[error], undefined, [
     { desc: ErrorInfoSchema, value: { reason: error, domain: oauthErrorDomain } },
   ]);
 }

@@ -39,9 +39,8 @@ export function narrowScope(asked: string, granted: string[]): string[] {
   const scopes = parseScope(asked);
   if (scopes.length === 0) return granted;
   const allowed = new Set(granted);
-  const extra = scopes.find((s) => !allowed.has(s));
-  if (extra !== undefined) {
-    throw oauthError("invalid_scope", `The scope ${extra} was not granted`);
+  if (scopes.some((s) => !allowed.has(s))) {
+    throw oauthError("invalid_scope", "A scope asked for was not granted");
   }
   return scopes;
 }
