@@ -13,13 +13,14 @@
  *   service says a cache may keep them;
  * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
  *   `POST /oauth2/revoke` (RFC 7009): `application/x-www-form-urlencoded` in, RFC JSON out, with
- *   `Cache-Control: no-store`.
+ *   `Cache-Control: no-store`. The token and revocation endpoints answer browser apps on their
+ *   registered JavaScript origins (CORS, ./cors.ts); introspection, which is for servers, does not.
  *
  * The gateway only reads the form and the client's credentials (HTTP Basic, whose id and secret are
  * form-urlencoded before base64 as RFC 6749 2.3.1 says, or `client_id`/`client_secret` in the
  * form); the token service decides. Its refusals carry the RFC 6749 error code (see
- * proto/registry/token/v1/token_service.proto) and become `{"error", "error_description"}` with
- * the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
+ * proto/registry/token/v1/token_service.proto) and become `{"error", "error_description"}` (the
+ * description kept to RFC 6749's characters, and never quoting the request) with the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
  * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer.
  *
  * @module
@@ -34,7 +35,8 @@ import {
   TokenService,
 } from "../gen/registry/token/v1/token_service_pb.ts";
 import { type AuthorizationParams, consentPage, errorPage } from "./consent_page.ts";
-import type { Logger, MemoryBudget } from "../lib/platform/mod.ts";
+import { type Logger, type MemoryBudget, oauthDescription } from "../lib/platform/mod.ts";
+import { createCors } from "./cors.ts";
 
 /** The paths of the endpoints (the metadata tells clients; these are ours to choose). */
 export const oauthPaths = {
@@ -67,6 +69,35 @@ const authorizationParams = {
   code_challenge: "codeChallenge",
   code_challenge_method: "codeChallengeMethod",
 } as const;
+
+/** The parameters of a token request, by the field of TokenService's IssueTokenRequest. */
+const tokenParams = {
+  grant_type: "grantType",
+  scope: "scope",
+  code: "code",
+  redirect_uri: "redirectUri",
+  code_verifier: "codeVerifier",
+  refresh_token: "refreshToken",
+  subject_token: "subjectToken",
+  subject_token_type: "subjectTokenType",
+  audience: "audience",
+  requested_token_type: "requestedTokenType",
+  actor_token: "actorToken",
+  resource: "resource",
+} as const;
+
+/** The parameters each form of the endpoints knows, to name in an error (never an unknown one). */
+const clientParams = ["client_id", "client_secret"];
+const knownParams = {
+  token: new Set([...Object.keys(tokenParams), ...clientParams]),
+  tokenForm: new Set(["token", "token_type_hint", ...clientParams]),
+  authorize: new Set([...Object.keys(authorizationParams), "decision", "csrf_token"]),
+};
+
+/** How an error names a parameter the client sent: by its name only when the endpoint knows it. */
+function parameterName(name: string, known: ReadonlySet<string>): string {
+  return known.has(name) ? `The parameter ${name}` : "A parameter";
+}
 
 /** The cookie that carries the signed-in user's platform token. */
 export const sessionCookie = "session";
@@ -116,7 +147,11 @@ function json(body: unknown, status = 200, headers: Record<string, string> = {})
 }
 
 function errorAnswer(e: OAuthHttpError): Response {
-  return json({ error: e.error, error_description: e.description }, e.status, e.headers);
+  return json(
+    { error: e.error, error_description: oauthDescription(e.description) },
+    e.status,
+    e.headers,
+  );
 }
 
 /** Creates the endpoints. */
@@ -150,30 +185,76 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     traceparent: c.traceparent,
   });
 
+  /** Whether a browser on `origin` may read the answer; a failure to ask is a no. */
+  async function checkOrigin(
+    origin: string,
+    clientId: string,
+    c: { requestId: string; traceparent: string },
+  ): Promise<boolean> {
+    try {
+      const res = await tokens.checkCorsOrigin({ origin, clientId }, {
+        timeoutMs: options.rpcTimeoutMs,
+        headers: headersOf(c),
+      });
+      return res.allowed;
+    } catch (error) {
+      options.log.warn("CORS check failed", { request_id: c.requestId, error });
+      return false;
+    }
+  }
+  const cors = createCors(issuer);
+  /** The form endpoints: what each knows, and which answer browser apps (CORS). */
+  const endpoints = {
+    token: { route: oauthPaths.token, known: knownParams.token, browsers: true },
+    introspect: { route: oauthPaths.introspect, known: knownParams.tokenForm, browsers: false },
+    revoke: { route: oauthPaths.revoke, known: knownParams.tokenForm, browsers: true },
+  };
+
+  /**
+   * A form endpoint: POST with `application/x-www-form-urlencoded`; `browsers` adds CORS (./cors.ts)
+   * for single-page apps.
+   */
   async function form(
     req: Request,
-    route: string,
+    endpoint: { route: string; known: ReadonlySet<string>; browsers: boolean },
     c: { requestId: string; traceparent: string },
     answer: (params: Map<string, string>, client: ClientCredentials) => Promise<Response>,
   ): Promise<{ response: Response; route: string }> {
+    const { route } = endpoint;
+    if (req.method === "OPTIONS" && endpoint.browsers) {
+      return { response: await cors.preflight(req, (origin) => checkOrigin(origin, "", c)), route };
+    }
     if (req.method !== "POST") {
+      const allow = endpoint.browsers ? "OPTIONS, POST" : "POST";
+      const response = errorAnswer(
+        new OAuthHttpError(405, "invalid_request", `${route} takes POST`, { allow }),
+      );
       return {
-        response: errorAnswer(
-          new OAuthHttpError(405, "invalid_request", `${route} takes POST`, { allow: "POST" }),
-        ),
+        response: endpoint.browsers
+          ? await cors.decorate(response, undefined, undefined)
+          : response,
         route,
       };
     }
+    const origin = endpoint.browsers ? cors.crossOrigin(req) : undefined;
+    let allowed: Promise<boolean> | undefined;
+    let response: Response;
     let basic = false;
     try {
-      const params = await readForm(req, options.budget);
+      const params = await readForm(req, options.budget, endpoint.known);
       const client = clientCredentials(req.headers.get("authorization"), params);
       basic = client.method === ClientAuthMethod.CLIENT_SECRET_BASIC;
-      return { response: await answer(params, client), route };
+      // Asked beside the request itself, so that a browser's request waits for no extra hop.
+      if (origin !== undefined) allowed = checkOrigin(origin, client.clientId, c);
+      response = await answer(params, client);
     } catch (error) {
-      if (error instanceof OAuthHttpError) return { response: errorAnswer(error), route };
-      return { response: errorAnswer(fromRpc(error, basic, options.log, c.requestId)), route };
+      response = errorAnswer(
+        error instanceof OAuthHttpError ? error : fromRpc(error, basic, options.log, c.requestId),
+      );
     }
+    if (!endpoint.browsers) return { response, route };
+    if (origin !== undefined && allowed === undefined) allowed = checkOrigin(origin, "", c);
+    return { response: await cors.decorate(response, origin, allowed), route };
   }
 
   /** The user is not signed in: to LOGIN_URL with `return_to` (a GET), or a page saying so. */
@@ -215,14 +296,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           return await errorPage(
             400,
             "This sign-in request cannot be completed",
-            `The parameter ${name} is given more than once.`,
+            `${parameterName(name, knownParams.authorize)} is given more than once.`,
           );
         }
         if (value !== "") params.set(name, value);
       }
     } else {
       try {
-        params = await readForm(req, options.budget);
+        params = await readForm(req, options.budget, knownParams.authorize);
       } catch (error) {
         const e = error as OAuthHttpError;
         return await errorPage(e.status ?? 400, "This request cannot be completed", e.message);
@@ -338,23 +419,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       case oauthPaths.authorize:
         return { response: await authorize(req, url, c), route: oauthPaths.authorize };
       case oauthPaths.token:
-        return await form(req, oauthPaths.token, c, async (params, client) => {
-          const p = (name: string) => params.get(name) ?? "";
-          const res = await tokens.issueToken({
-            client,
-            grantType: p("grant_type"),
-            scope: p("scope"),
-            code: p("code"),
-            redirectUri: p("redirect_uri"),
-            codeVerifier: p("code_verifier"),
-            refreshToken: p("refresh_token"),
-            subjectToken: p("subject_token"),
-            subjectTokenType: p("subject_token_type"),
-            audience: p("audience"),
-            requestedTokenType: p("requested_token_type"),
-            actorToken: p("actor_token"),
-            resource: p("resource"),
-          }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
+        return await form(req, endpoints.token, c, async (params, client) => {
+          const fields = Object.fromEntries(
+            Object.entries(tokenParams).map(([name, field]) => [field, params.get(name) ?? ""]),
+          ) as Record<(typeof tokenParams)[keyof typeof tokenParams], string>;
+          const res = await tokens.issueToken({ client, ...fields }, {
+            timeoutMs: options.rpcTimeoutMs,
+            headers: headersOf(c),
+          });
           const body: Record<string, unknown> = {
             access_token: res.accessToken,
             token_type: res.tokenType,
@@ -366,7 +438,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           return json(body);
         });
       case oauthPaths.introspect:
-        return await form(req, oauthPaths.introspect, c, async (params, client) => {
+        return await form(req, endpoints.introspect, c, async (params, client) => {
           const token = params.get("token");
           if (token === undefined) throw missing("token");
           const res = await tokens.introspectToken({
@@ -397,7 +469,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           return json(body);
         });
       case oauthPaths.revoke:
-        return await form(req, oauthPaths.revoke, c, async (params, client) => {
+        return await form(req, endpoints.revoke, c, async (params, client) => {
           const token = params.get("token");
           if (token === undefined) throw missing("token");
           await tokens.revokeToken({
@@ -419,9 +491,13 @@ function missing(name: string): OAuthHttpError {
 
 /**
  * The form's parameters. RFC 6749 3.2: a form body only, each parameter at most once; a parameter
- * sent without a value counts as omitted.
+ * sent without a value counts as omitted. An error names a parameter only when it is `known`.
  */
-async function readForm(req: Request, budget: MemoryBudget): Promise<Map<string, string>> {
+async function readForm(
+  req: Request,
+  budget: MemoryBudget,
+  known: ReadonlySet<string>,
+): Promise<Map<string, string>> {
   const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/x-www-form-urlencoded") {
     throw new OAuthHttpError(
@@ -474,7 +550,11 @@ async function readForm(req: Request, budget: MemoryBudget): Promise<Map<string,
     for (const [name, value] of new URLSearchParams(text)) {
       if (value === "") continue;
       if (params.has(name)) {
-        throw new OAuthHttpError(400, "invalid_request", `${name} is given more than once`);
+        throw new OAuthHttpError(
+          400,
+          "invalid_request",
+          `${parameterName(name, known)} is given more than once`,
+        );
       }
       params.set(name, value);
     }

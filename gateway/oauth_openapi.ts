@@ -8,6 +8,7 @@
  * @module
  */
 
+import { allowedRequestHeaders, exposedResponseHeaders, preflightMaxAgeSeconds } from "./cors.ts";
 import { oauthPaths } from "./oauth.ts";
 
 type Json = Record<string, unknown>;
@@ -39,7 +40,68 @@ const noStore = {
   "Cache-Control": { schema: { type: "string", enum: ["no-store"] } },
 };
 
-function errors(statuses: string[]): Record<string, Json> {
+/** What the token and revocation endpoints add for browser apps (CORS, ./cors.ts). */
+const corsHeaders: Record<string, Json> = {
+  Vary: {
+    description: "`Origin` (the answer depends on it).",
+    schema: { type: "string", pattern: "\\bOrigin\\b" },
+  },
+  "Access-Control-Allow-Origin": {
+    description: "The request's `Origin`, when it is a registered JavaScript origin of an " +
+      "active client of the project of the request's client; absent otherwise. Never `*`.",
+    schema: { type: "string", pattern: "^https?://" },
+  },
+  "Access-Control-Expose-Headers": {
+    schema: { type: "string", enum: [exposedResponseHeaders.join(", ")] },
+  },
+};
+
+/** The CORS preflight of a browser app's request (the Fetch standard). */
+function preflight(operationId: string, endpoint: string): Json {
+  const header = (name: string, description: string, required = false): Json => ({
+    name,
+    in: "header",
+    required,
+    description,
+    schema: { type: "string" },
+  });
+  return {
+    operationId,
+    tags: ["OAuth 2"],
+    summary: `CORS preflight of the ${endpoint}`,
+    description: "What a browser asks before a single-page app's `fetch` sends a request with " +
+      "headers of its own (`Authorization`, `DPoP`). Allowed, with the headers below, when " +
+      "`Origin` is a registered JavaScript origin of an active client of any project (a " +
+      "preflight carries no credentials: the answer to the request itself narrows it to the " +
+      "client's project); otherwise answered without them, and the browser sends nothing. " +
+      "Without `Origin`, a plain OPTIONS: `Allow`.",
+    security: [],
+    parameters: [
+      header("Origin", "The page's origin."),
+      header("Access-Control-Request-Method", "`POST`."),
+      header("Access-Control-Request-Headers", "The headers the request will carry."),
+    ],
+    responses: {
+      "204": {
+        description: "The preflight's answer; no body.",
+        headers: {
+          Allow: { required: true, schema: { type: "string", enum: ["OPTIONS, POST"] } },
+          Vary: corsHeaders.Vary,
+          "Access-Control-Allow-Origin": corsHeaders["Access-Control-Allow-Origin"],
+          "Access-Control-Allow-Methods": { schema: { type: "string", enum: ["POST"] } },
+          "Access-Control-Allow-Headers": {
+            schema: { type: "string", enum: [allowedRequestHeaders.join(", ")] },
+          },
+          "Access-Control-Max-Age": {
+            schema: { type: "string", enum: [String(preflightMaxAgeSeconds)] },
+          },
+        },
+      },
+    },
+  };
+}
+
+function errors(statuses: string[], extraHeaders: Record<string, Json> = {}): Record<string, Json> {
   const described: Record<string, string> = {
     "400": "The request is malformed or refused (`error` says why).",
     "401": "`invalid_client`: the client could not be authenticated. `WWW-Authenticate` is set " +
@@ -53,6 +115,7 @@ function errors(statuses: string[]): Record<string, Json> {
     description: described[status],
     headers: {
       ...noStore,
+      ...extraHeaders,
       ...(status === "503"
         ? { "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } } }
         : {}),
@@ -293,7 +356,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
           "`refresh_token` (rotated: each use returns a new one; reusing an old one revokes the " +
           "family), `client_credentials`, and token exchange (RFC 8693). Confidential clients " +
           "authenticate with HTTP Basic or `client_secret_post`; public clients send `client_id` " +
-          "alone.",
+          "alone. A browser app may call it from a registered JavaScript origin (CORS).",
         security: clientAuth,
         requestBody: form({
           grant_type: {
@@ -320,7 +383,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         responses: {
           "200": {
             description: "The token (RFC 6749 5.1).",
-            headers: noStore,
+            headers: { ...noStore, ...corsHeaders },
             content: {
               "application/json": {
                 schema: {
@@ -339,9 +402,10 @@ export function oauthOpenApiPaths(): Record<string, Json> {
               },
             },
           },
-          ...errors(formErrors),
+          ...errors(formErrors, corsHeaders),
         },
       },
+      options: preflight("tokenPreflight", "token endpoint"),
     },
     [oauthPaths.introspect]: {
       post: {
@@ -403,10 +467,14 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         security: clientAuth,
         requestBody: tokenForm,
         responses: {
-          "200": { description: "Revoked (or nothing to revoke); no body.", headers: noStore },
-          ...errors(formErrors),
+          "200": {
+            description: "Revoked (or nothing to revoke); no body.",
+            headers: { ...noStore, ...corsHeaders },
+          },
+          ...errors(formErrors, corsHeaders),
         },
       },
+      options: preflight("revokePreflight", "revocation endpoint"),
     },
   };
 }

@@ -251,6 +251,7 @@ function valueOf(t: Tenant, name: string, method: DescMethodUnary): string {
   if (name === "project_id") return t.project;
   if (name === "secret") return t.secret;
   if (name === "journey") return t.unitJourney;
+  if (name === "origin") return "https://app.example.com";
   const kind = refKinds[name];
   if (kind) return t.ids[kind];
   throw new Error(`no fixture for field ${name} of ${method.name}: extend the matrix`);
@@ -307,9 +308,13 @@ export interface Slot {
 /** How a request is scoped to its caller. */
 export type Tenancy = "project" | "account" | "space" | "own-only";
 
-/** The tenancy of an RPC, from the fields of its request. */
+/**
+ * The tenancy of an RPC, from the REQUIRED fields of its request (the ones the matrix fills): an
+ * optional `client_id` (CheckJavaScriptOrigin's) narrows an answer the caller gets without it.
+ */
 export function tenancy(method: DescMethodUnary): Tenancy {
-  const names = method.input.fields.map((f) => f.name);
+  const names = method.input.fields.filter((f) => behaviors(f).includes(FieldBehavior.REQUIRED))
+    .map((f) => f.name);
   if (names.includes("project_id") || names.includes("client_id")) return "project";
   if (names.includes("installation_id")) return "account";
   if (method.parent.typeName === CoreService.typeName) return "space";

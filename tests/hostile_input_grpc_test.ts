@@ -187,6 +187,7 @@ function validRequest(name: string, fx: Fixture): Record<string, unknown> {
     DeleteClientSecret: { ...c, secretId: fx.secretId },
     VerifyClientSecret: { clientId: fx.clientId, secret: "ocs_wrong" },
     LookupClient: { clientId: fx.clientId },
+    CheckJavaScriptOrigin: { origin: "https://app.example.com", clientId: fx.clientId },
     GetProjectInstallation: { ...p, installationId: fx.installationId },
     ConsentInstallation: { ...p, scopes: ["openid"] },
     GetInstallation: { installationId: fx.installationId },
@@ -224,7 +225,7 @@ function rpcsOf(fx: Fixture): Rpc[] {
       out.push({
         service,
         method,
-        readOnly: /^(Get|List|Verify)/.test(method.name),
+        readOnly: /^(Get|List|Verify|Lookup|Check)/.test(method.name),
         body,
         valid: validRequest(method.name, fx),
       });

@@ -129,7 +129,27 @@ export function createOpenApiChecker(document: Json): {
     return out;
   };
 
-  const checkError = (request: string, status: number, headers: Headers, body: string) => {
+  /**
+   * The schema of an error outside the document's operations: the one another method of the same
+   * path documents for the status (a wrong method on an OAuth endpoint answers the RFC's error
+   * body), else the API's error body.
+   */
+  const errorSchema = (path: string, status: number): string => {
+    const sibling = operations.find((o) =>
+      o.pattern.test(path) &&
+      resolve(o.responses[String(status)])?.content?.["application/json"] !== undefined
+    );
+    return sibling
+      ? `${sibling.pointer}/responses/${status}/content/application~1json/schema`
+      : "/components/schemas/Error";
+  };
+
+  const checkError = (
+    request: string,
+    path: string,
+    res: { status: number; headers: Headers; body: string },
+  ) => {
+    const { status, headers, body } = res;
     if (status === 400 && body === "" && !headers.has("content-type")) return "outside";
     if (status < 400) return "outside";
     let parsed: unknown;
@@ -138,7 +158,7 @@ export function createOpenApiChecker(document: Json): {
     } catch {
       return { request, status, problem: `an error body that is not JSON: ${body.slice(0, 200)}` };
     }
-    const validate = validator("/components/schemas/Error");
+    const validate = validator(errorSchema(path, status));
     if (!validate(parsed)) {
       return { request, status, problem: `error body: ${explain(validate.errors)}` };
     }
@@ -238,7 +258,7 @@ export function createOpenApiChecker(document: Json): {
     check(method, path, res) {
       const op = find(method, path);
       if (op === undefined) {
-        return checkError(`${method} ${path}`, res.status, res.headers, res.body);
+        return checkError(`${method} ${path}`, path, res);
       }
       // The HTTP server's bare 400 for a request it cannot parse never reaches the API.
       if (res.status === 400 && res.body === "" && !res.headers.has("content-type")) {

@@ -10,6 +10,7 @@
  *   project), so the answer never tells that an id exists elsewhere. It has no idempotency key and
  *   so no replay path.
  * - LookupClient: as VerifyClientSecret (the handler answers only about reachable clients).
+ * - CheckJavaScriptOrigin: any caller; the handler looks only at projects the caller administers.
  * - GetProjectInstallation: callers that administer the project (a token service).
  * - ConsentInstallation: any caller, unless the project's audience is `internal`: then only its own
  *   users (PERMISSION_DENIED). The rule reads the project's config (NOT_FOUND without one) and
@@ -66,6 +67,7 @@ export function createOAuthPolicy(
     deleteClientSecret: projectAdmin,
     verifyClientSecret: authenticated,
     lookupClient: authenticated,
+    checkJavaScriptOrigin: authenticated,
     getProjectInstallation: projectAdmin,
     consentInstallation: audience,
     getInstallation: authenticated,

@@ -34,7 +34,7 @@ import {
   UpdateClientRequestSchema,
   UpdateOAuthConfigRequestSchema,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { administers, callerOf } from "../../lib/policy/mod.ts";
+import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
 import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
@@ -200,6 +200,14 @@ function pathId(kind: keyof typeof ids, id: string): string {
   return pathUuid(ids[kind], kind, id);
 }
 
+/** PERMISSION_DENIED for a client_id that names no client the caller can see (or none at all). */
+function outOfReach(clientId: string): ConnectError {
+  return new ConnectError(
+    `No client ${clientId} in a project the token grants access to`,
+    Code.PermissionDenied,
+  );
+}
+
 /** Creates the OAuthRegistryService handlers. */
 export function createOAuthRegistry(
   deps: OAuthRegistryDeps,
@@ -209,6 +217,19 @@ export function createOAuthRegistry(
   const secrets = createClientSecretRepository(deps.sql);
   const installations = createInstallationRepository(deps.sql);
   const maxSecretsPerClient = deps.maxSecretsPerClient ?? defaultMaxSecretsPerClient;
+
+  /**
+   * The client of a client_id in a project the caller administers, for the internal lookups. An
+   * unknown and an out-of-reach client answer alike, naming no project: PERMISSION_DENIED unless
+   * the caller administers every project, and then undefined.
+   */
+  async function reachableClient(caller: Caller, clientId: string) {
+    const uuid = ids.client.toUuid(clientId);
+    const row = uuid === undefined ? undefined : await clients.find(uuid);
+    if (row && administers(caller, row.project_id)) return row;
+    if (caller.projects !== "*") throw outOfReach(clientId);
+    return undefined;
+  }
 
   return {
     async getOAuthConfig(req) {
@@ -391,12 +412,7 @@ export function createOAuthRegistry(
         deps.hasher.matches(req.secret, []); // same work as for a known client
         // Unknown and out-of-reach clients answer alike (and name no project): otherwise the
         // answer would tell a caller that an id exists in a project it cannot see.
-        if (caller.projects !== "*") {
-          throw new ConnectError(
-            `No client ${req.clientId} in a project the token grants access to`,
-            Code.PermissionDenied,
-          );
-        }
+        if (caller.projects !== "*") throw outOfReach(req.clientId);
         return { valid: false };
       }
       const matches = deps.hasher.matches(req.secret, row.hashes);
@@ -405,20 +421,29 @@ export function createOAuthRegistry(
     },
 
     async lookupClient(req, ctx) {
-      const caller = callerOf(ctx);
-      const uuid = ids.client.toUuid(req.clientId);
-      const row = uuid === undefined ? undefined : await clients.find(uuid);
-      if (!row || !administers(caller, row.project_id)) {
-        // As VerifyClientSecret: unknown and out-of-reach clients answer alike, naming no project.
-        if (caller.projects !== "*") {
-          throw new ConnectError(
-            `No client ${req.clientId} in a project the token grants access to`,
-            Code.PermissionDenied,
-          );
-        }
-        throw notFound("client", req.clientId);
-      }
+      const row = await reachableClient(callerOf(ctx), req.clientId);
+      if (!row) throw notFound("client", req.clientId);
       return { client: toClient(row) };
+    },
+
+    async checkJavaScriptOrigin(req, ctx) {
+      const caller = callerOf(ctx);
+      let projectId: string | undefined;
+      if (req.clientId !== "") {
+        // A reference, as in any request: a client the caller cannot see is NOT_FOUND.
+        const uuid = ids.client.toUuid(req.clientId);
+        const row = uuid === undefined ? undefined : await clients.find(uuid);
+        if (!row || !administers(caller, row.project_id)) throw notFound("client", req.clientId);
+        projectId = row.project_id;
+      }
+      // Nothing a browser sends is that long (the registry keeps origins of at most 2,048).
+      if (req.origin === "" || req.origin.length > 2048) return { registered: false };
+      return {
+        registered: await clients.registersOrigin(req.origin, {
+          projectId,
+          projects: caller.projects,
+        }),
+      };
     },
 
     async getProjectInstallation(req) {

@@ -43,6 +43,7 @@ export const clientRules: Record<keyof typeof TokenService.method, ClientRule> =
   introspectToken: "client",
   revokeToken: "client_or_public",
   getJwks: "public",
+  checkCorsOrigin: "public",
   startAuthorization: "user",
   decideAuthorization: "user",
 };

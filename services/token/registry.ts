@@ -41,6 +41,11 @@ export interface Registry {
    * accept the user (audience `internal`).
    */
   consent(authorization: string, projectId: string, scopes: string[]): Promise<Installation>;
+  /**
+   * Whether an active client registers a browser origin as a JavaScript origin: a client of the
+   * project of `clientId` when given, of any project otherwise.
+   */
+  registersOrigin(origin: string, clientId: string): Promise<boolean>;
 }
 
 /** Options of {@link createRegistry}. */
@@ -143,6 +148,17 @@ export function createRegistry(options: RegistryOptions): Registry {
           error instanceof ConnectError &&
           (error.code === Code.PermissionDenied || error.code === Code.Unauthenticated)
         ) throw error;
+        throw unavailable(error);
+      }
+    },
+    async registersOrigin(origin, clientId) {
+      try {
+        const res = await client.checkJavaScriptOrigin({ origin, clientId }, {
+          headers: await authorization(),
+        });
+        return res.registered;
+      } catch (error) {
+        if (isNoSuchClient(error)) return false;
         throw unavailable(error);
       }
     },

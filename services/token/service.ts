@@ -232,6 +232,10 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       return {};
     },
 
+    async checkCorsOrigin(req) {
+      return { allowed: await registry.registersOrigin(req.origin, req.clientId) };
+    },
+
     async getJwks() {
       await keys.ready();
       return {

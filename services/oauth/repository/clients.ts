@@ -48,6 +48,15 @@ export interface ClientRepository {
   update(projectId: string, id: string, changes: ClientChanges): Promise<ClientRow | undefined>;
   /** Deletes a client (its secrets go with it); returns false when there was none. */
   delete(projectId: string, id: string): Promise<boolean>;
+  /**
+   * Whether an active client registers a JavaScript origin, compared as browsers send it
+   * (migrations/0003_origin_keys.sql): a client of `projectId` when given, and of the projects
+   * `projects` lists unless it is `*`.
+   */
+  registersOrigin(
+    origin: string,
+    scope: { projectId?: string | undefined; projects: ReadonlySet<string> | "*" },
+  ): Promise<boolean>;
 }
 
 /** Creates the repository over a pool. */
@@ -104,6 +113,16 @@ export function createClientRepository(sql: Sql): ClientRepository {
         insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
         returning id`;
       return rows.length > 0;
+    },
+    async registersOrigin(origin, { projectId, projects }) {
+      const [row] = await sql<{ found: boolean }[]>`
+        select exists (
+          select 1 from oauth.clients
+          where origin_keys @> array[${origin}]::text[] and status = 'active'
+          ${projectId === undefined ? sql`` : sql`and project_id = ${projectId}`}
+          ${projects === "*" ? sql`` : sql`and project_id = any(${[...projects]})`}
+        ) as found`;
+      return row!.found;
     },
   };
 }

@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/token/v1/token_service.proto.
  */
 export const file_registry_token_v1_token_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSKBAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQISGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBASKJAwoRSXNzdWVUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhIXCgpncmFudF90eXBlGAIgASgJQgPgQQISEgoFc2NvcGUYAyABKAlCA+BBARIRCgRjb2RlGAQgASgJQgPgQQESGQoMcmVkaXJlY3RfdXJpGAUgASgJQgPgQQESGgoNY29kZV92ZXJpZmllchgGIAEoCUID4EEBEhoKDXJlZnJlc2hfdG9rZW4YByABKAlCA+BBARIaCg1zdWJqZWN0X3Rva2VuGAggASgJQgPgQQESHwoSc3ViamVjdF90b2tlbl90eXBlGAkgASgJQgPgQQESFQoIYXVkaWVuY2UYCiABKAlCA+BBARIhChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgLIAEoCUID4EEBEhgKC2FjdG9yX3Rva2VuGAwgASgJQgPgQQESFQoIcmVzb3VyY2UYDSABKAlCA+BBASKTAQoSSXNzdWVUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAMSDQoFc2NvcGUYBCABKAkSFQoNcmVmcmVzaF90b2tlbhgFIAEoCRIZChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCSLOAQoUQXV0aG9yaXphdGlvblJlcXVlc3QSGgoNcmVzcG9uc2VfdHlwZRgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEhkKDHJlZGlyZWN0X3VyaRgDIAEoCUID4EEBEhIKBXNjb3BlGAQgASgJQgPgQQESEgoFc3RhdGUYBSABKAlCA+BBARIbCg5jb2RlX2NoYWxsZW5nZRgGIAEoCUID4EEBEiIKFWNvZGVfY2hhbGxlbmdlX21ldGhvZBgHIAEoCUID4EEBIq0CCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCSJaChlTdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECInMKGlN0YXJ0QXV0aG9yaXphdGlvblJlc3BvbnNlEjMKB2NvbnNlbnQYASABKAsyIC5yZWdpc3RyeS50b2tlbi52MS5Db25zZW50U2NyZWVuSAASFQoLcmVkaXJlY3RfdG8YAiABKAlIAEIJCgdvdXRjb21lIqgBChpEZWNpZGVBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAhIyCghkZWNpc2lvbhgCIAEoDjIbLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lzaW9uQgPgQQISFwoKY3NyZl90b2tlbhgDIAEoCUID4EECIjIKG0RlY2lkZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtyZWRpcmVjdF90bxgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi6wEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJIoEBChJSZXZva2VUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgV0b2tlbhgCIAEoCUID4EECEhwKD3Rva2VuX3R5cGVfaGludBgDIAEoCUID4EEBIhUKE1Jldm9rZVRva2VuUmVzcG9uc2UiEAoOR2V0Sndrc1JlcXVlc3QiPQoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCRIXCg9tYXhfYWdlX3NlY29uZHMYAiABKAMqqgEKEENsaWVudEF1dGhNZXRob2QSIgoeQ0xJRU5UX0FVVEhfTUVUSE9EX1VOU1BFQ0lGSUVEEAASKgomQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfQkFTSUMQARIpCiVDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9QT1NUEAISGwoXQ0xJRU5UX0FVVEhfTUVUSE9EX05PTkUQAypLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMuwECgxUb2tlblNlcnZpY2USWQoKSXNzdWVUb2tlbhIkLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXF1ZXN0GiUucmVnaXN0cnkudG9rZW4udjEuSXNzdWVUb2tlblJlc3BvbnNlEnEKElN0YXJ0QXV0aG9yaXphdGlvbhIsLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QaLS5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRJ0ChNEZWNpZGVBdXRob3JpemF0aW9uEi0ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlcXVlc3QaLi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVBdXRob3JpemF0aW9uUmVzcG9uc2USaAoPSW50cm9zcGVjdFRva2VuEikucmVnaXN0cnkudG9rZW4udjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlc3BvbnNlElwKC1Jldm9rZVRva2VuEiUucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXF1ZXN0GiYucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXNwb25zZRJQCgdHZXRKd2tzEiEucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1JlcXVlc3QaIi5yZWdpc3RyeS50b2tlbi52MS5HZXRKd2tzUmVzcG9uc2ViBnByb3RvMw", [file_google_api_field_behavior]);
+  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSKBAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQISGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBASKJAwoRSXNzdWVUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhIXCgpncmFudF90eXBlGAIgASgJQgPgQQISEgoFc2NvcGUYAyABKAlCA+BBARIRCgRjb2RlGAQgASgJQgPgQQESGQoMcmVkaXJlY3RfdXJpGAUgASgJQgPgQQESGgoNY29kZV92ZXJpZmllchgGIAEoCUID4EEBEhoKDXJlZnJlc2hfdG9rZW4YByABKAlCA+BBARIaCg1zdWJqZWN0X3Rva2VuGAggASgJQgPgQQESHwoSc3ViamVjdF90b2tlbl90eXBlGAkgASgJQgPgQQESFQoIYXVkaWVuY2UYCiABKAlCA+BBARIhChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgLIAEoCUID4EEBEhgKC2FjdG9yX3Rva2VuGAwgASgJQgPgQQESFQoIcmVzb3VyY2UYDSABKAlCA+BBASKTAQoSSXNzdWVUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAMSDQoFc2NvcGUYBCABKAkSFQoNcmVmcmVzaF90b2tlbhgFIAEoCRIZChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCSLOAQoUQXV0aG9yaXphdGlvblJlcXVlc3QSGgoNcmVzcG9uc2VfdHlwZRgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEhkKDHJlZGlyZWN0X3VyaRgDIAEoCUID4EEBEhIKBXNjb3BlGAQgASgJQgPgQQESEgoFc3RhdGUYBSABKAlCA+BBARIbCg5jb2RlX2NoYWxsZW5nZRgGIAEoCUID4EEBEiIKFWNvZGVfY2hhbGxlbmdlX21ldGhvZBgHIAEoCUID4EEBIq0CCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCSJaChlTdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECInMKGlN0YXJ0QXV0aG9yaXphdGlvblJlc3BvbnNlEjMKB2NvbnNlbnQYASABKAsyIC5yZWdpc3RyeS50b2tlbi52MS5Db25zZW50U2NyZWVuSAASFQoLcmVkaXJlY3RfdG8YAiABKAlIAEIJCgdvdXRjb21lIqgBChpEZWNpZGVBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAhIyCghkZWNpc2lvbhgCIAEoDjIbLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lzaW9uQgPgQQISFwoKY3NyZl90b2tlbhgDIAEoCUID4EECIjIKG0RlY2lkZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtyZWRpcmVjdF90bxgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi6wEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJIoEBChJSZXZva2VUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgV0b2tlbhgCIAEoCUID4EECEhwKD3Rva2VuX3R5cGVfaGludBgDIAEoCUID4EEBIhUKE1Jldm9rZVRva2VuUmVzcG9uc2UiEAoOR2V0Sndrc1JlcXVlc3QiPQoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCRIXCg9tYXhfYWdlX3NlY29uZHMYAiABKAMiRQoWQ2hlY2tDb3JzT3JpZ2luUmVxdWVzdBITCgZvcmlnaW4YASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBASIqChdDaGVja0NvcnNPcmlnaW5SZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIKqoBChBDbGllbnRBdXRoTWV0aG9kEiIKHkNMSUVOVF9BVVRIX01FVEhPRF9VTlNQRUNJRklFRBAAEioKJkNMSUVOVF9BVVRIX01FVEhPRF9DTElFTlRfU0VDUkVUX0JBU0lDEAESKQolQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfUE9TVBACEhsKF0NMSUVOVF9BVVRIX01FVEhPRF9OT05FEAMqSwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAjLWBQoMVG9rZW5TZXJ2aWNlElkKCklzc3VlVG9rZW4SJC5yZWdpc3RyeS50b2tlbi52MS5Jc3N1ZVRva2VuUmVxdWVzdBolLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXNwb25zZRJxChJTdGFydEF1dGhvcml6YXRpb24SLC5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Gi0ucmVnaXN0cnkudG9rZW4udjEuU3RhcnRBdXRob3JpemF0aW9uUmVzcG9uc2USdAoTRGVjaWRlQXV0aG9yaXphdGlvbhItLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Gi4ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEmgKD0ludHJvc3BlY3RUb2tlbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZRJcCgtSZXZva2VUb2tlbhIlLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVxdWVzdBomLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVzcG9uc2USUAoHR2V0SndrcxIhLnJlZ2lzdHJ5LnRva2VuLnYxLkdldEp3a3NSZXF1ZXN0GiIucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1Jlc3BvbnNlEmgKD0NoZWNrQ29yc09yaWdpbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5DaGVja0NvcnNPcmlnaW5SZXNwb25zZWIGcHJvdG8z", [file_google_api_field_behavior]);
 
 /**
  * The calling client's credentials.
@@ -234,9 +234,10 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
   clientId: string;
 
   /**
-   * Where to send the user back: one of the client's registered redirect URIs, matched exactly
-   * (RFC 9700 2.1; a native client's loopback URI with any port, RFC 8252 7.3). May be left out
-   * only when the client has exactly one.
+   * Where to send the user back: one of the client's registered redirect URIs, the same string
+   * (RFC 9700 2.1). A native client's loopback IP URI (`http://127.0.0.1` or `http://[::1]`) may
+   * name any port (RFC 8252 7.3): the two strings are compared with the port taken out, as sent,
+   * nothing else normalised. May be left out only when the client has exactly one.
    *
    * @generated from field: string redirect_uri = 3;
    */
@@ -737,6 +738,56 @@ export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
   messageDesc(file_registry_token_v1_token_service, 14);
 
 /**
+ * Request of CheckCorsOrigin.
+ *
+ * @generated from message registry.token.v1.CheckCorsOriginRequest
+ */
+export type CheckCorsOriginRequest = Message<"registry.token.v1.CheckCorsOriginRequest"> & {
+  /**
+   * The request's `Origin` header, as the browser sent it (`scheme://host[:port]`).
+   *
+   * @generated from field: string origin = 1;
+   */
+  origin: string;
+
+  /**
+   * The client_id of the request, when it has one (the form's, or HTTP Basic's).
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message registry.token.v1.CheckCorsOriginRequest.
+ * Use `create(CheckCorsOriginRequestSchema)` to create a new message.
+ */
+export const CheckCorsOriginRequestSchema: GenMessage<CheckCorsOriginRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 15);
+
+/**
+ * Response of CheckCorsOrigin.
+ *
+ * @generated from message registry.token.v1.CheckCorsOriginResponse
+ */
+export type CheckCorsOriginResponse = Message<"registry.token.v1.CheckCorsOriginResponse"> & {
+  /**
+   * Whether the browser may read the answer: the gateway then sets
+   * `Access-Control-Allow-Origin` to the origin.
+   *
+   * @generated from field: bool allowed = 1;
+   */
+  allowed: boolean;
+};
+
+/**
+ * Describes the message registry.token.v1.CheckCorsOriginResponse.
+ * Use `create(CheckCorsOriginResponseSchema)` to create a new message.
+ */
+export const CheckCorsOriginResponseSchema: GenMessage<CheckCorsOriginResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 16);
+
+/**
  * How the client presented its credentials (RFC 6749 2.3.1, RFC 8414
  * token_endpoint_auth_methods_supported).
  *
@@ -841,8 +892,8 @@ export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
  * `error_description`. Codes: `invalid_client` UNAUTHENTICATED, `unauthorized_client`
  * PERMISSION_DENIED, every other one INVALID_ARGUMENT.
  *
- * Access tokens are JWTs (RFC 9068, header `typ` `at+jwt`) signed with ES256 under a key named by
- * the header's `kid`; claims `iss`, `sub`, `aud` (the client's project), `exp`, `iat`, `jti`,
+ * Access tokens are JWTs (RFC 9068, header `typ` `at+jwt`) signed with EdDSA (Ed25519) under a
+ * key named by the header's `kid`; claims `iss`, `sub`, `aud` (the client's project), `exp`, `iat`, `jti`,
  * `client_id`, `scope`. A token of an installation (from an authorization code, a refresh token or
  * a token exchange) acts as the installation's principal: `sub` is its `principal_id`, with
  * `account_id` and `installation_id` claims; one from a token exchange also has `act`
@@ -857,12 +908,15 @@ export const TokenService: GenService<{
    *   client_id; no refresh token.
    * - `authorization_code` (RFC 6749 4.1.3 with PKCE, RFC 7636): a code from DecideAuthorization,
    *   at most 60 seconds old, redeemed once, by the client it was issued to, with the same
-   *   `redirect_uri` and the `code_verifier` of its S256 challenge. A second redemption is
-   *   `invalid_grant` and revokes every token the first one issued. Returns the installation's
-   *   access token and a refresh token.
+   *   `redirect_uri` and the `code_verifier` of its S256 challenge. Its client presenting it a
+   *   second time is `invalid_grant` and revokes every token the first redemption issued.
+   *   Returns the installation's access token and a refresh token.
    * - `refresh_token` (RFC 6749 6): a new access token and a new refresh token; the one used is
-   *   spent (rotation, RFC 9700 4.14.2). Using a spent one is `invalid_grant` and revokes its
-   *   whole family (every refresh and access token descended from the same code).
+   *   spent (rotation, RFC 9700 4.14.2). Its client presenting a spent one is `invalid_grant` and
+   *   revokes its whole family (every refresh and access token descended from the same code).
+   * A refused request changes nothing: a code or refresh token is spent only by the request that
+   * gets tokens for it, and another client's (of this project or another) is `invalid_grant` as
+   * an unknown one is, whatever its state.
    * - `urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693, confidential clients only):
    *   `subject_token` an access token the client got from `client_credentials`,
    *   `subject_token_type` `urn:ietf:params:oauth:token-type:access_token`, `audience` the id of
@@ -943,6 +997,21 @@ export const TokenService: GenService<{
     methodKind: "unary";
     input: typeof GetJwksRequestSchema;
     output: typeof GetJwksResponseSchema;
+  },
+  /**
+   * CORS for browser apps (the gateway asks it for the token and revocation endpoints): whether a
+   * page on `origin` may read those endpoints' answers. True when `origin` is a registered
+   * JavaScript origin of an active client of the project of `client_id`; without `client_id` (a
+   * preflight, which carries no credentials, or a request whose client could not be read), of an
+   * active client of any project. Needs no client credentials: it tells no more than a browser's
+   * preflight does.
+   *
+   * @generated from rpc registry.token.v1.TokenService.CheckCorsOrigin
+   */
+  checkCorsOrigin: {
+    methodKind: "unary";
+    input: typeof CheckCorsOriginRequestSchema;
+    output: typeof CheckCorsOriginResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_registry_token_v1_token_service, 0);
