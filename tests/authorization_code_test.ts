@@ -8,21 +8,11 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { httpClient, startStack } from "../lib/testing/mod.ts";
+import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 const exchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange";
 const accessTokenType = "urn:ietf:params:oauth:token-type:access_token";
-
-/** The hidden fields of the consent page's form. */
-function formFields(html: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const m of html.matchAll(/<input type="hidden" name="([a-z_]+)" value="([^"]*)">/g)) {
-    out[m[1]!] = m[2]!.replaceAll("&quot;", '"').replaceAll("&#39;", "'").replaceAll("&lt;", "<")
-      .replaceAll("&gt;", ">").replaceAll("&amp;", "&");
-  }
-  return out;
-}
 
 Deno.test("authorization code + PKCE, refresh and token exchange with a stock OAuth client", async (t) => {
   const stack = await startStack();
@@ -105,7 +95,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       const page = await authorizeGet(params, cookie);
       const html = await page.text();
       assert.equal(page.status, 200, html);
-      const back = await decide(formFields(html), "allow", cookie);
+      const back = await decide(consentFormFields(html), "allow", cookie);
       assert.equal(back.status, 303, await back.clone().text());
       return new URL(back.headers.get("location")!);
     };
@@ -211,7 +201,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         assert.equal(page.headers.get("x-frame-options"), "DENY");
         assert.equal(page.headers.get("cache-control"), "no-store");
 
-        const back = await decide(formFields(html), "allow");
+        const back = await decide(consentFormFields(html), "allow");
         assert.equal(back.status, 303);
         const location = new URL(back.headers.get("location")!);
         assert.equal(location.origin + location.pathname, "https://app.example.com/cb");
@@ -491,7 +481,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
     await t.step("Deny sends the client access_denied", async () => {
       const { challenge } = await pkce();
       const page = await authorizeGet(request(web, "https://app.example.com/cb", challenge));
-      const back = await decide(formFields(await page.text()), "deny");
+      const back = await decide(consentFormFields(await page.text()), "deny");
       assert.equal(back.status, 303);
       const to = new URL(back.headers.get("location")!);
       assert.equal(to.searchParams.get("error"), "access_denied");
@@ -503,7 +493,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
     await t.step("the form is bound to the session that saw the page (CSRF)", async () => {
       const { challenge } = await pkce();
       const page = await authorizeGet(request(web, "https://app.example.com/cb", challenge));
-      const fields = formFields(await page.text());
+      const fields = consentFormFields(await page.text());
       const forged = await decide({ ...fields, csrf_token: "1.x" }, "allow");
       assert.equal(forged.status, 400);
       assert.equal(forged.headers.get("location"), null);

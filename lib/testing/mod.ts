@@ -16,6 +16,7 @@ export {
   watchRss,
 } from "./attacks.ts";
 export { launchChromium } from "./browser.ts";
+export { consentFormFields } from "./consent.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
 export {
   type GrpcChannel,

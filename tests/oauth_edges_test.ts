@@ -1,0 +1,618 @@
+/**
+ * The authorization server's edges, probed as an attacker would, end to end: real gateway,
+ * oauth-registry and token-service processes on a real Postgres, a stock OAuth client
+ * (oauth4webapi) where it sends what is tested, raw HTTP where it would not.
+ *
+ * - CORS: which browser origins may read the token and revocation endpoints' answers (the
+ *   browser's own view: tests/spa_browser_test.ts);
+ * - a native app's loopback redirect URI: only the port may differ from the registered one;
+ * - a refused refresh or code redemption spends nothing;
+ * - `error_description` stays within RFC 6749's characters and never quotes the request;
+ * - branding is what it says: a plain support address, https links without userinfo.
+ */
+
+import assert from "node:assert/strict";
+import * as oauth from "oauth4webapi";
+import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
+
+const insecure = { [oauth.allowInsecureRequests]: true };
+
+/** RFC 6749 4.1.2.1 and 5.2: the characters an error_description may hold. */
+const descriptionChars = /^[\x20\x21\x23-\x5B\x5D-\x7E]*$/;
+
+Deno.test("the token service's edges: CORS, loopback redirects, refusals that spend nothing, error text, branding", async (t) => {
+  const stack = await startStack();
+  const api = httpClient(stack.gatewayUrl);
+  const adminToken = await stack.token({ sub: "admin", projects: ["ep1", "ep2"] });
+  const userToken = await stack.token({ sub: "user-e", accountId: "acct-e", projects: [] });
+  const call = (method: string, path: string, json?: unknown) =>
+    api(method, path, { token: adminToken, ...(json !== undefined ? { json } : {}) });
+  const gateway = stack.gatewayUrl;
+  try {
+    for (const project of ["ep1", "ep2"]) {
+      const res = await call("PATCH", `/v1/projects/${project}/config`, {
+        application_name: `App ${project}`,
+        audience: "external",
+      });
+      assert.equal(res.status, 200, res.text);
+    }
+    const newClient = async (project: string, json: Record<string, unknown>) => {
+      const res = await call("POST", `/v1/projects/${project}/clients`, json);
+      assert.equal(res.status, 201, res.text);
+      return res.body.id as string;
+    };
+    const withSecret = async (project: string, name: string) => {
+      const id = await newClient(project, {
+        name,
+        type: "web",
+        redirect_uris: ["https://web.example/cb"],
+      });
+      const created = await call("POST", `/v1/projects/${project}/clients/${id}/secrets`);
+      assert.equal(created.status, 201, created.text);
+      const secret = created.body.secret as string;
+      return { id, secret, auth: oauth.ClientSecretBasic(secret) };
+    };
+    const native = await newClient("ep1", {
+      name: "native",
+      type: "native",
+      redirect_uris: ["http://127.0.0.1/cb", "http://[::1]/cb", "http://127.0.0.1:8080/fixed"],
+    });
+    const spa = await newClient("ep1", {
+      name: "spa",
+      type: "spa",
+      redirect_uris: ["http://localhost:5173/cb"],
+      javascript_origins: ["http://localhost:5173", "https://App.Example.com:443"],
+    });
+    const spaTwo = await newClient("ep1", {
+      name: "spa two",
+      type: "spa",
+      redirect_uris: ["https://two.example/cb"],
+    });
+    const far = await newClient("ep2", {
+      name: "far spa",
+      type: "spa",
+      redirect_uris: ["https://far.example/cb"],
+      javascript_origins: ["https://far.example"],
+    });
+    const web = await withSecret("ep1", "web");
+    const farWeb = await withSecret("ep2", "far web");
+
+    const as = await oauth.processDiscoveryResponse(
+      new URL(gateway),
+      await oauth.discoveryRequest(new URL(gateway), { algorithm: "oauth2", ...insecure }),
+    );
+    const authorizeGet = (params: Record<string, string>) =>
+      fetch(`${as.authorization_endpoint}?${new URLSearchParams(params)}`, {
+        redirect: "manual",
+        headers: { cookie: `session=${userToken}` },
+      });
+    const request = (client: string, redirect: string, challenge: string, scope = "a b") => ({
+      response_type: "code",
+      client_id: client,
+      redirect_uri: redirect,
+      scope,
+      state: "st-e",
+      code_challenge: challenge,
+      code_challenge_method: "S256",
+    });
+    /** The page and Allow; the URL the browser is sent back to, and the verifier. */
+    const allow = async (client: string, redirect: string, scope = "a b") => {
+      const verifier = oauth.generateRandomCodeVerifier();
+      const challenge = await oauth.calculatePKCECodeChallenge(verifier);
+      const page = await authorizeGet(request(client, redirect, challenge, scope));
+      const html = await page.text();
+      assert.equal(page.status, 200, html);
+      const back = await fetch(as.authorization_endpoint!, {
+        method: "POST",
+        redirect: "manual",
+        headers: {
+          cookie: `session=${userToken}`,
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: new URLSearchParams({ ...consentFormFields(html), decision: "allow" }),
+      });
+      assert.equal(back.status, 303, await back.text());
+      const location = new URL(back.headers.get("location")!);
+      return {
+        location,
+        verifier,
+        params: oauth.validateAuthResponse(as, { client_id: client }, location, "st-e"),
+      };
+    };
+    const redeem = (
+      client: string,
+      auth: oauth.ClientAuth,
+      granted: { params: URLSearchParams; verifier: string },
+      redirect: string,
+    ) =>
+      oauth.authorizationCodeGrantRequest(
+        as,
+        { client_id: client },
+        auth,
+        granted.params,
+        redirect,
+        granted.verifier,
+        insecure,
+      );
+    const refresh = (client: string, auth: oauth.ClientAuth, token: string, scope?: string) =>
+      oauth.refreshTokenGrantRequest(as, { client_id: client }, auth, token, {
+        ...insecure,
+        ...(scope !== undefined ? { additionalParameters: { scope } } : {}),
+      });
+    const introspect = async (token: string) =>
+      await oauth.processIntrospectionResponse(
+        as,
+        { client_id: web.id },
+        await oauth.introspectionRequest(as, { client_id: web.id }, web.auth, token, insecure),
+      );
+    /** `status error`, and the description checked against RFC 6749's characters. */
+    const oauthError = async (res: Response) => {
+      const body = await res.json();
+      assert.match(body.error_description, descriptionChars, JSON.stringify(body));
+      return `${res.status} ${body.error}`;
+    };
+
+    await t.step(
+      "a native app's loopback redirect URI differs from the registered one only in its port",
+      async () => {
+        const challenge = await oauth.calculatePKCECodeChallenge(
+          oauth.generateRandomCodeVerifier(),
+        );
+        for (
+          const accepted of [
+            "http://127.0.0.1:53123/cb",
+            "http://127.0.0.1/cb",
+            "http://127.0.0.1:1/cb",
+            "http://127.0.0.1:65535/cb",
+            "http://[::1]:53123/cb",
+            "http://127.0.0.1:9/fixed",
+            "http://127.0.0.1:8080/fixed",
+            "http://127.0.0.1/fixed",
+          ]
+        ) {
+          const res = await authorizeGet(request(native, accepted, challenge));
+          assert.equal(res.status, 200, `${accepted}: ${await res.text()}`);
+        }
+        for (
+          const refused of [
+            "http://evil@127.0.0.1:53123/cb",
+            "http://user:pass@127.0.0.1:53123/cb",
+            "http://127.1:53123/cb",
+            "http://2130706433:53123/cb",
+            "http://0x7f.0.0.1:53123/cb",
+            "http://127.0.0.01:53123/cb",
+            "http://127.0.0.1:53123/x/../cb",
+            "http://127.0.0.1:53123/./cb",
+            "http://127.0.0.1:53123/cb?",
+            "http://127.0.0.1:53123/cb#",
+            "http://127.0.0.1:53123/cb/",
+            "http://127.0.0.1:53123/CB",
+            "http://127.0.0.1:53123/%63b",
+            "http://127.0.0.1:53123//cb",
+            "http://127.0.0.1:/cb",
+            "http://127.0.0.1:0/cb",
+            "http://127.0.0.1:65536/cb",
+            "http://127.0.0.1:123456/cb",
+            "http://127.0.0.1:1:2/cb",
+            "HTTP://127.0.0.1:53123/cb",
+            "https://127.0.0.1:53123/cb",
+            "http://localhost:53123/cb",
+            "http://[::1]:53123/cb?",
+            "http://[0:0:0:0:0:0:0:1]:53123/cb",
+            "http://[::ffff:127.0.0.1]:53123/cb",
+            "http://[::1]:53123/cb#",
+          ]
+        ) {
+          const res = await authorizeGet(request(native, refused, challenge));
+          assert.equal(res.status, 400, refused);
+          assert.equal(res.headers.get("location"), null, refused);
+          assert.match(await res.text(), /cannot be completed/, refused);
+        }
+        // The answer goes to the port asked for, and the code redeems only with that exact URI.
+        const granted = await allow(native, "http://[::1]:53123/cb");
+        assert.equal(granted.location.origin + granted.location.pathname, "http://[::1]:53123/cb");
+        const otherPort = await redeem(native, oauth.None(), granted, "http://[::1]:53124/cb");
+        assert.equal(await oauthError(otherPort), "400 invalid_grant");
+        const tokens = await oauth.processAuthorizationCodeResponse(
+          as,
+          { client_id: native },
+          await redeem(native, oauth.None(), granted, "http://[::1]:53123/cb"),
+        );
+        assert.ok(tokens.access_token);
+      },
+    );
+
+    await t.step("a refused refresh leaves the refresh token exactly as it was", async () => {
+      const granted = await allow(spa, "http://localhost:5173/cb");
+      const tokens = await oauth.processAuthorizationCodeResponse(
+        as,
+        { client_id: spa },
+        await redeem(spa, oauth.None(), granted, "http://localhost:5173/cb"),
+      );
+      const token = tokens.refresh_token!;
+      for (
+        const [what, attempt, expected] of [
+          [
+            "another client of the project",
+            () => refresh(web.id, web.auth, token),
+            "400 invalid_grant",
+          ],
+          [
+            "a client of another project",
+            () => refresh(farWeb.id, farWeb.auth, token),
+            "400 invalid_grant",
+          ],
+          [
+            "another public client",
+            () => refresh(spaTwo, oauth.None(), token),
+            "400 invalid_grant",
+          ],
+          [
+            "its own client, a wider scope",
+            () => refresh(spa, oauth.None(), token, "a c"),
+            "400 invalid_scope",
+          ],
+          [
+            "its own client, a malformed scope",
+            () => refresh(spa, oauth.None(), token, "a  b"),
+            "400 invalid_scope",
+          ],
+        ] as const
+      ) {
+        assert.equal(await oauthError(await attempt()), expected, what);
+        const seen = await introspect(token);
+        assert.equal(seen.active, true, `${what}: the refresh token is still live`);
+        assert.equal(
+          (await introspect(tokens.access_token)).active,
+          true,
+          `${what}: nothing revoked`,
+        );
+      }
+      // The owner's refresh works, narrowed as asked, and rotates.
+      const rotated = await oauth.processRefreshTokenResponse(
+        as,
+        { client_id: spa },
+        await refresh(spa, oauth.None(), token, "a"),
+      );
+      assert.equal(rotated.scope, "a");
+      assert.notEqual(rotated.refresh_token, token);
+      assert.equal((await introspect(tokens.access_token)).active, true);
+      // Another client presenting the spent one revokes nothing; its own client doing so does.
+      assert.equal(await oauthError(await refresh(web.id, web.auth, token)), "400 invalid_grant");
+      assert.equal((await introspect(rotated.access_token)).active, true);
+      assert.equal(await oauthError(await refresh(spa, oauth.None(), token)), "400 invalid_grant");
+      assert.equal((await introspect(rotated.access_token)).active, false);
+      assert.equal((await introspect(rotated.refresh_token!)).active, false);
+    });
+
+    await t.step("a refused code redemption leaves the code redeemable by its client", async () => {
+      const granted = await allow(spa, "http://localhost:5173/cb");
+      const wrongVerifier = { ...granted, verifier: oauth.generateRandomCodeVerifier() };
+      for (
+        const [what, attempt] of [
+          [
+            "another client",
+            () => redeem(spaTwo, oauth.None(), granted, "http://localhost:5173/cb"),
+          ],
+          [
+            "a client of another project",
+            () => redeem(farWeb.id, farWeb.auth, granted, "http://localhost:5173/cb"),
+          ],
+          [
+            "another verifier",
+            () => redeem(spa, oauth.None(), wrongVerifier, "http://localhost:5173/cb"),
+          ],
+          [
+            "another redirect URI",
+            () => redeem(spa, oauth.None(), granted, "http://localhost:5174/cb"),
+          ],
+        ] as const
+      ) {
+        assert.equal(await oauthError(await attempt()), "400 invalid_grant", what);
+      }
+      const tokens = await oauth.processAuthorizationCodeResponse(
+        as,
+        { client_id: spa },
+        await redeem(spa, oauth.None(), granted, "http://localhost:5173/cb"),
+      );
+      assert.equal((await introspect(tokens.access_token)).active, true);
+      // Replayed by another client: refused, nothing revoked; by its own: everything revoked.
+      const byOther = await redeem(spaTwo, oauth.None(), granted, "http://localhost:5173/cb");
+      assert.equal(await oauthError(byOther), "400 invalid_grant");
+      assert.equal((await introspect(tokens.access_token)).active, true);
+      const byOwn = await redeem(spa, oauth.None(), granted, "http://localhost:5173/cb");
+      assert.equal(await oauthError(byOwn), "400 invalid_grant");
+      assert.equal((await introspect(tokens.access_token)).active, false);
+    });
+
+    await t.step(
+      "error_description keeps to RFC 6749's characters and quotes no input",
+      async () => {
+        const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+          fetch(`${gateway}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+            body,
+          });
+        const basic = `Basic ${btoa(`${web.id}:${web.secret}`)}`;
+        for (
+          const [what, res, description] of [
+            [
+              "a repeated unknown parameter",
+              await post(
+                "/oauth2/token",
+                "x%22%C3%A9%5C=1&x%22%C3%A9%5C=2&grant_type=client_credentials",
+              ),
+              "A parameter is given more than once",
+            ],
+            [
+              "a repeated NUL",
+              await post("/oauth2/token", "%00=1&%00=2"),
+              "A parameter is given more than once",
+            ],
+            [
+              "a repeated emoji",
+              await post("/oauth2/revoke", "%F0%9F%98%80=1&%F0%9F%98%80=2&token=t"),
+              "A parameter is given more than once",
+            ],
+            [
+              "a repeated known parameter",
+              await post("/oauth2/token", "grant_type=client_credentials&grant_type=refresh_token"),
+              "The parameter grant_type is given more than once",
+            ],
+            [
+              "a hostile grant_type",
+              await post(
+                "/oauth2/token",
+                `client_id=${spa}&grant_type=%22%C3%A9%5C%00%F0%9F%98%80`,
+              ),
+              undefined,
+            ],
+            [
+              "a hostile scope",
+              await post("/oauth2/token", "grant_type=client_credentials&scope=%22%C3%A9%5C%00", {
+                authorization: basic,
+              }),
+              undefined,
+            ],
+            [
+              "a repeated introspection parameter",
+              await post("/oauth2/introspect", "x%22=1&x%22=2"),
+              "A parameter is given more than once",
+            ],
+          ] as const
+        ) {
+          const body = await res.json();
+          assert.ok(res.status >= 400 && res.status < 500, `${what}: ${res.status}`);
+          assert.match(
+            body.error_description,
+            descriptionChars,
+            `${what}: ${body.error_description}`,
+          );
+          if (description) assert.equal(body.error_description, description, what);
+        }
+        // A scope that was not granted is refused without being quoted.
+        const granted = await allow(spa, "http://localhost:5173/cb");
+        const tokens = await oauth.processAuthorizationCodeResponse(
+          as,
+          { client_id: spa },
+          await redeem(spa, oauth.None(), granted, "http://localhost:5173/cb"),
+        );
+        const wider = await refresh(spa, oauth.None(), tokens.refresh_token!, "a zz-not-granted");
+        const body = await wider.json();
+        assert.equal(body.error, "invalid_scope");
+        assert.ok(!body.error_description.includes("zz-not-granted"), body.error_description);
+        // The authorization endpoint's error redirects keep to the same characters.
+        const challenge = await oauth.calculatePKCECodeChallenge(
+          oauth.generateRandomCodeVerifier(),
+        );
+        for (
+          const params of [
+            { ...request(spa, "http://localhost:5173/cb", challenge), scope: 'a"\u00e9\\' },
+            {
+              ...request(spa, "http://localhost:5173/cb", challenge),
+              response_type: 'token"\u00e9',
+            },
+            {
+              ...request(spa, "http://localhost:5173/cb", challenge),
+              code_challenge_method: "plain",
+            },
+          ]
+        ) {
+          const res = await authorizeGet(params);
+          assert.equal(res.status, 302);
+          const to = new URL(res.headers.get("location")!);
+          assert.ok(to.searchParams.get("error"));
+          assert.match(to.searchParams.get("error_description") ?? "", descriptionChars);
+        }
+        // The consent page names only a parameter it knows.
+        const twice = await fetch(`${as.authorization_endpoint}?x%22%C3%A9=1&x%22%C3%A9=2`, {
+          headers: { cookie: `session=${userToken}` },
+        });
+        assert.equal(twice.status, 400);
+        const page = await twice.text();
+        assert.match(page, /A parameter is given more than once/);
+        assert.ok(!page.includes("x&quot;") && !page.includes("\u00e9"));
+      },
+    );
+
+    await t.step(
+      "branding is a plain support address and https links without userinfo",
+      async () => {
+        const before = (await call("GET", "/v1/projects/ep1/config")).body;
+        for (
+          const [field, value] of [
+            ["support_email", "help?cc=x%40evil.example@example.com"],
+            ["support_email", "help?bcc=x@example.com"],
+            ["support_email", "help%40evil.example@example.com"],
+            ["support_email", "mailto:help@example.com"],
+            ["support_email", "help@example.com?cc=x@evil.example"],
+            ["logo_uri", "javascript:alert(1)"],
+            ["logo_uri", "http://cdn.example/logo.png"],
+            ["homepage_uri", "data:text/html,<b>hi</b>"],
+            ["homepage_uri", "JavaScript:alert(1)"],
+            ["privacy_policy_uri", "https://photobook.example@evil.example/privacy"],
+            ["terms_of_service_uri", "https://user:pass@evil.example/terms"],
+            ["terms_of_service_uri", "https:\\\\evil.example/terms"],
+          ] as const
+        ) {
+          const res = await call("PATCH", "/v1/projects/ep1/config", { [field]: value });
+          assert.equal(res.status, 400, `${field} ${value}: ${res.text}`);
+          assert.ok(
+            JSON.stringify(res.body).includes(field),
+            `${field} ${value}: the error names the field: ${res.text}`,
+          );
+        }
+        assert.deepEqual((await call("GET", "/v1/projects/ep1/config")).body, before);
+        const plain = await call("PATCH", "/v1/projects/ep1/config", {
+          support_email: "o'brien+help@example.com",
+        });
+        assert.equal(plain.status, 200, plain.text);
+      },
+    );
+
+    await t.step(
+      "CORS: the token and revocation endpoints answer registered origins only",
+      async () => {
+        const preflight = (path: string, origin: string, method = "POST") =>
+          fetch(`${gateway}${path}`, {
+            method: "OPTIONS",
+            headers: {
+              origin,
+              "access-control-request-method": method,
+              "access-control-request-headers": "authorization, dpop",
+            },
+          });
+        for (const path of ["/oauth2/token", "/oauth2/revoke"]) {
+          for (
+            const origin of [
+              "http://localhost:5173",
+              "https://app.example.com",
+              "https://far.example",
+            ]
+          ) {
+            const res = await preflight(path, origin);
+            assert.equal(res.status, 204, `${path} ${origin}`);
+            assert.equal(
+              res.headers.get("access-control-allow-origin"),
+              origin,
+              `${path} ${origin}`,
+            );
+            assert.match(res.headers.get("access-control-allow-methods") ?? "", /\bPOST\b/);
+            const allowed = (res.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+            assert.ok(allowed.includes("authorization") && allowed.includes("dpop"), allowed);
+            assert.match(res.headers.get("vary") ?? "", /\bOrigin\b/);
+            assert.equal(res.headers.get("access-control-allow-credentials"), null);
+          }
+          for (
+            const [origin, method] of [
+              ["https://evil.example", "POST"],
+              ["https://app.example.com:8443", "POST"],
+              ["http://app.example.com", "POST"],
+              ["null", "POST"],
+              ["http://localhost:5173", "DELETE"],
+            ]
+          ) {
+            const res = await preflight(path, origin!, method);
+            assert.equal(res.headers.get("access-control-allow-origin"), null, `${path} ${origin}`);
+          }
+        }
+        const introspection = await preflight("/oauth2/introspect", "http://localhost:5173");
+        assert.equal(introspection.headers.get("access-control-allow-origin"), null);
+        await introspection.body?.cancel();
+
+        /** A token request as a browser on `origin` sends it. */
+        const fromOrigin = (path: string, origin: string, form: Record<string, string>) =>
+          fetch(`${gateway}${path}`, {
+            method: "POST",
+            headers: { origin, "content-type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams(form),
+          });
+        const granted = await allow(spa, "http://localhost:5173/cb");
+        const redeemed = await fromOrigin("/oauth2/token", "http://localhost:5173", {
+          grant_type: "authorization_code",
+          client_id: spa,
+          code: granted.params.get("code")!,
+          redirect_uri: "http://localhost:5173/cb",
+          code_verifier: granted.verifier,
+        });
+        assert.equal(redeemed.status, 200);
+        assert.equal(redeemed.headers.get("access-control-allow-origin"), "http://localhost:5173");
+        assert.match(redeemed.headers.get("vary") ?? "", /\bOrigin\b/);
+        assert.match(
+          redeemed.headers.get("access-control-expose-headers") ?? "",
+          /WWW-Authenticate/,
+        );
+        const tokens = await redeemed.json();
+        // An error is readable too, so the app can tell why.
+        const refused = await fromOrigin("/oauth2/token", "https://app.example.com", {
+          grant_type: "refresh_token",
+          client_id: spa,
+          refresh_token: "ort_" + "a".repeat(43),
+        });
+        assert.equal(refused.status, 400);
+        assert.equal(refused.headers.get("access-control-allow-origin"), "https://app.example.com");
+        await refused.body?.cancel();
+        // An origin another client of the project registers: readable; of another project: not.
+        for (
+          const [client, origin, expected] of [
+            [spaTwo, "http://localhost:5173", "http://localhost:5173"],
+            [spa, "https://far.example", null],
+            [far, "http://localhost:5173", null],
+            [spa, "https://evil.example", null],
+          ] as const
+        ) {
+          const res = await fromOrigin("/oauth2/token", origin, {
+            grant_type: "refresh_token",
+            client_id: client,
+            refresh_token: "ort_" + "b".repeat(43),
+          });
+          assert.equal(res.status, 400);
+          assert.equal(
+            res.headers.get("access-control-allow-origin"),
+            expected,
+            `${client} ${origin}`,
+          );
+          await res.body?.cancel();
+        }
+        // Revocation answers the app; introspection, for servers, does not.
+        const revoked = await fromOrigin("/oauth2/revoke", "http://localhost:5173", {
+          client_id: spa,
+          token: tokens.refresh_token,
+        });
+        assert.equal(revoked.status, 200);
+        assert.equal(revoked.headers.get("access-control-allow-origin"), "http://localhost:5173");
+        await revoked.body?.cancel();
+        const introspected = await fetch(`${gateway}/oauth2/introspect`, {
+          method: "POST",
+          headers: {
+            origin: "http://localhost:5173",
+            "content-type": "application/x-www-form-urlencoded",
+          },
+          body: new URLSearchParams({ token: tokens.access_token }),
+        });
+        assert.equal(introspected.headers.get("access-control-allow-origin"), null);
+        await introspected.body?.cancel();
+        // A suspended client's origins count no more.
+        const suspend = await call("PATCH", `/v1/projects/ep1/clients/${spa}`, {
+          status: "suspended",
+        });
+        assert.equal(suspend.status, 200, suspend.text);
+        const afterSuspend = await preflight("/oauth2/token", "http://localhost:5173");
+        assert.equal(afterSuspend.headers.get("access-control-allow-origin"), null);
+        await call("PATCH", `/v1/projects/ep1/clients/${spa}`, { status: "active" });
+        // Without an Origin, nothing but Vary.
+        const plain = await fetch(`${gateway}/oauth2/token`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: "grant_type=client_credentials",
+        });
+        assert.match(plain.headers.get("vary") ?? "", /\bOrigin\b/);
+        assert.equal(plain.headers.get("access-control-allow-origin"), null);
+        await plain.body?.cancel();
+      },
+    );
+  } finally {
+    await stack.stop();
+  }
+});
