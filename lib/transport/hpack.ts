@@ -64,7 +64,12 @@ function latin1(bytes: Uint8Array | number[]): string {
   return out;
 }
 
-function huffmanDecode(bytes: Uint8Array): string {
+/**
+ * Decodes a Huffman string (RFC 7541 5.2) of at most `max` characters: a longer one throws before
+ * more than `max` are held (a Huffman string decodes to up to 8/5 of its length, so a 64 KiB value
+ * would otherwise become 100,000 characters before the header list's limit is checked).
+ */
+function huffmanDecode(bytes: Uint8Array, max: number): string {
   const out: number[] = [];
   let node = 0;
   let depth = 0; // bits read since the last symbol
@@ -79,6 +84,7 @@ function huffmanDecode(bytes: Uint8Array): string {
       const symbol = symbols[node]!;
       if (symbol !== 0) {
         if (symbol === 257) throw new HpackError("EOS in a Huffman string");
+        if (out.length === max) throw new HpackError("header list too large");
         out.push(symbol - 1);
         node = 0;
         depth = 0;
@@ -94,25 +100,41 @@ function huffmanDecode(bytes: Uint8Array): string {
  * Huffman strings decoded lately, by length. Clients send some fields as literals never indexed
  * (nghttp2 and so grpc-js and h2load never index `:path`), so the same bytes arrive with every
  * request; comparing them with a few remembered ones is cheaper than decoding them bit by bit
- * (which took ~6% of a service's CPU under gRPC load). Bounded: 4 per length, 256 lengths.
+ * (which took ~6% of a service's CPU under gRPC load). Bounded: only strings of at most 256 bytes
+ * (what requests repeat is short: paths, content types, user agents), 4 per length, so at most
+ * 256 x 4 of them, about 1 MiB with their text: a peer sending long values cannot grow it.
  */
 const huffmanCache = new Map<number, Array<[Uint8Array, string]>>();
+const maxCachedLength = 256;
 
-function cachedHuffmanDecode(bytes: Uint8Array): string {
+/** Bytes the Huffman cache holds (encoded and decoded), for tests. */
+export function huffmanCacheBytes(): number {
+  let bytes = 0;
+  for (const entries of huffmanCache.values()) {
+    for (const [known, text] of entries) bytes += known.length + text.length;
+  }
+  return bytes;
+}
+
+function cachedHuffmanDecode(bytes: Uint8Array, max: number): string {
+  if (bytes.length > maxCachedLength) return huffmanDecode(bytes, max);
   const seen = huffmanCache.get(bytes.length);
   if (seen) {
     for (const [known, text] of seen) {
       let i = 0;
       while (i < bytes.length && known[i] === bytes[i]) i++;
-      if (i === bytes.length) return text;
+      if (i === bytes.length) {
+        if (text.length > max) throw new HpackError("header list too large");
+        return text;
+      }
     }
   }
-  const text = huffmanDecode(bytes);
+  const text = huffmanDecode(bytes, max);
   if (seen) {
     if (seen.length >= 4) seen.pop();
     seen.unshift([bytes.slice(), text]);
   } else {
-    if (huffmanCache.size >= 256) huffmanCache.clear();
+    if (huffmanCache.size >= maxCachedLength) huffmanCache.clear();
     huffmanCache.set(bytes.length, [[bytes.slice(), text]]);
   }
   return text;
@@ -166,14 +188,17 @@ export class HpackDecoder {
         if ((b & 0x80) === 0) return value;
       }
     };
-    const string = (): string => {
+    /** A string literal of at most `max` characters (what is left of the list's size). */
+    const string = (max: number): string => {
       if (i >= block.length) throw new HpackError("truncated string");
       const huffman = (block[i]! & 0x80) !== 0;
       const length = integer(7);
       if (i + length > block.length) throw new HpackError("truncated string");
       const bytes = block.subarray(i, i + length);
       i += length;
-      return huffman ? cachedHuffmanDecode(bytes) : latin1(bytes);
+      if (huffman) return cachedHuffmanDecode(bytes, Math.max(0, max));
+      if (length > max) throw new HpackError("header list too large");
+      return latin1(bytes);
     };
     while (i < block.length) {
       const b = block[i]!;
@@ -191,8 +216,10 @@ export class HpackDecoder {
       } else {
         const incremental = (b & 0xc0) === 0x40;
         const index = integer(incremental ? 6 : 4);
-        const name = index === 0 ? string() : this.#field(index)[0];
-        field = [name, string()];
+        // Each field counts its name, its value and 32 (RFC 9113 6.5.2).
+        const left = maxListSize - listSize - 32;
+        const name = index === 0 ? string(left) : this.#field(index)[0];
+        field = [name, string(left - name.length)];
         if (incremental) {
           this.#table.unshift(field);
           this.#size += field[0].length + field[1].length + 32;

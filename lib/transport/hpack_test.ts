@@ -1,7 +1,13 @@
 // deno-lint-ignore-file no-explicit-any
 import assert from "node:assert/strict";
 import hpack from "hpack.js";
-import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
+import {
+  type HeaderField,
+  HpackDecoder,
+  hpackEncode,
+  HpackError,
+  huffmanCacheBytes,
+} from "./hpack.ts";
 
 function reference(
   fields: HeaderField[],
@@ -110,4 +116,28 @@ Deno.test("HpackDecoder applies table size updates at the start of a block", () 
   withEntry.decode(Uint8Array.of(0x40, 0x01, 0x61, 0x01, 0x62)); // a: b, indexed
   assert.deepEqual(withEntry.decode(Uint8Array.of(0xbe)), [["a", "b"]]);
   assert.throws(() => withEntry.decode(Uint8Array.of(0x20, 0xbe)), HpackError);
+});
+
+Deno.test("HpackDecoder holds nothing past the header list's limit: long Huffman values are neither decoded whole nor remembered", () => {
+  // 300 blocks of one Huffman value each, over 40 KiB encoded, all lengths different: before,
+  // each was decoded whole (up to 100,000 characters) and kept in the decoder's memory of strings
+  // before the list's limit refused it.
+  const before = huffmanCacheBytes();
+  for (let n = 0; n < 300; n++) {
+    const compressor = hpack.compressor.create({ table: { size: 4096 } });
+    const value = "a".repeat(66_000 + n * 24); // "a" is 5 bits: 41..46 KB encoded
+    const block = reference([["x-big", value]], { huffman: true }, compressor);
+    assert.throws(() => new HpackDecoder().decode(block, 64 * 1024), HpackError);
+  }
+  assert.ok(huffmanCacheBytes() - before < 64 * 1024, `${huffmanCacheBytes()} bytes remembered`);
+  // A value within the limit still decodes, Huffman or not.
+  for (const huffman of [true, false]) {
+    const compressor = hpack.compressor.create({ table: { size: 4096 } });
+    const value = "b".repeat(60_000);
+    const block = reference([["x-ok", value]], { huffman }, compressor);
+    assert.deepEqual(new HpackDecoder().decode(block, 64 * 1024), [["x-ok", value]]);
+    const fresh = hpack.compressor.create({ table: { size: 4096 } });
+    const over = reference([["x-ok", value + "b".repeat(6_000)]], { huffman }, fresh);
+    assert.throws(() => new HpackDecoder().decode(over, 64 * 1024), /header list too large/);
+  }
 });
