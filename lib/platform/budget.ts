@@ -10,6 +10,12 @@
  * request costs differs by place (a JSON body is also held as parsed objects and as a Protobuf
  * message while it is served), so each place takes its bytes times its own factor.
  *
+ * No single holder may starve the others: a lease may name the holders it is taken for (a
+ * connection, a peer address, a token subject, as strings), and each holder may hold at most its
+ * share of the budget (`MEMORY_BUDGET_SHARE_PERCENT`, default 50%) across all its leases. A
+ * holder's count is kept only while it has leases, so the holders of a process are bounded by its
+ * leases.
+ *
  * @module
  */
 
@@ -23,6 +29,17 @@ import { errorDomain } from "./errors.ts";
 export const budgetSettings = {
   /** Bytes of requests the process may hold at once, in MiB. */
   MEMORY_BUDGET_MIB: positiveInt(24),
+  /** The most of it one holder (a connection, a peer address, a caller) may hold, in percent. */
+  MEMORY_BUDGET_SHARE_PERCENT: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^\d{1,3}$/, "must be a whole number of percent"),
+      v.transform(Number),
+      v.minValue(1, "must be at least 1"),
+      v.maxValue(100, "must be at most 100"),
+    ),
+    "50",
+  ),
 };
 
 /** The budget settings, parsed. */
@@ -50,28 +67,49 @@ export interface MemoryBudget {
   readonly peak: number;
   /** Requests refused because they did not fit. */
   readonly refusals: number;
-  /** Takes `bytes` (at least 0) as a lease, or returns undefined (a refusal) when they do not fit. */
-  take(bytes: number): Lease | undefined;
+  /** The most one holder may hold, in bytes. */
+  readonly shareLimit: number;
+  /**
+   * Takes `bytes` (at least 0) as a lease, or returns undefined (a refusal) when they do not fit
+   * the budget or the share of one of `holders`. The lease counts against each of them until it is
+   * released.
+   */
+  take(bytes: number, holders?: readonly string[]): Lease | undefined;
+  /** What a holder holds now (0 for one without leases). */
+  heldBy(holder: string): number;
   /** Whether `bytes` would fit now, taking nothing; a refusal is counted when they would not. */
   admits(bytes: number): boolean;
 }
 
-/** Creates a budget of `limit` bytes. */
-export function createMemoryBudget(limit: number): MemoryBudget {
+/** One holder's count: its bytes, and the leases that name it. */
+interface Holding {
+  bytes: number;
+  leases: number;
+}
+
+const noHoldings: readonly Holding[] = [];
+
+/** Creates a budget of `limit` bytes, of which one holder may hold `shareLimit` (default all). */
+export function createMemoryBudget(limit: number, shareLimit = limit): MemoryBudget {
   let held = 0;
   let peak = 0;
   let refusals = 0;
-  const fits = (bytes: number) => {
-    if (held + bytes > limit) {
+  const holdings = new Map<string, Holding>();
+  const fits = (bytes: number, mine: readonly Holding[]) => {
+    let fit = held + bytes <= limit;
+    for (let i = 0; fit && i < mine.length; i++) fit = mine[i]!.bytes + bytes <= shareLimit;
+    if (!fit) {
       refusals++;
       return false;
     }
     held += bytes;
+    for (const holding of mine) holding.bytes += bytes;
     if (held > peak) peak = held;
     return true;
   };
   return {
     limit,
+    shareLimit,
     get held() {
       return held;
     },
@@ -81,36 +119,52 @@ export function createMemoryBudget(limit: number): MemoryBudget {
     get refusals() {
       return refusals;
     },
+    heldBy(holder) {
+      return holdings.get(holder)?.bytes ?? 0;
+    },
     admits(bytes) {
       if (held + bytes <= limit) return true;
       refusals++;
       return false;
     },
-    take(bytes) {
+    take(bytes, holders) {
       const first = Math.max(0, Math.ceil(bytes));
-      if (!fits(first)) return undefined;
+      let mine = noHoldings;
+      if (holders !== undefined && holders.length > 0) {
+        mine = holders.map((holder) => holdings.get(holder) ?? { bytes: 0, leases: 0 });
+        if (!fits(first, mine)) return undefined;
+        holders.forEach((holder, i) => {
+          const holding = mine[i]!;
+          if (holding.leases++ === 0) holdings.set(holder, holding);
+        });
+      } else if (!fits(first, mine)) return undefined;
       let own = first;
       let released = false;
+      const giveBack = (n: number) => {
+        own -= n;
+        held -= n;
+        for (const holding of mine) holding.bytes -= n;
+      };
       return {
         get bytes() {
           return own;
         },
         grow(more) {
           const n = Math.max(0, Math.ceil(more));
-          if (released || !fits(n)) return false;
+          if (released || !fits(n, mine)) return false;
           own += n;
           return true;
         },
         shrink(less) {
-          const n = Math.min(own, Math.max(0, Math.ceil(less)));
-          own -= n;
-          held -= n;
+          giveBack(Math.min(own, Math.max(0, Math.ceil(less))));
         },
         release() {
           if (released) return;
           released = true;
-          held -= own;
-          own = 0;
+          giveBack(own);
+          mine.forEach((holding, i) => {
+            if (--holding.leases === 0) holdings.delete(holders![i]!);
+          });
         },
       };
     },
@@ -119,7 +173,8 @@ export function createMemoryBudget(limit: number): MemoryBudget {
 
 /** Creates the budget of a process from its settings. */
 export function budgetFromConfig(config: BudgetConfig): MemoryBudget {
-  return createMemoryBudget(config.MEMORY_BUDGET_MIB * 1024 * 1024);
+  const limit = config.MEMORY_BUDGET_MIB * 1024 * 1024;
+  return createMemoryBudget(limit, Math.floor(limit * config.MEMORY_BUDGET_SHARE_PERCENT / 100));
 }
 
 /** The ErrorInfo reason of a refusal for memory (the gateway answers it 503 with Retry-After). */

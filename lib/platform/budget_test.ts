@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Code } from "@connectrpc/connect";
-import { createMemoryBudget, overBudget, overBudgetReason } from "./budget.ts";
+import { budgetFromConfig, createMemoryBudget, overBudget, overBudgetReason } from "./budget.ts";
 import { hasReason } from "./errors.ts";
 
 Deno.test("createMemoryBudget() lends bytes until the limit and counts what it refuses", () => {
@@ -43,4 +43,43 @@ Deno.test("overBudget() is RESOURCE_EXHAUSTED with Retry-After and the reason th
   assert.equal(error.code, Code.ResourceExhausted);
   assert.equal(error.metadata.get("retry-after"), "1");
   assert.ok(hasReason(error, overBudgetReason));
+});
+
+Deno.test("a holder holds at most its share, across its leases; other holders are not starved", () => {
+  const budget = createMemoryBudget(100, 50);
+  const a = budget.take(30, ["conn:1", "addr:a"])!;
+  const b = budget.take(20, ["conn:2", "addr:a"])!;
+  assert.equal(budget.heldBy("addr:a"), 50);
+  assert.equal(budget.take(1, ["conn:3", "addr:a"]), undefined, "addr:a is at its share");
+  assert.equal(a.grow(1), false);
+  assert.equal(budget.refusals, 2);
+  const c = budget.take(50, ["conn:4", "addr:b"]);
+  assert.ok(c, "another holder still gets its share");
+  assert.equal(budget.held, 100);
+  b.shrink(20);
+  assert.equal(budget.heldBy("addr:a"), 30);
+  assert.ok(a.grow(20));
+  a.release();
+  b.release();
+  c!.release();
+  assert.equal(budget.held, 0);
+  assert.equal(budget.heldBy("addr:a"), 0);
+  assert.equal(budget.heldBy("conn:1"), 0);
+});
+
+Deno.test("a holder's count lives as long as its leases, even empty ones", () => {
+  const budget = createMemoryBudget(100, 50);
+  const idle = budget.take(0, ["conn:1"])!;
+  const busy = budget.take(40, ["conn:1"])!;
+  busy.release();
+  assert.ok(idle.grow(50), "the count went back to 0 with the busy lease");
+  assert.equal(budget.take(1, ["conn:1"]), undefined, "one count for the holder, not two");
+  idle.release();
+  assert.ok(budget.take(50, ["conn:1"]));
+});
+
+Deno.test("budgetFromConfig() gives each holder MEMORY_BUDGET_SHARE_PERCENT of the budget", () => {
+  const budget = budgetFromConfig({ MEMORY_BUDGET_MIB: 24, MEMORY_BUDGET_SHARE_PERCENT: 50 });
+  assert.equal(budget.limit, 24 * 1024 * 1024);
+  assert.equal(budget.shareLimit, 12 * 1024 * 1024);
 });
