@@ -80,6 +80,38 @@ export function frame(
   return out;
 }
 
+/**
+ * Writes a frame's 9-byte header into `target` at `offset` (for frames written into a buffer
+ * shared with others); returns where the payload goes.
+ */
+export function writeFrameHeader(
+  target: Uint8Array,
+  offset: number,
+  length: number,
+  type: number,
+  flags: number,
+  streamId: number,
+): number {
+  target[offset] = length >>> 16;
+  target[offset + 1] = length >>> 8;
+  target[offset + 2] = length;
+  target[offset + 3] = type;
+  target[offset + 4] = flags;
+  target[offset + 5] = (streamId >>> 24) & 0x7f;
+  target[offset + 6] = streamId >>> 16;
+  target[offset + 7] = streamId >>> 8;
+  target[offset + 8] = streamId;
+  return offset + 9;
+}
+
+/** Writes a 32-bit unsigned integer, big-endian, into `target` at `offset`. */
+export function writeU32(target: Uint8Array, offset: number, value: number): void {
+  target[offset] = value >>> 24;
+  target[offset + 1] = value >>> 16;
+  target[offset + 2] = value >>> 8;
+  target[offset + 3] = value;
+}
+
 /** A 32-bit unsigned integer, big-endian. */
 export function u32(value: number): Uint8Array {
   return Uint8Array.of(value >>> 24, value >>> 16, value >>> 8, value);

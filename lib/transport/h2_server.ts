@@ -22,12 +22,36 @@
  * Hardening, each an option of {@link serveH2} (defaults in brackets):
  * - `maxConnections` [1,000]: past it a new connection gets GOAWAY ENHANCE_YOUR_CALM and is closed;
  * - `maxConcurrentStreams` [100]: SETTINGS_MAX_CONCURRENT_STREAMS; more are refused
- *   (REFUSED_STREAM);
+ *   (REFUSED_STREAM). A stream whose answer still waits for a window counts until it ends, its
+ *   handler returned or not;
+ * - `maxStreams` [2,000]: streams open at once across all connections of the server, half-closed
+ *   ones included. At the cap, the stream that has waited on its peer the longest (its request
+ *   has not ended, or its answer waits for a window; least recently active first) is reset
+ *   (CANCEL) to make room, as a reset its own peer provoked; when no stream waits, the new one is
+ *   refused (REFUSED_STREAM, not counted as a reset). So stalled streams cannot keep other
+ *   callers out (under 150 connections of 100 stalled streams, refusing instead failed 50 of 58
+ *   normal calls, tests/cheap_attacks_test.ts). Each open stream whose handler waits for its
+ *   body costs 6.2-6.8 KB of heap with the gRPC adapter (lib/rpc/grpc_server.ts), measured with
+ *   the services' V8 flags on 1,000 to 6,000 streams of HEADERS without a body: 2,000 is 13 MiB,
+ *   about a seventh of the 96 MiB old space, and above the concurrency of any load we run (1,600
+ *   streams in tests/attacks_test.ts). Before the cap, 150 connections of 100 such streams took
+ *   a service past its heap bound within 10 s. What the header fields cost on top (up to ~176 KB
+ *   a stream for a 2 KB block of references to one HPACK table entry) is taken from the memory
+ *   budget, three times the size of the header list (RFC 9113 6.5.2), while the stream is open;
+ *   a stream whose fields do not fit is reset with ENHANCE_YOUR_CALM;
  * - `maxHeaderListSize` [64 KiB]: SETTINGS_MAX_HEADER_LIST_SIZE, also the cap of a header block;
  * - `prefaceTimeoutMs` [10 s]: the client's preface and first SETTINGS must arrive within it;
  * - `headerBlockTimeoutMs` [10 s]: a header block split over CONTINUATION frames must end within
  *   it;
  * - `bodyTimeoutMs` [30 s]: a stream whose handler waits for body bytes that do not come is reset;
+ * - `minBodyBytesPerSecond` [240] / `bodyGraceMs` [5 s], as Kestrel's MinRequestBodyDataRate and
+ *   the HTTP/1.1 guard's rule: a body that has not ended and came slower than that since its
+ *   stream opened, after the grace, is reset (CANCEL) whether its handler reads or not; time in
+ *   which our windows held the peer back is not counted. A unary gRPC call sends its body at
+ *   once; a client stream that goes on sending 240 bytes a second is never cut, one that sends
+ *   less for longer is;
+ * - `windowTimeoutMs` [30 s]: a response write that waits that long for the peer's flow-control
+ *   window is given up: the stream is reset (CANCEL) and what it held is freed;
  * - `idleTimeoutMs` [5 min]: a connection without open streams that long gets GOAWAY and is closed;
  * - `keepaliveIntervalMs` [1 min] / `keepaliveTimeoutMs` [20 s]: after that long with nothing
  *   received, a PING; without its ACK in time, the connection is closed;
@@ -35,6 +59,11 @@
  *   (backpressure) rather than queue past it; a peer whose queue still grows 64 KiB past it
  *   (answers to control frames it sends and does not read) is dropped;
  * - `writeTimeoutMs` [30 s]: a peer that does not read for that long while output waits is dropped;
+ * - `maxControlFrames` [1,000, nghttp2's limit]: PING and SETTINGS ACKs, RST_STREAM and GOAWAY
+ *   queued and not yet written per connection; past it the peer, which asks for answers it does
+ *   not read, gets GOAWAY ENHANCE_YOUR_CALM (if it can still be written) and is closed. Control
+ *   frames are written into a shared buffer, not an object each: each was an object of ~90 bytes
+ *   resident before (8 connections that sent PINGs and did not read took 45 MB);
  * - peer resets, and resets the peer provokes with malformed frames, are capped at 200 a second
  *   (rapid reset, CVE-2023-44487, and its provoked variant): past it, GOAWAY ENHANCE_YOUR_CALM.
  * All deadlines are checked by one periodic sweep per server (every quarter of the smallest
@@ -42,12 +71,28 @@
  * timer per connection, stream or frame, and nothing left behind when a connection ends. Any
  * protocol violation ends the connection with GOAWAY, never the process.
  *
+ * With a memory budget, what a connection holds of requests (body bytes received and not read,
+ * the header fields of open streams) is taken for two holders, `h2:<connection number>` and
+ * `addr:<peer address>`, so that one connection and one address each hold at most the budget's
+ * share; handlers get the same holders ({@link H2Request.holders}) for what they take.
+ *
  * @module
  */
 
-import type { Lease, MemoryBudget } from "../platform/mod.ts";
+import { type Lease, type MemoryBudget, smallRequestBytes } from "../platform/mod.ts";
 import { concat } from "./bytes.ts";
-import { ErrorCode, Flag, frame, FrameType, maxWindow, preface, readU32, u32 } from "./h2_frame.ts";
+import {
+  ErrorCode,
+  Flag,
+  frame,
+  FrameType,
+  maxWindow,
+  preface,
+  readU32,
+  u32,
+  writeFrameHeader,
+  writeU32,
+} from "./h2_frame.ts";
 import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
 
 export { ErrorCode } from "./h2_frame.ts";
@@ -64,6 +109,15 @@ const maxContinuations = 64;
 const maxResetsPerSecond = 200;
 /** What control frames may add to the output past `maxOutputBytes` before the peer is dropped. */
 const controlSlack = 64 * 1024;
+/** The size of the buffers control frames are written into, one after another (see `#control`). */
+const controlChunk = 1024;
+/**
+ * What a byte of a request's header list (RFC 9113 6.5.2: names, values and 32 per field) costs
+ * while its stream is open: the fields as strings and arrays, and the gRPC adapter's copy. A
+ * 2 KB header block of 1,900 references to one HPACK table entry is a 64 KiB list that held
+ * ~176 KB of heap per stream until its stream ended (measured); 3 covers that and literal values.
+ */
+const headerCostFactor = 3;
 /** How long a connection that is closing may take to send what it queued. */
 const closeGraceMs = 1000;
 /** How many closed streams a connection remembers the state of (RFC 9113 5.1 "closed"). */
@@ -81,6 +135,24 @@ const streamEnded = new DOMException("The stream ended", "AbortError");
 const streamReset = new DOMException("The stream was reset", "AbortError");
 const peerReset = new DOMException("The peer reset the stream", "AbortError");
 const bodyTimedOut = new DOMException("No request body arrived in time", "TimeoutError");
+const bodyTooSlow = new DOMException("The request body arrived too slowly", "TimeoutError");
+/**
+ * What a stream's body throws to its handler once a DATA frame did not fit the memory budget (or
+ * its holders' shares): the handler answers the refusal itself (the gRPC adapter with
+ * RESOURCE_EXHAUSTED), rather than the stream being reset.
+ */
+export const bodyOverBudget: DOMException = new DOMException(
+  "The request body does not fit the memory budget",
+  "QuotaExceededError",
+);
+const evicted = new DOMException(
+  "The stream waited on its peer the longest when the server needed room for another",
+  "AbortError",
+);
+const windowTimedOut = new DOMException(
+  "The peer gave no flow-control window for the response in time",
+  "TimeoutError",
+);
 const connectionFailed = new DOMException("The connection failed", "AbortError");
 const connectionClosed = new DOMException("The connection closed", "AbortError");
 
@@ -94,6 +166,19 @@ export interface H2Request {
   readonly body: AsyncIterable<Uint8Array>;
   /** Aborts when the stream ends, the peer resets it or the connection goes away. */
   readonly signal: AbortSignal;
+  /**
+   * The memory budget holders of the stream's connection: `h2:<connection number>` and
+   * `addr:<peer address>` (the same array for every stream of a connection). The server takes
+   * the bytes it receives and holds with them, so that one connection and one address each hold
+   * at most the budget's share; a handler takes what it holds per request with them too.
+   */
+  readonly holders: readonly string[];
+  /**
+   * Says that this call may pause between its messages (a client or bidirectional stream, which
+   * sends when its application has something to say): its body is then held to `bodyTimeoutMs`
+   * only, not to `minBodyBytesPerSecond`.
+   */
+  patient(): void;
 }
 
 /** The response side of a stream. Calls after the stream closed are ignored. */
@@ -126,6 +211,15 @@ export interface H2ServerOptions {
   handler: H2Handler;
   /** SETTINGS_MAX_CONCURRENT_STREAMS: streams past it are refused (default 100). */
   maxConcurrentStreams?: number;
+  /**
+   * Streams open at once across all connections of the server (default 2,000), half-closed ones
+   * included. A new stream past it takes the place of the stream that has waited on its peer the
+   * longest (a request whose body has not ended, an answer waiting for a window), which is reset
+   * (CANCEL; its handler's signal aborts) and counts as a reset its peer provoked; when no stream
+   * waits, the new one is refused with REFUSED_STREAM (nothing was processed: gRPC clients retry
+   * it, or report UNAVAILABLE), which does not count as a reset.
+   */
+  maxStreams?: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE, and the cap of one encoded header block (default 64 KiB). */
   maxHeaderListSize?: number;
   /**
@@ -150,6 +244,25 @@ export interface H2ServerOptions {
    */
   bodyTimeoutMs?: number;
   /**
+   * The slowest a request body may arrive, in bytes a second (default 240, as Kestrel's
+   * MinRequestBodyDataRate; 0 turns the check off): a stream whose body has not ended and has
+   * come slower than that on average since the stream opened, once `bodyGraceMs` have
+   * passed, is reset (CANCEL) and its handler's signal aborts with a `TimeoutError`, whether
+   * the handler reads or not. The time the peer could not send because our flow-control windows
+   * were (nearly) closed does not count: the measurement starts again after it.
+   */
+  minBodyBytesPerSecond?: number;
+  /** How long a request body may come slower than `minBodyBytesPerSecond` (default 5 s). */
+  bodyGraceMs?: number;
+  /**
+   * How long a response write may wait for the peer to give a flow-control window (default 30 s):
+   * then the stream is reset (CANCEL), its handler's signal aborts with a `TimeoutError`, the
+   * write resolves and what it held is freed. Until then the stream counts against
+   * `maxConcurrentStreams` and `maxStreams`, whether its handler returned or not (at
+   * `maxStreams`, such a stream makes room for a new one first).
+   */
+  windowTimeoutMs?: number;
+  /**
    * How long a connection may stay without open streams (default 5 min: gRPC channels stay open
    * between calls): then GOAWAY NO_ERROR and the connection is closed.
    */
@@ -166,6 +279,13 @@ export interface H2ServerOptions {
   maxOutputBytes?: number;
   /** How long a socket write may wait for the peer to read (default 30 s): then it is dropped. */
   writeTimeoutMs?: number;
+  /**
+   * Control frames (PING and SETTINGS acknowledgements, RST_STREAM, GOAWAY; not WINDOW_UPDATE)
+   * a connection may have queued for its socket (default 1,000, nghttp2's limit): past it the
+   * peer, which asks for answers it does not read, gets GOAWAY ENHANCE_YOUR_CALM (when that can
+   * still be written) and is closed.
+   */
+  maxControlFrames?: number;
   /**
    * The process's memory budget. The request bytes a connection has received and its handlers have
    * not read yet are taken from it; a DATA frame that does not fit resets its stream with
@@ -196,22 +316,70 @@ type ConnectionOptions =
 /** The defaults of {@link H2ServerOptions}. */
 const defaults = {
   maxConcurrentStreams: 100,
+  maxStreams: 2000,
   maxHeaderListSize: 64 * 1024,
   maxConnections: 1000,
   prefaceTimeoutMs: 10_000,
   headerBlockTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,
+  minBodyBytesPerSecond: 240,
+  bodyGraceMs: 5000,
+  windowTimeoutMs: 30_000,
   idleTimeoutMs: 5 * 60_000,
   keepaliveIntervalMs: 60_000,
   keepaliveTimeoutMs: 20_000,
   maxOutputBytes: 1024 * 1024,
   writeTimeoutMs: 30_000,
+  maxControlFrames: 1000,
 } as const;
 
-/** The sweep's clock: `Date.now()` as of the last sweep. */
-interface Clock {
+/** What the connections of a server share. */
+interface Shared {
+  /** The sweep's clock: `Date.now()` as of the last sweep. */
   now: number;
+  /** Streams open across the connections (what `maxStreams` caps). */
+  streams: number;
+  /**
+   * The streams that wait on their peer: their request has not ended, or their answer waits for a
+   * window. Least recently active first: at `maxStreams`, the first makes room for a new stream.
+   */
+  waiting: Waiting;
+  /** The time between two sweeps. */
+  sweepMs: number;
 }
+
+/**
+ * The streams that wait on their peer, least recently active first: a list through the streams
+ * themselves (every gRPC call enters and leaves it, so no hashing and nothing allocated).
+ */
+class Waiting {
+  first: Stream | undefined;
+  last: Stream | undefined;
+
+  /** Puts `stream` last (taking it out first if it is in). */
+  add(stream: Stream): void {
+    if (stream.waiting) this.delete(stream);
+    stream.waiting = true;
+    stream.before = this.last;
+    if (this.last) this.last.after = stream;
+    else this.first = stream;
+    this.last = stream;
+  }
+
+  delete(stream: Stream): void {
+    if (!stream.waiting) return;
+    stream.waiting = false;
+    const { before, after } = stream;
+    if (before) before.after = after;
+    else this.first = after;
+    if (after) after.before = before;
+    else this.last = before;
+    stream.before = stream.after = undefined;
+  }
+}
+
+/** Numbers the connections of the process, for their budget holder names. */
+let connectionNumber = 0;
 
 class ConnectionError extends Error {
   constructor(readonly code: number, message: string) {
@@ -321,6 +489,20 @@ export function checkRequestHeaders(fields: readonly HeaderField[]): number | st
   return contentLength;
 }
 
+/**
+ * What a request's header fields are held for in the memory budget while its stream is open: the
+ * size of the list as SETTINGS_MAX_HEADER_LIST_SIZE counts it (RFC 9113 6.5.2) times
+ * `headerCostFactor`.
+ */
+export function requestHeaderCost(fields: readonly HeaderField[]): number {
+  let size = 0;
+  for (let i = 0; i < fields.length; i++) {
+    const field = fields[i]!;
+    size += field[0].length + field[1].length + 32;
+  }
+  return size * headerCostFactor;
+}
+
 /** Why trailers are malformed (a pseudo-header, a field a request may not have), or undefined. */
 export function checkTrailers(fields: readonly HeaderField[]): string | undefined {
   for (const [name, value] of fields) {
@@ -367,16 +549,37 @@ class Stream {
   contentLength = -1;
   /** Body bytes received (padding excluded). */
   received = 0;
+  /** Since when the body's rate is measured (the sweep's clock), and `received` then. */
+  rateSince: number;
+  rateBase = 0;
+  /** Its handler said it may pause between messages: no minimum rate for its body. */
+  patient = false;
+  /** A DATA frame did not fit the budget: its body ends with {@link bodyOverBudget}. */
+  overBudget = false;
+  /** Since when a response write waits for a flow-control window (the sweep's clock), or 0. */
+  blockedSince = 0;
+  /** What the request's header fields are held for in the budget, until the stream ends. */
+  headerCost = 0;
+  /** Its place among the server's streams that wait on their peer (see {@link Waiting}). */
+  waiting = false;
+  before: Stream | undefined;
+  after: Stream | undefined;
 
-  constructor(readonly id: number, initialWindow: number) {
+  constructor(
+    readonly id: number,
+    readonly owner: Connection,
+    initialWindow: number,
+    now: number,
+  ) {
     this.sendWindow = initialWindow;
+    this.rateSince = now;
   }
 }
 
 class Connection {
   readonly #conn: Deno.Conn;
   readonly #options: ConnectionOptions;
-  readonly #clock: Clock;
+  readonly #shared: Shared;
   readonly #decoder = new HpackDecoder();
   /** Open and half-closed streams. */
   readonly #streams = new Map<number, Stream>();
@@ -409,6 +612,21 @@ class Connection {
   #out: Uint8Array[] = [];
   /** Bytes queued or being written. */
   #pending = 0;
+  /**
+   * Control frames are written one after another into a buffer of `controlChunk` bytes, not into
+   * an array each: a peer that sent PINGs or SETTINGS and did not read had every answer queued
+   * as an object of its own, ~5 MB resident per connection before the byte cap dropped it
+   * (measured). `#out` gets one view of the frames written since the last other frame, when the
+   * next other frame is queued or the queue is flushed; once everything queued is written, the
+   * buffer is reused from its start.
+   */
+  #ctl: Uint8Array | undefined;
+  /** Bytes written into `#ctl`, and how many of them `#out` has views of. */
+  #ctlFill = 0;
+  #ctlSealed = 0;
+  /** Control frames counted against `maxControlFrames`: queued, and in the write under way. */
+  #ctlQueued = 0;
+  #ctlWriting = 0;
   #flushing = false;
   /** Since when a socket write waits (the sweep's clock), 0 when none does. */
   #writeSince = 0;
@@ -439,20 +657,89 @@ class Connection {
   #pingSentAt = 0;
   /** When the graceful close's second GOAWAY is due, or 0. */
   #drainAt = 0;
+  /**
+   * The least window (stream or connection) that lets a peer keep `minBodyBytesPerSecond` for a
+   * grace period: below it, the peer is held back by us, not slow.
+   */
+  readonly #slowWindow: number;
+  /** When the connection's window was last reopened from below `#slowWindow` (sweep's clock). */
+  #windowReopened = 0;
   // Closed streams, remembered in a ring: their ids and how they closed.
   #closedIds: Int32Array | undefined;
   #closedHow: Uint8Array | undefined;
   #closedNext = 0;
 
-  /** Received bytes no handler has read yet, taken from the budget. */
+  /**
+   * Request bytes the connection holds, taken from the budget for its holders: received body bytes
+   * no handler has read yet, and the header fields of its open streams.
+   */
   readonly #queued: Lease | undefined;
+  /** The connection's budget holders (see {@link H2Request.holders}). */
+  readonly #holders: readonly string[];
 
-  constructor(conn: Deno.Conn, options: ConnectionOptions, clock: Clock) {
+  constructor(conn: Deno.Conn, options: ConnectionOptions, shared: Shared) {
     this.#conn = conn;
     this.#options = options;
-    this.#queued = options.budget?.take(0);
-    this.#clock = clock;
-    this.#startedAt = this.#lastReceived = this.#idleSince = clock.now;
+    const address = (conn.remoteAddr as Deno.NetAddr).hostname ?? "unknown";
+    this.#holders = Object.freeze([`h2:${++connectionNumber}`, `addr:${address}`]);
+    this.#queued = options.budget?.take(0, this.#holders);
+    this.#shared = shared;
+    this.#startedAt = this.#lastReceived = this.#idleSince = shared.now;
+    this.#slowWindow = Math.ceil(options.minBodyBytesPerSecond * options.bodyGraceMs / 1000);
+  }
+
+  /** What `maxStreams` still allows now across the server's connections. */
+  get #streamsLeft(): number {
+    return this.#options.maxStreams - this.#shared.streams;
+  }
+
+  /** Forgets a stream: it no longer counts against `maxStreams`. */
+  #forget(stream: Stream): void {
+    if (this.#streams.delete(stream.id)) this.#shared.streams--;
+    this.#shared.waiting.delete(stream);
+  }
+
+  /** Forgets every stream left (they were finished). */
+  #forgetAll(): void {
+    for (const stream of this.#streams.values()) this.#shared.waiting.delete(stream);
+    this.#shared.streams -= this.#streams.size;
+    this.#streams.clear();
+    this.#localClosed = 0;
+  }
+
+  /** After a stream's activity: it goes last among the streams that wait, or leaves them. */
+  #touch(stream: Stream): void {
+    if (!stream.ended || stream.blockedSince !== 0) this.#shared.waiting.add(stream);
+    else this.#shared.waiting.delete(stream);
+  }
+
+  /**
+   * Makes room under `maxStreams`: the stream that has waited on its peer the longest, on any
+   * connection, is given up (RST_STREAM CANCEL; a half-closed one, whose answer is out, NO_ERROR).
+   * Unary calls are complete when they arrive and answered at once, so the streams given up are
+   * those of peers that stall: without this, stalled streams held every place until their
+   * deadlines and refused every other caller meanwhile. False when no stream waits.
+   */
+  #makeRoom(): boolean {
+    const victim = this.#shared.waiting.first;
+    if (victim === undefined) return false;
+    victim.owner.#giveUp(victim);
+    return true;
+  }
+
+  /**
+   * Gives up one of this connection's streams to make room (see `#makeRoom`). It counts as a reset
+   * this peer provoked: a peer whose stalled streams keep being given up is cut off at the rapid
+   * reset rate, and the connection that needed the room, often a busy one, is not charged.
+   */
+  #giveUp(stream: Stream): void {
+    if (stream.closed) this.#closeLocal(stream, Closed.BY_US, ErrorCode.NO_ERROR);
+    else this.#resetStream(stream, ErrorCode.CANCEL, evicted);
+    try {
+      this.#countReset();
+    } catch (error) {
+      this.#fail((error as ConnectionError).code);
+    }
   }
 
   /** Streams open for the handlers. */
@@ -470,8 +757,8 @@ class Connection {
     view.setUint32(8, streamWindow);
     view.setUint16(12, 0x6); // MAX_HEADER_LIST_SIZE
     view.setUint32(14, this.#options.maxHeaderListSize);
-    this.#write(frame(FrameType.SETTINGS, 0, 0, settings));
-    this.#write(frame(FrameType.WINDOW_UPDATE, 0, 0, u32(connectionWindow - 65_535)));
+    this.#control(FrameType.SETTINGS, 0, 0, settings);
+    this.#control(FrameType.WINDOW_UPDATE, 0, 0, undefined, connectionWindow - 65_535);
 
     let prefaceSeen = 0;
     // One read buffer per connection, reused (cheaper than the ReadableStream's chunk per read):
@@ -488,7 +775,7 @@ class Connection {
       } catch {
         break; // reset or closed
       }
-      this.#lastReceived = this.#clock.now;
+      this.#lastReceived = this.#shared.now;
       if (this.#failed || this.#closed) continue;
       try {
         if (prefaceSeen < preface.length) {
@@ -591,26 +878,63 @@ class Connection {
       return this.#fail(ErrorCode.NO_ERROR);
     }
     if (this.#streams.size > 0) {
+      // Held back by the connection's window (its handlers read slowly), no peer is slow.
+      const held = this.#recvWindow < this.#slowWindow;
       for (const stream of this.#streams.values()) {
         if (stream.closed) {
-          // Half-closed (local) and the peer sends nothing more: ask it to stop.
-          if (now - stream.waitingSince > o.bodyTimeoutMs) {
+          // Half-closed (local): the answer is out and what the peer still sends is dropped. A
+          // peer that sends nothing more, or too slowly, is asked to stop (its stream window is
+          // not given back, so a closed window is no excuse here).
+          if (now - stream.waitingSince > o.bodyTimeoutMs || this.#tooSlow(stream, now)) {
             this.#closeLocal(stream, Closed.BY_US, ErrorCode.NO_ERROR);
           }
-        } else if (
-          stream.wake !== undefined && !stream.ended && stream.chunks.length === 0 &&
+          continue;
+        }
+        if (stream.blockedSince !== 0 && now - stream.blockedSince > o.windowTimeoutMs) {
+          // The peer gives no window for the response: the stream and what it holds are freed.
+          this.#resetStream(stream, ErrorCode.CANCEL, windowTimedOut);
+          continue;
+        }
+        if (stream.ended) continue;
+        if (
+          stream.wake !== undefined && stream.chunks.length === 0 &&
           now - stream.waitingSince > o.bodyTimeoutMs
         ) {
-          this.#write(frame(FrameType.RST_STREAM, 0, stream.id, u32(ErrorCode.CANCEL)));
-          this.#finish(stream, bodyTimedOut, Closed.BY_US);
+          this.#resetStream(stream, ErrorCode.CANCEL, bodyTimedOut);
+        } else if (
+          held || stream.recvWindow < this.#slowWindow || stream.rateSince < this.#windowReopened
+        ) {
+          // Our windows hold the peer back: its rate is measured again from now.
+          stream.rateSince = now;
+          stream.rateBase = stream.received;
+        } else if (this.#tooSlow(stream, now)) {
+          this.#resetStream(stream, ErrorCode.CANCEL, bodyTooSlow);
         }
       }
     }
     if (this.#drainAt !== 0 && now >= this.#drainAt) this.#finalGoaway();
     if (this.#pingSentAt === 0 && now - this.#lastReceived > o.keepaliveIntervalMs) {
       this.#pingSentAt = now;
-      this.#write(frame(FrameType.PING, 0, 0, keepalivePing));
+      this.#control(FrameType.PING, 0, 0, keepalivePing);
     }
+  }
+
+  /**
+   * Whether a stream's body came slower than `minBodyBytesPerSecond` on average since its
+   * measurement began, once `bodyGraceMs` have passed. The sweep's clock may date that beginning
+   * up to a sweep early: a sweep's time is taken off, in the peer's favour.
+   */
+  #tooSlow(stream: Stream, now: number): boolean {
+    const o = this.#options;
+    const elapsed = now - stream.rateSince - this.#shared.sweepMs;
+    return o.minBodyBytesPerSecond > 0 && !stream.patient && elapsed > o.bodyGraceMs &&
+      (stream.received - stream.rateBase) * 1000 < o.minBodyBytesPerSecond * elapsed;
+  }
+
+  /** Resets an open stream on our side: RST_STREAM `code`; its handler's signal gets `reason`. */
+  #resetStream(stream: Stream, code: number, reason: unknown): void {
+    this.#control(FrameType.RST_STREAM, 0, stream.id, undefined, code);
+    this.#finish(stream, reason, Closed.BY_US);
   }
 
   /** Handles a frame; `owned` when its payload is not a view of the read buffer. */
@@ -637,7 +961,7 @@ class Connection {
       case FrameType.PING:
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "PING on a stream");
         if (payload.length !== 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "bad PING");
-        if (!(flags & ACK)) this.#write(frame(FrameType.PING, ACK, 0, payload.slice()));
+        if (!(flags & ACK)) this.#control(FrameType.PING, ACK, 0, payload);
         else if (sameBytes(payload, keepalivePing)) this.#pingSentAt = 0;
         else if (sameBytes(payload, drainPing)) this.#finalGoaway();
         return;
@@ -683,7 +1007,7 @@ class Connection {
 
   /** Counts a reset the peer sent or provoked; past the rate, the connection ends. */
   #countReset(): void {
-    const second = Math.floor(this.#clock.now / 1000);
+    const second = Math.floor(this.#shared.now / 1000);
     if (second !== this.#resetsSecond) {
       this.#resetsSecond = second;
       this.#resets = 0;
@@ -698,14 +1022,14 @@ class Connection {
     this.#countReset();
     const stream = this.#streams.get(streamId);
     if (stream?.closed) return this.#closeLocal(stream, Closed.BY_US, code);
-    this.#write(frame(FrameType.RST_STREAM, 0, streamId, u32(code)));
-    if (stream) this.#finish(stream, streamReset, Closed.BY_US);
+    if (stream) return this.#resetStream(stream, code, streamReset);
+    this.#control(FrameType.RST_STREAM, 0, streamId, undefined, code);
   }
 
   /** Forgets a half-closed (local) stream, with a RST_STREAM of `code` when given. */
   #closeLocal(stream: Stream, how: number, code?: number): void {
-    if (code !== undefined) this.#write(frame(FrameType.RST_STREAM, 0, stream.id, u32(code)));
-    this.#streams.delete(stream.id);
+    if (code !== undefined) this.#control(FrameType.RST_STREAM, 0, stream.id, undefined, code);
+    this.#forget(stream);
     this.#localClosed--;
     this.#remember(stream.id, how);
   }
@@ -739,7 +1063,7 @@ class Connection {
       size: block.length,
       frames: 1,
       selfDependent,
-      startedAt: this.#clock.now,
+      startedAt: this.#shared.now,
     };
   }
 
@@ -787,6 +1111,7 @@ class Connection {
       }
       if (existing.closed) return this.#closeLocal(existing, Closed.ENDED);
       existing.ended = true;
+      this.#touch(existing);
       existing.wake?.();
       return;
     }
@@ -804,8 +1129,12 @@ class Connection {
       }
     }
     this.#lastStreamId = streamId;
-    if (this.#goingAway || this.#open >= this.#options.maxConcurrentStreams) {
-      this.#write(frame(FrameType.RST_STREAM, 0, streamId, u32(ErrorCode.REFUSED_STREAM)));
+    const admitted = !this.#goingAway && this.#open < this.#options.maxConcurrentStreams &&
+      (this.#streamsLeft > 0 || this.#makeRoom());
+    if (this.#failed) return; // making room gave up a stream of this peer, its last allowed reset
+    if (!admitted) {
+      // Refused, not provoked by the peer: not counted as a reset.
+      this.#control(FrameType.RST_STREAM, 0, streamId, undefined, ErrorCode.REFUSED_STREAM);
       this.#remember(streamId, Closed.BY_US);
       return;
     }
@@ -816,15 +1145,27 @@ class Connection {
       this.#remember(streamId, Closed.BY_US);
       return this.#streamError(streamId, ErrorCode.PROTOCOL_ERROR);
     }
-    const stream = new Stream(streamId, this.#peerInitialWindow);
+    // The fields are held as long as the stream is open: from the budget, as body bytes are.
+    const headerCost = requestHeaderCost(fields);
+    if (this.#queued && !this.#queued.grow(headerCost, headerCost <= smallRequestBytes)) {
+      this.#control(FrameType.RST_STREAM, 0, streamId, undefined, ErrorCode.ENHANCE_YOUR_CALM);
+      this.#remember(streamId, Closed.BY_US);
+      return;
+    }
+    const stream = new Stream(streamId, this, this.#peerInitialWindow, this.#shared.now);
     stream.ended = ended;
     stream.contentLength = contentLength;
+    stream.headerCost = headerCost;
     this.#streams.set(streamId, stream);
+    this.#shared.streams++;
+    if (!ended) this.#shared.waiting.add(stream);
     const request: H2Request = {
       streamId,
       headers: fields,
       body: this.#body(stream),
       signal: stream.abort.signal,
+      holders: this.#holders,
+      patient: () => stream.patient = true,
     };
     Promise.resolve()
       .then(() => this.#options.handler(request, this.#response(stream)))
@@ -838,7 +1179,10 @@ class Connection {
   #credit(bytes: number): void {
     this.#unacked += bytes;
     if (this.#unacked >= connectionWindow / 4) {
-      this.#write(frame(FrameType.WINDOW_UPDATE, 0, 0, u32(this.#unacked)));
+      // A window reopened from below what a slow body needs: the streams held back by it are
+      // measured again (see `tick`).
+      if (this.#recvWindow < this.#slowWindow) this.#windowReopened = this.#shared.now;
+      this.#control(FrameType.WINDOW_UPDATE, 0, 0, undefined, this.#unacked);
       this.#recvWindow += this.#unacked;
       this.#unacked = 0;
     }
@@ -855,14 +1199,20 @@ class Connection {
         // is used (not per request, which cost a write of its own), a stream's at once.
         this.#credit(chunk.length);
         if (!stream.ended) {
-          this.#write(frame(FrameType.WINDOW_UPDATE, 0, stream.id, u32(chunk.length)));
+          if (stream.recvWindow < this.#slowWindow) {
+            // Our window held the peer back until now: its rate is measured again from here.
+            stream.rateSince = this.#shared.now;
+            stream.rateBase = stream.received;
+          }
+          this.#control(FrameType.WINDOW_UPDATE, 0, stream.id, undefined, chunk.length);
           stream.recvWindow += chunk.length; // else a body over 256 KiB was a FLOW_CONTROL_ERROR
         }
         yield chunk;
         continue;
       }
+      if (stream.overBudget) throw bodyOverBudget;
       if (stream.ended) return;
-      stream.waitingSince = this.#clock.now;
+      stream.waitingSince = this.#shared.now;
       await new Promise<void>((resolve) => stream.wake = resolve);
       stream.wake = undefined;
     }
@@ -902,7 +1252,7 @@ class Connection {
       // Padding is given back at once.
       this.#credit(padding);
       stream.recvWindow += padding;
-      this.#write(frame(FrameType.WINDOW_UPDATE, 0, streamId, u32(padding)));
+      this.#control(FrameType.WINDOW_UPDATE, 0, streamId, undefined, padding);
     }
     stream.received += data.length;
     const end = (flags & END_STREAM) !== 0;
@@ -920,19 +1270,26 @@ class Connection {
       // at the end of the stream window (gRPC clients reset the stream once they have the status).
       this.#credit(data.length);
       if (end) return this.#closeLocal(stream, Closed.ENDED);
-      stream.waitingSince = this.#clock.now;
-      return;
+      stream.waitingSince = this.#shared.now;
+      return this.#touch(stream);
     }
-    if (this.#queued && !this.#queued.grow(data.length)) {
-      // Over the memory budget: this stream is refused, not the connection (and not counted as
-      // a reset the peer provoked).
+    // A small request's bytes may come from the budget's reserve (lib/platform/budget.ts).
+    const small = stream.headerCost + stream.received <= smallRequestBytes;
+    if (stream.overBudget || (this.#queued && !this.#queued.grow(data.length, small))) {
+      // Over the memory budget: this stream's body ends here for its handler, which answers the
+      // refusal (a clean answer, where a reset looks like a broken call); the rest of the body
+      // is dropped. Not the connection, and not counted as a reset the peer provoked.
       this.#credit(data.length);
-      this.#write(frame(FrameType.RST_STREAM, 0, streamId, u32(ErrorCode.ENHANCE_YOUR_CALM)));
-      return this.#finish(stream, streamReset, Closed.BY_US);
+      stream.overBudget = true;
+      if (end) stream.ended = true;
+      this.#touch(stream);
+      stream.wake?.();
+      return;
     }
     stream.buffered += data.length;
     if (data.length > 0) stream.chunks.push(owned ? data : data.slice());
     if (end) stream.ended = true;
+    this.#touch(stream);
     stream.wake?.();
   }
 
@@ -1000,7 +1357,7 @@ class Connection {
       }
     }
     this.#sawSettings = true;
-    this.#write(frame(FrameType.SETTINGS, ACK, 0));
+    this.#control(FrameType.SETTINGS, ACK, 0);
     this.#wakeWriters();
   }
 
@@ -1125,8 +1482,7 @@ class Connection {
       },
       reset: (code) => {
         if (stream.closed) return;
-        this.#write(frame(FrameType.RST_STREAM, 0, stream.id, u32(code)));
-        this.#finish(stream, streamReset, Closed.BY_US);
+        this.#resetStream(stream, code, streamReset);
       },
     };
   }
@@ -1143,6 +1499,11 @@ class Connection {
       const left = bytes.length - offset;
       const room = Math.min(this.#sendWindow, stream.sendWindow, this.#peerMaxFrame, maxDataFrame);
       if (left > 0 && room <= 0) {
+        // Waiting for the peer's window: `windowTimeoutMs` from the first wait without progress.
+        if (stream.blockedSince === 0) {
+          stream.blockedSince = this.#shared.now;
+          this.#touch(stream);
+        }
         await new Promise<void>((resolve) => {
           stream.writeWaiter = resolve;
           this.#blocked.add(stream);
@@ -1158,6 +1519,10 @@ class Connection {
       }
       const size = Math.max(0, Math.min(left, room));
       const part = bytes.subarray(offset, offset + size);
+      if (stream.blockedSince !== 0) {
+        stream.blockedSince = 0;
+        this.#touch(stream);
+      }
       this.#sendWindow -= size;
       stream.sendWindow -= size;
       offset += size;
@@ -1176,7 +1541,9 @@ class Connection {
    * peer ends it: what the peer sends on it is still checked (e.g. a body longer than its
    * `content-length`, trailers without END_STREAM) and dropped, and the stream's window is not
    * given back. The peer is asked to stop sending (RST_STREAM NO_ERROR, RFC 9113 8.1) after
-   * `bodyTimeoutMs` without a frame from it, and at once when there are too many such streams.
+   * `bodyTimeoutMs` without a frame from it or when it sends slower than `minBodyBytesPerSecond`,
+   * and at once when there are too many such streams or the server is at `maxStreams` (a
+   * half-closed stream holds its place in `maxStreams` until it is forgotten).
    * (Resetting them at once lets a client that uploads bodies we refuse start the next one at
    * once: under a flood of 1 MiB messages refused after their first bytes, that was ~25 times the
    * requests per second and the process's peak memory grew by ~40 MiB.)
@@ -1186,16 +1553,16 @@ class Connection {
     stream.closed = true;
     if (
       how === undefined && !stream.ended &&
-      this.#localClosed < this.#options.maxConcurrentStreams
+      this.#localClosed < this.#options.maxConcurrentStreams && this.#streamsLeft > 0
     ) {
       this.#localClosed++;
-      stream.waitingSince = this.#clock.now;
+      stream.waitingSince = this.#shared.now;
     } else {
-      this.#streams.delete(stream.id);
+      this.#forget(stream);
       if (how === undefined) {
         how = Closed.ENDED;
         if (!stream.ended) {
-          this.#write(frame(FrameType.RST_STREAM, 0, stream.id, u32(ErrorCode.NO_ERROR)));
+          this.#control(FrameType.RST_STREAM, 0, stream.id, undefined, ErrorCode.NO_ERROR);
           how = Closed.BY_US;
         }
       }
@@ -1209,6 +1576,8 @@ class Connection {
       stream.buffered = 0;
       stream.chunks = [];
     }
+    this.#queued?.shrink(stream.headerCost);
+    stream.headerCost = 0;
     // The handler's signal fires on every end, as connect's HandlerContext signal does.
     stream.abort.abort(reason ?? streamEnded);
     stream.wake?.();
@@ -1217,15 +1586,60 @@ class Connection {
       stream.writeWaiter();
     }
     if (this.#open === 0) {
-      this.#idleSince = this.#clock.now;
+      this.#idleSince = this.#shared.now;
       this.#idle?.();
     }
   }
 
+  /** Queues a frame of a response (HEADERS, CONTINUATION, DATA). */
   #write(bytes: Uint8Array): void {
     if (this.#closed) return; // closing: nothing new after the frames already queued
+    if (this.#ctlFill > this.#ctlSealed) this.#seal(); // control frames queued before it go first
     this.#out.push(bytes);
     this.#pending += bytes.length;
+    this.#queuedOutput();
+  }
+
+  /**
+   * Queues a control frame, written into `#ctl` after the ones before it: its payload is
+   * `payload`, or the 32-bit `word` when given (RST_STREAM, WINDOW_UPDATE), else empty. Every type
+   * but WINDOW_UPDATE counts against `maxControlFrames` (a peer gets WINDOW_UPDATEs only for the
+   * DATA it sends, which the windows bound; the others it can ask for without end).
+   */
+  #control(type: number, flags: number, streamId: number, payload?: Uint8Array, word = -1): void {
+    if (this.#closed) return;
+    const length = payload ? payload.length : word >= 0 ? 4 : 0;
+    const size = 9 + length;
+    let chunk = this.#ctl;
+    if (chunk === undefined || this.#ctlFill + size > chunk.length) {
+      this.#seal();
+      chunk = this.#ctl = new Uint8Array(Math.max(controlChunk, size));
+      this.#ctlFill = this.#ctlSealed = 0;
+    }
+    const at = writeFrameHeader(chunk, this.#ctlFill, length, type, flags, streamId);
+    if (payload) chunk.set(payload, at);
+    else if (word >= 0) writeU32(chunk, at, word);
+    this.#ctlFill += size;
+    this.#pending += size;
+    if (
+      type !== FrameType.WINDOW_UPDATE && !this.#failed &&
+      ++this.#ctlQueued + this.#ctlWriting > this.#options.maxControlFrames
+    ) {
+      return this.#flooded();
+    }
+    this.#queuedOutput();
+  }
+
+  /** Gives `#out` a view of the control frames written since the last view. */
+  #seal(): void {
+    if (this.#ctlFill > this.#ctlSealed) {
+      this.#out.push(this.#ctl!.subarray(this.#ctlSealed, this.#ctlFill));
+      this.#ctlSealed = this.#ctlFill;
+    }
+  }
+
+  /** After a frame was queued: past the byte cap the peer is dropped, else a flush is due. */
+  #queuedOutput(): void {
     if (this.#pending > this.#options.maxOutputBytes + controlSlack) {
       // The peer does not read what it asks for: drop it rather than buffer without bound.
       return this.#hardClose();
@@ -1236,15 +1650,34 @@ class Connection {
     }
   }
 
+  /**
+   * The peer asks for more control frames than it reads: what is queued and not being written is
+   * dropped, and the connection fails with ENHANCE_YOUR_CALM (its GOAWAY leaves if the write under
+   * way ever ends; else the sweep closes the socket after `closeGraceMs`).
+   */
+  #flooded(): void {
+    let dropped = this.#ctlFill - this.#ctlSealed;
+    for (const bytes of this.#out) dropped += bytes.length;
+    this.#out = [];
+    this.#ctlSealed = this.#ctlFill;
+    this.#pending -= dropped;
+    this.#ctlQueued = 0;
+    this.#fail(ErrorCode.ENHANCE_YOUR_CALM);
+  }
+
   readonly #flushTask = (): void => void this.#flush();
 
   async #flush(): Promise<void> {
     try {
-      while (this.#out.length > 0) {
+      for (;;) {
+        this.#seal();
+        if (this.#out.length === 0) break;
         let data = this.#out.length === 1 ? this.#out[0]! : concat(this.#out);
         this.#out = [];
+        this.#ctlWriting = this.#ctlQueued;
+        this.#ctlQueued = 0;
         while (data.length > 0) {
-          this.#writeSince = this.#clock.now || 1;
+          this.#writeSince = this.#shared.now || 1;
           const n = await this.#conn.write(data);
           this.#pending -= n;
           data = data.subarray(n);
@@ -1252,10 +1685,14 @@ class Connection {
             this.#wakeDrainWaiters();
           }
         }
+        this.#ctlWriting = 0;
         this.#writeSince = 0;
       }
+      // Everything queued is written: nothing refers to the control buffer any more.
+      this.#ctlFill = this.#ctlSealed = 0;
     } catch {
       this.#out = [];
+      this.#ctlSealed = this.#ctlFill;
       this.#pending = 0;
       this.#hardClose();
     } finally {
@@ -1270,17 +1707,16 @@ class Connection {
   /** After a connection error: no more output after it; the peer's input is read and dropped. */
   #fail(code: number): void {
     if (this.#failed || this.#closed) return;
-    this.#goaway(code);
     this.#failed = true;
+    this.#goaway(code);
     this.#goingAway = true;
     this.#continuation = undefined;
-    this.#closeBy = this.#clock.now + closeGraceMs;
+    this.#closeBy = this.#shared.now + closeGraceMs;
     for (const stream of [...this.#streams.values()]) {
       this.#finish(stream, connectionFailed, Closed.BY_US);
     }
-    this.#streams.clear();
+    this.#forgetAll();
     this.#queued?.release();
-    this.#localClosed = 0;
     if (!this.#flushing) this.#halfClose();
   }
 
@@ -1294,7 +1730,7 @@ class Connection {
     const payload = new Uint8Array(8);
     new DataView(payload.buffer).setUint32(0, lastStreamId);
     new DataView(payload.buffer).setUint32(4, code);
-    this.#write(frame(FrameType.GOAWAY, 0, 0, payload));
+    this.#control(FrameType.GOAWAY, 0, 0, payload);
   }
 
   /**
@@ -1311,8 +1747,8 @@ class Connection {
   drain(): Promise<void> {
     if (this.#drainAt === 0 && !this.#goingAway && !this.#closed) {
       this.#goaway(ErrorCode.NO_ERROR, 0x7fffffff);
-      this.#write(frame(FrameType.PING, 0, 0, drainPing));
-      this.#drainAt = this.#clock.now + closeGraceMs;
+      this.#control(FrameType.PING, 0, 0, drainPing);
+      this.#drainAt = this.#shared.now + closeGraceMs;
     }
     if (this.#open === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle = resolve);
@@ -1333,12 +1769,13 @@ class Connection {
     for (const stream of [...this.#streams.values()]) {
       this.#finish(stream, connectionClosed, Closed.BY_US);
     }
-    this.#streams.clear();
-    this.#localClosed = 0;
+    this.#forgetAll();
+    // Its holders are forgotten with their last lease.
+    this.#queued?.release();
     this.#wakeWriters();
     this.#wakeDrainWaiters();
     if (this.#flushing) {
-      const by = this.#clock.now + closeGraceMs;
+      const by = this.#shared.now + closeGraceMs;
       this.#closeBy = this.#closeBy === 0 ? by : Math.min(this.#closeBy, by);
     } else {
       this.#closeSocket();
@@ -1348,6 +1785,7 @@ class Connection {
   /** Closes at once, dropping what is queued. */
   #hardClose(): void {
     this.#out = [];
+    this.#ctlSealed = this.#ctlFill;
     this.#teardown();
     this.#closeSocket();
   }
@@ -1393,22 +1831,25 @@ export function serveH2(options: H2ServerOptions): H2Server {
   const listener = Deno.listen({ hostname: options.hostname, port: options.port });
   const settings: ConnectionOptions = { ...defaults, ...options };
   const connections = new Map<Connection, Promise<void>>();
-  const clock: Clock = { now: Date.now() };
   // One sweep for every deadline of every connection.
   const smallest = Math.min(
     settings.prefaceTimeoutMs,
     settings.headerBlockTimeoutMs,
     settings.bodyTimeoutMs,
+    settings.minBodyBytesPerSecond > 0 ? settings.bodyGraceMs : Infinity,
+    settings.windowTimeoutMs,
     settings.idleTimeoutMs,
     settings.keepaliveIntervalMs,
     settings.keepaliveTimeoutMs,
     settings.writeTimeoutMs,
     closeGraceMs,
   );
+  const sweepMs = Math.max(10, Math.min(1000, Math.floor(smallest / 4)));
+  const shared: Shared = { now: Date.now(), streams: 0, waiting: new Waiting(), sweepMs };
   const sweep = setInterval(() => {
-    clock.now = Date.now();
-    for (const connection of connections.keys()) connection.tick(clock.now);
-  }, Math.max(10, Math.min(1000, Math.floor(smallest / 4))));
+    shared.now = Date.now();
+    for (const connection of connections.keys()) connection.tick(shared.now);
+  }, sweepMs);
   let closing = false;
   const accepting = (async () => {
     for (;;) {
@@ -1432,8 +1873,8 @@ export function serveH2(options: H2ServerOptions): H2Server {
       try {
         conn.setNoDelay(true);
       } catch { /* not TCP */ }
-      clock.now = Date.now();
-      const connection = new Connection(conn, settings, clock);
+      shared.now = Date.now();
+      const connection = new Connection(conn, settings, shared);
       connections.set(
         connection,
         connection.run().catch((error) => options.onError?.(error)).finally(() =>

@@ -19,8 +19,9 @@ import { bindGrpc, serveGrpc } from "../rpc/mod.ts";
 import { type GrpcChannel, grpcChannel, grpcChurn } from "../testing/mod.ts";
 import { createMemoryBudget } from "../platform/mod.ts";
 import { concat } from "./bytes.ts";
-import { type HeaderField, hpackEncode } from "./hpack.ts";
+import { type HeaderField, HpackDecoder, hpackEncode } from "./hpack.ts";
 import {
+  bodyOverBudget,
   checkRequestHeaders,
   checkTrailers,
   type H2Handler,
@@ -124,14 +125,15 @@ const u32 = (n: number) => {
   return b;
 };
 
-const requestHeaders = hpackEncode([
+const requestFields: HeaderField[] = [
   [":method", "POST"],
   [":scheme", "http"],
   [":path", "/grpc.health.v1.Health/Check"],
   [":authority", "localhost"],
   ["content-type", "application/grpc"],
   ["te", "trailers"],
-]);
+];
+const requestHeaders = hpackEncode(requestFields);
 
 interface Frame {
   type: number;
@@ -815,32 +817,423 @@ Deno.test("checkRequestHeaders accepts what gRPC clients send and returns conten
   assert.equal(typeof checkTrailers([[":path", "/"]]), "string");
 });
 
-Deno.test("body bytes no handler has read are taken from the budget; past it the stream is reset", async () => {
+/**
+ * A handler that answers only once `released`, reading its body after that: 200, or 503 when its
+ * body ended because it did not fit the budget.
+ */
+function readsWhenReleased(released: Promise<void>, holders?: (readonly string[])[]): H2Handler {
+  return async (req, res) => {
+    holders?.push(req.holders);
+    await released;
+    try {
+      for await (const _ of req.body) { /* read */ }
+    } catch (error) {
+      if (error !== bodyOverBudget) throw error;
+      return res.headers([[":status", "503"]], true);
+    }
+    res.headers([[":status", "200"]], true);
+  };
+}
+
+/** Whether stream `stream` was answered with status `status` (the server indexes nothing). */
+const answered = (stream: number, status: string) => (frames: Frame[]) =>
+  frames.some((f) =>
+    f.stream === stream && f.type === 1 &&
+    new HpackDecoder().decode(f.payload).some(([name, value]) =>
+      name === ":status" && value === status
+    )
+  );
+
+Deno.test("body bytes no handler has read are taken from the budget; past it the body ends for its handler", async () => {
   const budget = createMemoryBudget(40 * 1024);
   let release!: () => void;
   const released = new Promise<void>((r) => release = r);
-  // A handler that answers only once released, reading its body after that.
-  const slow: H2Handler = async (req, res) => {
-    await released;
-    for await (const _ of req.body) { /* read */ }
-    res.headers([[":status", "200"]], true);
-  };
-  await withServer({ budget, handler: slow }, async ({ port }) => {
+  await withServer({ budget, handler: readsWhenReleased(released) }, async ({ port }) => {
     const raw = await Raw.open(port);
     const kib16 = new Uint8Array(16 * 1024);
     await raw.write(frame(1, 0x4, 1, requestHeaders), frame(0, 0, 1, kib16), frame(0, 0, 1, kib16));
     await raw.write(frame(1, 0x4, 3, requestHeaders), frame(0, 0, 3, kib16));
-    // 32 KiB held for stream 1; stream 3's 16 KiB would pass 40 KiB: stream 3 is reset.
-    assert.ok(await raw.until((f) => rstOf(f, 3) !== undefined), "stream 3 was not reset");
-    assert.equal(rstCode(raw.frames, 3), 0xb); // ENHANCE_YOUR_CALM
-    assert.equal(rstOf(raw.frames, 1), undefined, "stream 1 fitted and was not reset");
-    assert.equal(budget.held, 32 * 1024);
-    // Once read, the bytes go back: stream 1 ends and is answered, and the budget is empty.
+    await roundTrip(raw);
+    // 32 KiB held for stream 1 (and its header fields); stream 3's 16 KiB would pass 40 KiB: they
+    // are dropped, and stream 3's body ends there for its handler, which answers the refusal
+    // (not a reset, which a client reads as a broken call).
+    assert.equal(rstOf(raw.frames, 3), undefined, "stream 3 was reset");
+    assert.equal(budget.held, 32 * 1024 + 2 * headerCost(requestFields));
     release();
+    assert.ok(await raw.until(answered(3, "503")), "stream 3's handler did not answer 503");
+    // Once read, the bytes go back: stream 1 ends and is answered, and the budget is empty.
     await raw.write(frame(0, 0x1, 1));
     assert.ok(await raw.until(responseEnded(1)), "stream 1 was not answered");
     assert.equal(budget.held, 0);
     await raw.close();
   });
   assert.equal(budget.held, 0);
+});
+
+/**
+ * What the server holds in the budget for a request's header fields while its stream is open:
+ * the header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it, three times.
+ */
+function headerCost(fields: HeaderField[]): number {
+  return 3 * fields.reduce((size, [name, value]) => size + name.length + value.length + 32, 0);
+}
+
+/** Sends a PING and waits for its ACK: the server has handled every frame sent before it. */
+async function roundTrip(raw: Raw): Promise<void> {
+  const payload = crypto.getRandomValues(new Uint8Array(8));
+  await raw.write(frame(6, 0, 0, payload));
+  assert.ok(
+    await raw.until((f) =>
+      f.some((x) => x.type === 6 && (x.flags & 1) && x.payload.every((b, i) => b === payload[i]))
+    ),
+    "no PING ACK",
+  );
+}
+
+/** `promise`, or a rejection after `ms` (only so that a broken server cannot hang the test). */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => timer = setTimeout(() => reject(new Error(what)), ms)),
+  ]).finally(() => clearTimeout(timer));
+}
+
+const pathOf = (req: { headers: readonly HeaderField[] }) =>
+  req.headers.find(([name]) => name === ":path")?.[1];
+const withPath = (path: string) =>
+  hpackEncode(requestFields.map(([name, value]) => [name, name === ":path" ? path : value]));
+
+Deno.test("past maxStreams a stream of any connection is refused, and that is no reset", async () => {
+  let open!: () => void;
+  const gate = new Promise<void>((r) => open = r);
+  // Busy streams: whole requests whose handlers work (here, wait) before they answer.
+  const busy: H2Handler = async (req, res) => {
+    for await (const _ of req.body) { /* read */ }
+    await gate;
+    res.headers([[":status", "200"]], true);
+  };
+  await withServer({ maxStreams: 3, handler: busy }, async ({ port }) => {
+    const a = await Raw.open(port);
+    const b = await Raw.open(port);
+    await a.write(frame(1, 0x5, 1, requestHeaders), frame(1, 0x5, 3, requestHeaders));
+    await b.write(frame(1, 0x5, 1, requestHeaders));
+    await roundTrip(a);
+    await roundTrip(b);
+    // 300 more at once: all refused, and (unlike resets the peer provokes, 200 a second) never
+    // the connection's end.
+    const more: Uint8Array[] = [];
+    for (let id = 3; id <= 601; id += 2) more.push(frame(1, 0x5, id, requestHeaders));
+    await b.write(concat(more));
+    assert.ok(await b.until((f) => rstOf(f, 601)), "stream 601 was not refused");
+    for (let id = 3; id <= 601; id += 2) assert.equal(rstCode(b.frames, id), 0x7, `stream ${id}`);
+    await roundTrip(b);
+    assert.equal(goaway(b.frames), undefined);
+    assert.equal(rstOf(a.frames, 1) ?? rstOf(a.frames, 3) ?? rstOf(b.frames, 1), undefined);
+    // Once they are answered, their places are free.
+    open();
+    for (const [raw, id] of [[a, 1], [a, 3], [b, 1]] as const) {
+      assert.ok(await raw.until(responseEnded(id)), `stream ${id} was not answered`);
+    }
+    await b.write(frame(1, 0x5, 603, requestHeaders));
+    assert.ok(await b.until(responseEnded(603)), "stream 603 was not answered");
+    assert.equal(rstOf(b.frames, 603), undefined);
+    await Promise.all([a.close(), b.close()]);
+  });
+});
+
+Deno.test("at maxStreams the stream that waited on its peer longest makes room", async () => {
+  const reasons = new Map<number, unknown>();
+  let open!: () => void;
+  const gate = new Promise<void>((r) => open = r);
+  const handler: H2Handler = async (req, res) => {
+    try {
+      for await (const _ of req.body) { /* read */ }
+      if (pathOf(req) === "/busy") await gate;
+      res.headers([[":status", "200"]], true);
+    } catch (error) {
+      reasons.set(req.streamId, error);
+    }
+  };
+  await withServer({ maxStreams: 2, handler }, async ({ port }) => {
+    // Two requests whose bodies have not ended; stream 1 was active last.
+    const stalled = await Raw.open(port);
+    await stalled.write(frame(1, 0x4, 1, requestHeaders), frame(1, 0x4, 3, requestHeaders));
+    await stalled.write(frame(0, 0, 1, new Uint8Array(5)));
+    await roundTrip(stalled);
+    // Whole requests from another connection, which keep working: the first takes the place of
+    // stream 3, the second that of stream 1.
+    const caller = await Raw.open(port);
+    const busy = withPath("/busy");
+    await caller.write(frame(1, 0x5, 1, busy));
+    assert.ok(await stalled.until((f) => rstOf(f, 3)), "no stream made room");
+    assert.equal(rstCode(stalled.frames, 3), 0x8); // CANCEL
+    assert.equal((reasons.get(3) as DOMException | undefined)?.name, "AbortError");
+    await roundTrip(stalled);
+    assert.equal(rstOf(stalled.frames, 1), undefined, "the stream active last made room first");
+    await caller.write(frame(1, 0x5, 3, busy));
+    assert.ok(await stalled.until((f) => rstOf(f, 1)), "the second stream made no room");
+    assert.equal(rstCode(stalled.frames, 1), 0x8);
+    // Now only streams that work are left: a third is refused.
+    await caller.write(frame(1, 0x5, 5, busy));
+    assert.ok(await caller.until((f) => rstOf(f, 5)), "the third stream was not refused");
+    assert.equal(rstCode(caller.frames, 5), 0x7); // REFUSED_STREAM
+    open();
+    assert.ok(await caller.until((f) => responseEnded(1)(f) && responseEnded(3)(f)));
+    assert.equal(rstOf(caller.frames, 1) ?? rstOf(caller.frames, 3), undefined);
+    assert.equal(goaway(stalled.frames) ?? goaway(caller.frames), undefined);
+    await Promise.all([stalled.close(), caller.close()]);
+  });
+});
+
+Deno.test("a peer whose stalled streams keep being given up for room is cut off", async () => {
+  await withServer({ maxStreams: 1 }, async ({ port }) => {
+    // Each new stream takes the place of the one before it, a reset this peer provoked: past 200
+    // a second, the connection ends.
+    const churn = await Raw.open(port);
+    const streams: Uint8Array[] = [];
+    for (let id = 1; id <= 599; id += 2) streams.push(frame(1, 0x4, id, requestHeaders));
+    await churn.write(concat(streams));
+    assert.equal(await churn.untilClosed(5000), true, "the churning peer was not cut off");
+    assert.equal(goawayCode(churn.frames), 0xb); // ENHANCE_YOUR_CALM
+    assert.ok(churn.frames.filter((f) => f.type === 3).every((f) => rstCode([f], f.stream) === 8));
+    // The place is free for others.
+    const other = await Raw.open(port);
+    await other.write(frame(1, 0x5, 1, requestHeaders));
+    assert.ok(await other.until(responseEnded(1)), "another peer was not served");
+    await Promise.all([churn.close(), other.close()]);
+  });
+});
+
+Deno.test("a request body that stops advancing is reset, whether or not its handler reads", async () => {
+  const reasons = new Map<number, unknown>();
+  const handler: H2Handler = async (req, res) => {
+    try {
+      if (pathOf(req) === "/reads") {
+        for await (const _ of req.body) { /* read */ }
+      } else {
+        // Reads nothing; waits for the stream to end.
+        await new Promise((r) => req.signal.addEventListener("abort", r, { once: true }));
+        throw req.signal.reason;
+      }
+      res.headers([[":status", "200"]], true);
+    } catch (error) {
+      reasons.set(req.streamId, error);
+    }
+  };
+  const options = { handler, minBodyBytesPerSecond: 1000, bodyGraceMs: 300, bodyTimeoutMs: 60_000 };
+  await withServer(options, async ({ port }) => {
+    const raw = await Raw.open(port);
+    const reads = withPath("/reads");
+    const ignores = withPath("/ignores");
+    // 1: no body at all, its handler waiting for one; 3: ten bytes and no more, its handler not
+    // reading.
+    await raw.write(
+      frame(1, 0x4, 1, reads),
+      frame(1, 0x4, 3, ignores),
+      frame(0, 0, 3, new Uint8Array(10)),
+    );
+    // 5: its whole stream window (256 KiB) at once, to a handler that does not read: it cannot
+    // send more, and that is not its fault.
+    const window: Uint8Array[] = [frame(1, 0x4, 5, ignores)];
+    for (let i = 0; i < 16; i++) window.push(frame(0, 0, 5, new Uint8Array(16 * 1024)));
+    await raw.write(concat(window));
+    // 7: keeps sending, 200 bytes every 40 ms (5 times the minimum), for five grace periods.
+    await raw.write(frame(1, 0x4, 7, reads));
+    const start = Date.now();
+    while (Date.now() - start < 1500) {
+      await raw.write(frame(0, 0, 7, new Uint8Array(200)));
+      await new Promise((r) => setTimeout(r, 40));
+    }
+    await raw.write(frame(0, 0x1, 7));
+    assert.ok(await raw.until(responseEnded(7)), "the stream that kept sending was not answered");
+    assert.equal(rstOf(raw.frames, 7), undefined, "the stream that kept sending was reset");
+    assert.ok(await raw.until((f) => rstOf(f, 1) && rstOf(f, 3), 5000), "a stalled body stayed");
+    assert.equal(rstCode(raw.frames, 1), 0x8); // CANCEL
+    assert.equal(rstCode(raw.frames, 3), 0x8);
+    for (const id of [1, 3]) {
+      assert.equal((reasons.get(id) as DOMException | undefined)?.name, "TimeoutError", `${id}`);
+    }
+    assert.equal(rstOf(raw.frames, 5), undefined, "a stream our window held back was reset");
+    assert.equal(goaway(raw.frames), undefined);
+    await raw.close();
+  });
+});
+
+Deno.test("an answer that waits for a window that never opens counts, then is reset", async () => {
+  const first: { pending: Promise<void> | undefined; signal: AbortSignal }[] = [];
+  // Answers and returns at once; the body waits for the peer's window.
+  const handler: H2Handler = (req, res) => {
+    res.headers([[":status", "200"]]);
+    const pending = res.data(new Uint8Array(1024));
+    res.trailers([["x-done", "1"]]);
+    first.push({ pending, signal: req.signal });
+  };
+  const zeroWindow = settingsPayload([0x4, 0]);
+  const options = { handler, windowTimeoutMs: 300, maxConcurrentStreams: 1 };
+  await withServer(options, async ({ port }) => {
+    const zero = await Raw.open(port, { settings: zeroWindow });
+    await zero.write(frame(1, 0x5, 1, requestHeaders));
+    assert.ok(await zero.until((f) => f.some((x) => x.type === 1 && x.stream === 1)));
+    assert.ok(first[0]?.pending, "the response did not wait");
+    // While its answer waits, the stream counts: the connection's next one is refused.
+    await zero.write(frame(1, 0x5, 3, requestHeaders));
+    assert.ok(await zero.until((f) => rstOf(f, 3)), "stream 3 was not refused");
+    assert.equal(rstCode(zero.frames, 3), 0x7);
+    // Then the answer nobody takes is given up: reset, its write resolved, its place freed.
+    assert.ok(await zero.until((f) => rstOf(f, 1), 5000), "the waiting answer was never reset");
+    assert.equal(rstCode(zero.frames, 1), 0x8); // CANCEL
+    assert.equal((first[0].signal.reason as DOMException).name, "TimeoutError");
+    await within(first[0].pending, 5000, "the waiting write never resolved");
+    assert.equal(zero.frames.some((f) => f.type === 0 && f.stream === 1), false);
+    await zero.write(frame(1, 0x5, 5, requestHeaders));
+    assert.ok(await zero.until((f) => f.some((x) => x.type === 1 && x.stream === 5)));
+    assert.equal(rstOf(zero.frames, 5), undefined, "no place after the reset");
+    await zero.close();
+  });
+  // It counts in the server too: at maxStreams, another connection's call takes its place.
+  first.length = 0;
+  await withServer({ handler, maxStreams: 1 }, async ({ port }) => {
+    const zero = await Raw.open(port, { settings: zeroWindow });
+    await zero.write(frame(1, 0x5, 1, requestHeaders));
+    assert.ok(await zero.until((f) => f.some((x) => x.type === 1 && x.stream === 1)));
+    const other = await Raw.open(port);
+    await other.write(frame(1, 0x5, 1, requestHeaders));
+    assert.ok(await other.until(responseEnded(1)), "the other connection's call was not served");
+    assert.ok(await zero.until((f) => rstOf(f, 1)), "the waiting answer kept its place");
+    assert.equal(rstCode(zero.frames, 1), 0x8);
+    await within(first[0]!.pending!, 5000, "the waiting write never resolved");
+    await Promise.all([zero.close(), other.close()]);
+  });
+});
+
+Deno.test("a peer that asks for control frames and does not read them is cut off", async () => {
+  let written = 0;
+  const big: H2Handler = async (req, res) => {
+    res.headers([[":status", "200"]]);
+    const chunk = new Uint8Array(64 * 1024);
+    while (written < 64 * 1024 * 1024 && !req.signal.aborted) {
+      await res.data(chunk);
+      written += chunk.length;
+    }
+  };
+  const ping = frame(6, 0, 0, new Uint8Array(8));
+  const pings = (n: number) => concat(Array.from({ length: n }, () => ping));
+  const acks = (f: Frame[]) => f.filter((x) => x.type === 6 && (x.flags & 1)).length;
+  const options = { handler: big, maxControlFrames: 50, maxOutputBytes: 64 * 1024 };
+  await withServer({ ...options, writeTimeoutMs: 60_000 }, async ({ port }) => {
+    // A peer that reads may send any number of PINGs, 40 at a time.
+    const reader = await Raw.open(port);
+    for (let round = 1; round <= 6; round++) {
+      await reader.write(pings(40));
+      assert.ok(await reader.until((f) => acks(f) >= 40 * round), `round ${round}`);
+    }
+    assert.equal(goaway(reader.frames), undefined);
+    assert.equal(reader.closed, false);
+    // 200 at once: more answers queued than the cap.
+    const burst = await Raw.open(port);
+    await burst.write(pings(200));
+    assert.equal(await burst.untilClosed(5000), true, "a PING flood was not cut off");
+    assert.equal(goawayCode(burst.frames), 0xb); // ENHANCE_YOUR_CALM
+    // A peer that does not read: a response fills the socket, then PINGs come a few at a time.
+    const stuck = await Raw.open(port, { settings: wideSettings, read: false });
+    await stuck.write(...wideOpen, frame(1, 0x5, 1, requestHeaders));
+    for (let last = -1, deadline = Date.now() + 10_000; written !== last;) {
+      assert.ok(Date.now() < deadline, "the response never waited for the socket");
+      last = written;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    for (let i = 0; i < 12; i++) {
+      await stuck.write(pings(5));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    stuck.pump();
+    assert.equal(await stuck.untilClosed(5000), true, "a peer that read nothing was not cut off");
+    // Its GOAWAY came after what the socket held, if the peer read that in time.
+    assert.ok([undefined, 0xb].includes(goawayCode(stuck.frames)));
+    await Promise.all([reader.close(), burst.close(), stuck.close()]);
+  });
+});
+
+Deno.test("unread bytes are held for the connection and the peer's address, each up to its share", async () => {
+  const budget = createMemoryBudget(100 * 1024, 40 * 1024);
+  let release!: () => void;
+  const released = new Promise<void>((r) => release = r);
+  const holders: (readonly string[])[] = [];
+  await withServer({ budget, handler: readsWhenReleased(released, holders) }, async ({ port }) => {
+    const a = await Raw.open(port);
+    const kib12 = new Uint8Array(12 * 1024);
+    await a.write(
+      frame(1, 0x4, 1, requestHeaders),
+      frame(0, 0, 1, kib12),
+      frame(0, 0, 1, kib12),
+      frame(0, 0, 1, kib12),
+    );
+    await roundTrip(a);
+    const [connection, address] = holders[0] ?? [];
+    assert.match(connection ?? "", /^h2:\d+$/);
+    assert.equal(address, "addr:127.0.0.1");
+    const held = 36 * 1024 + headerCost(requestFields);
+    assert.equal(budget.heldBy(connection!), held);
+    assert.equal(budget.heldBy(address!), held);
+    // A second stream's 8 KiB would take the connection past its share (40 KiB): its body ends
+    // there for its handler.
+    await a.write(frame(1, 0x4, 3, requestHeaders), frame(0, 0, 3, new Uint8Array(8 * 1024)));
+    await roundTrip(a);
+    // So would another connection's from the same address, though the budget has room.
+    const b = await Raw.open(port);
+    await b.write(frame(1, 0x4, 1, requestHeaders), frame(0, 0, 1, new Uint8Array(8 * 1024)));
+    await roundTrip(b);
+    assert.equal(holders.length, 3);
+    assert.notEqual(holders[2]![0], connection);
+    assert.equal(holders[2]![1], address);
+    assert.equal(budget.heldBy(address!), held + 2 * headerCost(requestFields));
+    release();
+    assert.ok(await a.until(answered(3, "503")), "stream 3 was not refused");
+    assert.ok(await b.until(answered(1, "503")), "the other connection's stream was not refused");
+    // Once read, everything goes back, and the holders hold nothing.
+    await a.write(frame(0, 0x1, 1));
+    assert.ok(await a.until(responseEnded(1)), "stream 1 was not answered");
+    assert.ok(await a.until(answered(1, "200")), "stream 1 was refused");
+    assert.equal(budget.held, 0);
+    assert.equal(budget.heldBy(connection!), 0);
+    assert.equal(budget.heldBy(address!), 0);
+    await Promise.all([a.close(), b.close()]);
+  });
+  assert.equal(budget.held, 0);
+});
+
+Deno.test("a request's header fields are held in the budget while its stream is open", async () => {
+  const budget = createMemoryBudget(1024 * 1024, 100 * 1024);
+  let calls = 0;
+  const handler: H2Handler = async (req, res) => {
+    calls++;
+    for await (const _ of req.body) { /* read */ }
+    res.headers([[":status", "200"]], true);
+  };
+  await withServer({ budget, handler }, async ({ port }) => {
+    const raw = await Raw.open(port);
+    // 1,900 references to one HPACK table entry: a 2 KB block that decodes to a 64 KiB header
+    // list, which held ~176 KB of heap per stream. Three times its size passes the 100 KiB share.
+    const bomb = concat([
+      requestHeaders,
+      Uint8Array.of(0x40, 1, 0x61, 0), // "a: " (incremental indexing: table entry 62)
+      new Uint8Array(1900).fill(0xbe), // that entry, 1,900 times
+    ]);
+    assert.ok(bomb.length < 2100);
+    await raw.write(frame(1, 0x5, 1, bomb));
+    assert.ok(await raw.until((f) => rstOf(f, 1) || responseEnded(1)(f)));
+    assert.equal(rstCode(raw.frames, 1), 0xb, "the header bomb was not refused");
+    assert.equal(calls, 0);
+    // An ordinary request is served, and holds its fields only while its stream is open.
+    await raw.write(frame(1, 0x4, 3, requestHeaders));
+    await roundTrip(raw);
+    assert.equal(budget.held, headerCost(requestFields));
+    await raw.write(frame(0, 0x1, 3));
+    assert.ok(await raw.until(responseEnded(3)), "stream 3 was not answered");
+    assert.equal(budget.held, 0);
+    assert.equal(calls, 1);
+    assert.equal(goaway(raw.frames), undefined);
+    await raw.close();
+  });
 });

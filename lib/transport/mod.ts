@@ -14,6 +14,13 @@ export {
   type H2ClientOptions,
   type H2ClientResponse,
 } from "./h2_client.ts";
-export { type H2Request, type H2Response, type H2Server, serveH2 } from "./h2_server.ts";
+export { ErrorCode, Flag, frame, FrameType, preface, Setting } from "./h2_frame.ts";
+export {
+  bodyOverBudget,
+  type H2Request,
+  type H2Response,
+  type H2Server,
+  serveH2,
+} from "./h2_server.ts";
 export { type HeaderField, HpackDecoder, hpackEncode } from "./hpack.ts";
 export { connectErrorBody, type GuardConfig, guardSettings, serveGuarded } from "./http_guard.ts";
