@@ -219,6 +219,7 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
     port: config.GATEWAY_PORT,
     hostname: config.HOST,
     maxConnections: config.HTTP_MAX_CONNECTIONS,
+    maxConnectionsPerAddress: config.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
     idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_MS,
     budget,
     // A body over the size limit is answered 413 by the transcoder, without being read.

@@ -122,6 +122,7 @@ export function serve(options: ServeOptions): RunningServer {
     port: options.httpPort,
     hostname: options.hostname,
     maxConnections: options.guard.HTTP_MAX_CONNECTIONS,
+    maxConnectionsPerAddress: options.guard.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
     idleTimeoutMs: options.guard.HTTP_IDLE_TIMEOUT_MS,
     budget: options.budget,
     errorBody: connectErrorBody,
