@@ -35,7 +35,12 @@ import {
   TokenService,
 } from "../gen/registry/token/v1/token_service_pb.ts";
 import { type AuthorizationParams, consentPage, errorPage } from "./consent_page.ts";
-import { type Logger, type MemoryBudget, oauthDescription } from "../lib/platform/mod.ts";
+import {
+  type Logger,
+  type MemoryBudget,
+  oauthDescription,
+  smallRequestBytes,
+} from "../lib/platform/mod.ts";
 import { createCors } from "./cors.ts";
 
 /** The paths of the endpoints (the metadata tells clients; these are ours to choose). */
@@ -510,8 +515,10 @@ async function readForm(
   if (declared > maxFormBytes) {
     throw new OAuthHttpError(413, "invalid_request", `The form exceeds ${maxFormBytes} bytes`);
   }
-  const lease = budget.take(Math.max(declared, 1024) * 2);
-  if (!lease) {
+  const cost = Math.max(declared, 1024) * 2;
+  const lease = budget.take(0);
+  if (!lease?.grow(cost, cost <= smallRequestBytes)) {
+    lease?.release();
     throw new OAuthHttpError(
       503,
       "temporarily_unavailable",

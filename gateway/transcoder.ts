@@ -21,7 +21,12 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import type { TokenVerifier } from "../lib/policy/mod.ts";
-import { type Lease, type MemoryBudget, overBudgetRetrySeconds } from "../lib/platform/mod.ts";
+import {
+  type Lease,
+  type MemoryBudget,
+  overBudgetRetrySeconds,
+  smallRequestBytes,
+} from "../lib/platform/mod.ts";
 import { concat } from "../lib/transport/mod.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
 import type { Logger } from "../lib/platform/mod.ts";
@@ -90,11 +95,17 @@ function invalid(violations: FieldViolation[], message?: string): HttpError {
   return new HttpError(400, Code.InvalidArgument, text, violations);
 }
 
+/** A declared body up to this size is read in one step, its budget taken before it is read. */
+const oneReadBytes = 64 * 1024;
+
 /**
  * Reads the body up to the limit, taking its bytes (times {@link bodyCostFactor}) from the memory
- * budget into `lease` as they come: a declared length at once, before any byte is read. Undefined
- * when it is empty. A body that cannot be read to its end (the client went away mid-body, or broke
- * the chunked framing) is the client's fault: 400, never a 500 in the logs and metrics.
+ * budget into `lease`. A small body of declared length is read in one step (the stream's reader
+ * costs more than the read itself for a small body) with its budget taken first; any other body
+ * takes its budget as its bytes arrive, so that a large length declared and never sent holds
+ * nothing. Undefined when it is empty. A body that cannot be read to its end (the client went away
+ * mid-body, or broke the chunked framing) is the client's fault: 400, never a 500 in the logs and
+ * metrics.
  */
 async function readBody(req: Request, max: number, lease: Lease): Promise<Uint8Array | undefined> {
   const declared = req.headers.get("content-length");
@@ -106,10 +117,10 @@ async function readBody(req: Request, max: number, lease: Lease): Promise<Uint8A
     }
     return undefined;
   }
-  if (declared !== null && !lease.grow(Number(declared) * bodyCostFactor)) throw overBudget();
-  if (declared !== null) {
-    // A declared length is what the body is (Deno.serve refuses any other): read in one step;
-    // the stream's reader costs more than the read itself for a small body.
+  if (declared !== null && Number(declared) <= oneReadBytes) {
+    const cost = Number(declared) * bodyCostFactor;
+    if (!lease.grow(cost, cost <= smallRequestBytes)) throw overBudget();
+    // A declared length is what the body is (Deno.serve refuses any other).
     let bytes: Uint8Array;
     try {
       bytes = await req.bytes();
@@ -306,8 +317,9 @@ export function createTranscoder(
     correlation: Correlation,
   ): Promise<Response> {
     const bodyField = route.body.kind === "field" ? route.body.field.name : undefined;
-    // Every byte this request holds is taken from the budget; given back when it is answered.
-    const lease = options.budget.take(0)!;
+    // Every byte this request holds is taken from the budget, in the caller's share (one caller
+    // cannot hold more than its share, whatever it sends); given back when it is answered.
+    let lease: Lease | undefined;
     try {
       const authorization = req.headers.get("authorization");
       const caller = await options.verify(authorization);
@@ -317,6 +329,8 @@ export function createTranscoder(
           "retry-after": String(wait),
         });
       }
+      lease = options.budget.take(0, [`sub:${caller.subject}`]);
+      if (!lease) throw overBudget();
       const input = await buildRequest(route, params, url, req, maxBodyBytes, lease);
       const header: Record<string, string> = {
         authorization: authorization!,
@@ -332,7 +346,8 @@ export function createTranscoder(
         onHeader: (h) => responseHeader = h,
       });
       // The answer is held again while it becomes JSON: its bytes are taken too.
-      if (!lease.grow(wireSizeOf(message) * bodyCostFactor)) {
+      const cost = wireSizeOf(message) * bodyCostFactor;
+      if (!lease.grow(cost, lease.bytes + cost <= smallRequestBytes)) {
         throw overBudget();
       }
       if (route.httpMethod === "DELETE") return new Response(null, { status: 204 });
@@ -368,7 +383,7 @@ export function createTranscoder(
       }
       return res;
     } finally {
-      lease.release();
+      lease?.release();
     }
   }
 }

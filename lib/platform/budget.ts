@@ -16,6 +16,13 @@
  * holder's count is kept only while it has leases, so the holders of a process are bounded by its
  * leases.
  *
+ * And large requests cannot starve small ones: beyond the budget, a reserve of an eighth of it
+ * (3 MiB of the default 24) is kept for the bytes of small requests ({@link smallRequestBytes}:
+ * a GET, a health check, a small create), which a grow marks as such. When the budget or a
+ * holder's share is full, such bytes come from the reserve, in no holder's share. So a flood of
+ * large bodies, or a caller at its share, leaves the requests of everyone else, health and
+ * readiness checks among them, something to run on.
+ *
  * @module
  */
 
@@ -45,12 +52,22 @@ export const budgetSettings = {
 /** The budget settings, parsed. */
 export type BudgetConfig = v.InferOutput<v.ObjectSchema<typeof budgetSettings, undefined>>;
 
+/**
+ * The most a small request holds (its bytes times its place's cost factor): what may come from
+ * the reserve (see the module's header).
+ */
+export const smallRequestBytes = 16 * 1024;
+
 /** Bytes taken from a budget, given back once by {@link Lease.release}. */
 export interface Lease {
   /** Bytes held by this lease. */
   readonly bytes: number;
-  /** Takes `bytes` more into this lease; false (and nothing taken) when they do not fit. */
-  grow(bytes: number): boolean;
+  /**
+   * Takes `bytes` more into this lease; false (and nothing taken) when they do not fit. `small`:
+   * they are for a request that holds at most {@link smallRequestBytes} in all, so they may come
+   * from the reserve when the budget or a share is full.
+   */
+  grow(bytes: number, small?: boolean): boolean;
   /** Gives `bytes` of the lease back (at most what it holds), keeping the rest. */
   shrink(bytes: number): void;
   /** Gives every byte of the lease back; later calls do nothing. */
@@ -69,6 +86,9 @@ export interface MemoryBudget {
   readonly refusals: number;
   /** The most one holder may hold, in bytes. */
   readonly shareLimit: number;
+  /** Bytes beyond the limit kept for small requests, and how many of them are held now. */
+  readonly reserve: number;
+  readonly reserveHeld: number;
   /**
    * Takes `bytes` (at least 0) as a lease, or returns undefined (a refusal) when they do not fit
    * the budget or the share of one of `holders`. The lease counts against each of them until it is
@@ -89,19 +109,25 @@ interface Holding {
 
 const noHoldings: readonly Holding[] = [];
 
-/** Creates a budget of `limit` bytes, of which one holder may hold `shareLimit` (default all). */
-export function createMemoryBudget(limit: number, shareLimit = limit): MemoryBudget {
+/**
+ * Creates a budget of `limit` bytes, of which one holder may hold `shareLimit` (default all), and
+ * a `reserve` for small requests beyond it (default none).
+ */
+export function createMemoryBudget(
+  limit: number,
+  shareLimit = limit,
+  reserve = 0,
+): MemoryBudget {
   let held = 0;
   let peak = 0;
   let refusals = 0;
+  let reserveHeld = 0;
   const holdings = new Map<string, Holding>();
+  /** Whether `bytes` fit the budget and every holding's share; taken when they do. */
   const fits = (bytes: number, mine: readonly Holding[]) => {
     let fit = held + bytes <= limit;
     for (let i = 0; fit && i < mine.length; i++) fit = mine[i]!.bytes + bytes <= shareLimit;
-    if (!fit) {
-      refusals++;
-      return false;
-    }
+    if (!fit) return false;
     held += bytes;
     for (const holding of mine) holding.bytes += bytes;
     if (held > peak) peak = held;
@@ -110,8 +136,12 @@ export function createMemoryBudget(limit: number, shareLimit = limit): MemoryBud
   return {
     limit,
     shareLimit,
+    reserve,
     get held() {
       return held;
+    },
+    get reserveHeld() {
+      return reserveHeld;
     },
     get peak() {
       return peak;
@@ -132,36 +162,51 @@ export function createMemoryBudget(limit: number, shareLimit = limit): MemoryBud
       let mine = noHoldings;
       if (holders !== undefined && holders.length > 0) {
         mine = holders.map((holder) => holdings.get(holder) ?? { bytes: 0, leases: 0 });
-        if (!fits(first, mine)) return undefined;
-        holders.forEach((holder, i) => {
-          const holding = mine[i]!;
-          if (holding.leases++ === 0) holdings.set(holder, holding);
-        });
-      } else if (!fits(first, mine)) return undefined;
+      }
+      if (!fits(first, mine)) {
+        refusals++;
+        return undefined;
+      }
+      for (let i = 0; i < mine.length; i++) {
+        if (mine[i]!.leases++ === 0) holdings.set(holders![i]!, mine[i]!);
+      }
       let own = first;
+      let fromReserve = 0;
       let released = false;
-      const giveBack = (n: number) => {
-        own -= n;
-        held -= n;
-        for (const holding of mine) holding.bytes -= n;
-      };
       return {
         get bytes() {
-          return own;
+          return own + fromReserve;
         },
-        grow(more) {
+        grow(more, small = false) {
           const n = Math.max(0, Math.ceil(more));
-          if (released || !fits(n, mine)) return false;
-          own += n;
-          return true;
+          if (released) return false;
+          if (fits(n, mine)) {
+            own += n;
+            return true;
+          }
+          if (small && n <= smallRequestBytes && reserveHeld + n <= reserve) {
+            reserveHeld += n;
+            fromReserve += n;
+            return true;
+          }
+          refusals++;
+          return false;
         },
         shrink(less) {
-          giveBack(Math.min(own, Math.max(0, Math.ceil(less))));
+          let n = Math.min(own + fromReserve, Math.max(0, Math.ceil(less)));
+          // What came from the reserve goes back first: it is for everyone's small requests.
+          const back = Math.min(fromReserve, n);
+          fromReserve -= back;
+          reserveHeld -= back;
+          n -= back;
+          own -= n;
+          held -= n;
+          for (const holding of mine) holding.bytes -= n;
         },
         release() {
           if (released) return;
+          this.shrink(own + fromReserve);
           released = true;
-          giveBack(own);
           mine.forEach((holding, i) => {
             if (--holding.leases === 0) holdings.delete(holders![i]!);
           });
@@ -174,7 +219,11 @@ export function createMemoryBudget(limit: number, shareLimit = limit): MemoryBud
 /** Creates the budget of a process from its settings. */
 export function budgetFromConfig(config: BudgetConfig): MemoryBudget {
   const limit = config.MEMORY_BUDGET_MIB * 1024 * 1024;
-  return createMemoryBudget(limit, Math.floor(limit * config.MEMORY_BUDGET_SHARE_PERCENT / 100));
+  return createMemoryBudget(
+    limit,
+    Math.floor(limit * config.MEMORY_BUDGET_SHARE_PERCENT / 100),
+    Math.floor(limit / 8),
+  );
 }
 
 /** The ErrorInfo reason of a refusal for memory (the gateway answers it 503 with Retry-After). */

@@ -83,3 +83,25 @@ Deno.test("budgetFromConfig() gives each holder MEMORY_BUDGET_SHARE_PERCENT of t
   assert.equal(budget.limit, 24 * 1024 * 1024);
   assert.equal(budget.shareLimit, 12 * 1024 * 1024);
 });
+
+Deno.test("small requests take from the reserve when the budget or a share is full; large ones never", () => {
+  const budget = createMemoryBudget(100_000, 50_000, 20_000);
+  const flood = budget.take(50_000, ["addr:a"])!;
+  const other = budget.take(50_000, ["addr:b"])!;
+  assert.equal(budget.take(1, ["addr:c"]), undefined, "the budget is full");
+  const small = budget.take(0, ["addr:a"])!;
+  assert.ok(small.grow(8_000, true), "a small request still runs, past addr:a's share");
+  assert.ok(small.grow(8_000, true));
+  assert.equal(budget.reserveHeld, 16_000);
+  assert.equal(small.grow(8_000, false), false, "not marked small: refused");
+  assert.equal(small.grow(20_000, true), false, "more than a small request holds: refused");
+  assert.equal(small.grow(8_000, true), false, "the reserve is used up");
+  assert.equal(budget.held, 100_000, "the reserve is beyond the limit");
+  small.shrink(10_000);
+  assert.equal(budget.reserveHeld, 6_000, "what came from the reserve goes back first");
+  small.release();
+  assert.equal(budget.reserveHeld, 0);
+  flood.release();
+  other.release();
+  assert.equal(budget.held, 0);
+});

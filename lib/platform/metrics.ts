@@ -137,20 +137,24 @@ export function createMetrics(component: string): Metrics {
 }
 
 /**
- * Exposes a memory budget (lib/platform/budget.ts): `memory_budget_bytes{state="limit"|"held"|"peak"}` and
+ * Exposes a memory budget (lib/platform/budget.ts):
+ * `memory_budget_bytes{state="limit"|"held"|"peak"|"reserve"|"reserve_held"}` and
  * `memory_budget_refusals_total`.
  */
 export function registerBudgetMetrics(metrics: Metrics, budget: MemoryBudget): void {
   const registers = [metrics.registry];
   new Gauge({
     name: "memory_budget_bytes",
-    help: "Bytes of requests this process may hold (limit), holds now (held), held at most (peak).",
+    help: "Bytes of requests this process may hold (limit), holds now (held), held at most " +
+      "(peak); kept beyond it for small requests (reserve), and held of that (reserve_held).",
     labelNames: ["state"],
     registers,
     collect() {
       this.set({ state: "limit" }, budget.limit);
       this.set({ state: "held" }, budget.held);
       this.set({ state: "peak" }, budget.peak);
+      this.set({ state: "reserve" }, budget.reserve);
+      this.set({ state: "reserve_held" }, budget.reserveHeld);
     },
   });
   let counted = 0;

@@ -15,6 +15,7 @@ export {
   overBudget,
   overBudgetReason,
   overBudgetRetrySeconds,
+  smallRequestBytes,
 } from "./budget.ts";
 export {
   ConfigError,

@@ -28,6 +28,7 @@ import {
   type MemoryBudget,
   overBudget,
   overBudgetReason,
+  smallRequestBytes,
 } from "../platform/mod.ts";
 import { concat } from "../transport/mod.ts";
 import {
@@ -170,25 +171,30 @@ function parseFault(body: Uint8Array): ConnectError | undefined {
   }
 }
 
-/** Reads a body into `lease`, refusing it as soon as it exceeds `max` bytes or the budget. */
+/** A declared body up to this size is read in one step, its budget taken before it is read. */
+const oneReadBytes = 64 * 1024;
+
+/**
+ * Reads a body into `lease`, refusing it as soon as it exceeds `max` bytes or the budget. A small
+ * body of declared length is read in one step, not through the stream, whose reader costs more
+ * than the read itself for a small message; its budget is taken first. Any other body takes its
+ * budget as its bytes arrive, so that a large length declared and never sent holds nothing.
+ */
 async function readBounded(req: Request, max: number, lease: Lease): Promise<Uint8Array[]> {
   const length = req.headers.get("content-length");
   const declared = Number(length ?? 0);
   if (declared > max) throw tooLarge(declared, max);
-  if (!lease.grow(declared * messageCostFactor)) throw overBudget();
-  // A declared length is what the body is (Deno.serve refuses any other): read in one step, not
-  // through the stream, whose reader costs more than the read itself for a small message.
-  if (length !== null || req.body === null) return [await req.bytes()];
+  if (req.body === null || (length !== null && declared <= oneReadBytes)) {
+    const cost = declared * messageCostFactor;
+    if (!lease.grow(cost, cost <= smallRequestBytes)) throw overBudget();
+    return [await req.bytes()];
+  }
   const chunks: Uint8Array[] = [];
   let size = 0;
-  let held = declared;
-  for await (const chunk of req.body ?? []) {
+  for await (const chunk of req.body) {
     size += chunk.byteLength;
     if (size > max) throw tooLarge(size, max);
-    if (size > held) {
-      if (!lease.grow((size - held) * messageCostFactor)) throw overBudget();
-      held = size;
-    }
+    if (!lease.grow(chunk.byteLength * messageCostFactor)) throw overBudget();
     chunks.push(chunk);
   }
   return chunks;

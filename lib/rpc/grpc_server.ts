@@ -7,9 +7,9 @@
  *
  * - a request that is not gRPC (not POST, or not `application/grpc`) gets 415 with a body saying
  *   what this port is (browsers, curl and h2spec expect a body), an unknown method UNIMPLEMENTED;
- * - every request message's bytes are taken from the process's memory budget as soon as its length
- *   prefix arrives, before its body is read (RESOURCE_EXHAUSTED with ErrorInfo
- *   MEMORY_BUDGET_EXCEEDED when they do not fit);
+ * - every request message's bytes are taken from the process's memory budget as they arrive, in the
+ *   share of the connection and of the peer's address (RESOURCE_EXHAUSTED with ErrorInfo
+ *   MEMORY_BUDGET_EXCEEDED when they do not fit); a health check's small message takes nothing;
  * - `grpc-message` is percent-encoded as PROTOCOL-HTTP2.md says ({@link encodeGrpcMessage}), so
  *   that every client reads exactly the message that was written;
  * - an error the handler throws that is not a ConnectError is answered INTERNAL "internal error"
@@ -26,8 +26,15 @@ import {
   type UniversalServerRequest,
 } from "@connectrpc/connect/protocol";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { createMemoryBudget, type Lease, type MemoryBudget, overBudget } from "../platform/mod.ts";
 import {
+  createMemoryBudget,
+  type Lease,
+  type MemoryBudget,
+  overBudget,
+  smallRequestBytes,
+} from "../platform/mod.ts";
+import {
+  bodyOverBudget,
   type H2Request,
   type H2Response,
   type H2Server,
@@ -219,15 +226,17 @@ async function handle(
       new ConnectError(`${path.slice(1).replace("/", ".")} is not implemented`, Code.Unimplemented),
     );
   }
-  const lease = budget.take(0)!;
+  // A client or bidirectional stream sends when its application has something to say.
+  const kind = handler.method.methodKind;
+  if (kind === "client_streaming" || kind === "bidi_streaming") req.patient();
+  const lease = budget.take(0, req.holders);
+  if (!lease) return trailersOnly(res, req, overBudget());
   let onCancel: (() => void) | undefined;
   try {
     let body: AsyncIterable<Uint8Array> = budgeted(
       req.body,
-      handler.method.methodKind,
-      maxBytes,
-      lease,
-      budget,
+      { kind, maxBytes, lease, budget, path },
+      req.holders,
     );
     const route = unary.get(path);
     if (route) {
@@ -336,27 +345,38 @@ async function answerUnary(
   return true;
 }
 
+/** Health checks (`grpc.health.v1.Health`) are never refused for want of budget... */
+const healthPath = "/grpc.health.v1.Health/";
+/** ...as long as their messages are of the size a health check is (a service name). */
+const maxHealthMessage = 1024;
+/** The first buffer of a message; it grows (doubling) as the message's bytes arrive. */
+const firstBuffer = 16 * 1024;
+
 /**
- * The request body as whole messages: each one's cost is taken from the budget as soon as its
- * 5-byte length prefix has arrived (one over `maxBytes` is left to connect-es, which refuses it at
- * its prefix), and its bytes go straight into one buffer of its size, handed on once complete. So
- * the HTTP/2 server's read buffers are never held by a message in transit, and no list of chunks
- * is kept beside the joined copy. For a stream of messages (client and bidi streaming), a
- * message's share is given back when the next one's prefix arrives.
+ * The request body as whole messages: each one's cost is taken from the budget (in the share of
+ * the connection's `holders`) as its bytes arrive, not when its 5-byte length prefix announces them,
+ * so that a large length declared and never sent holds nothing (one over `maxBytes` is left to
+ * connect-es, which refuses it at its prefix). Its bytes go straight into one buffer, grown by
+ * doubling up to the message's size, and handed on once complete: the HTTP/2 server's read buffers
+ * are never held by a message in transit, and no list of chunks is kept beside the joined copy.
+ * For a stream of messages (client and bidi streaming), a message's share is given back when the
+ * next one's prefix arrives. A health check's small message takes nothing from the budget.
  */
 async function* budgeted(
   body: AsyncIterable<Uint8Array>,
-  kind: string,
-  maxBytes: number,
-  lease: Lease,
-  budget: MemoryBudget,
+  options: { kind: string; maxBytes: number; lease: Lease; budget: MemoryBudget; path: string },
+  holders: readonly string[],
 ): AsyncGenerator<Uint8Array> {
+  const { kind, maxBytes, budget } = options;
   const streaming = kind === "client_streaming" || kind === "bidi_streaming";
+  const health = options.path.startsWith(healthPath);
   let current: Lease | undefined;
   const prefix = new Uint8Array(5);
   let prefixSize = 0;
   let message: Uint8Array | undefined; // prefix and body of the message being received
+  let size = 0; // the message's whole size, prefix included
   let filled = 0;
+  let free = false; // a health check's message: nothing taken
   try {
     for await (const chunk of body) {
       let offset = 0;
@@ -379,21 +399,30 @@ async function* budgeted(
             yield prefix.slice();
             return;
           }
-          const cost = length * grpcCostFactor;
+          free = health && length <= maxHealthMessage;
           if (streaming) {
             current?.release();
-            current = budget.take(cost);
+            current = budget.take(0, holders);
             if (!current) throw overBudget();
-          } else if (!lease.grow(cost)) throw overBudget();
-          message = new Uint8Array(5 + length);
+          }
+          size = 5 + length;
+          message = new Uint8Array(Math.min(size, firstBuffer));
           message.set(prefix);
           filled = 5;
         }
-        const take = Math.min(message.length - filled, chunk.length - offset);
+        const take = Math.min(size - filled, chunk.length - offset);
+        const cost = take * grpcCostFactor;
+        const small = (filled + take) * grpcCostFactor <= smallRequestBytes;
+        if (!free && !(current ?? options.lease).grow(cost, small)) throw overBudget();
+        if (filled + take > message.length) {
+          const grown = new Uint8Array(Math.min(size, Math.max(message.length * 2, filled + take)));
+          grown.set(message.subarray(0, filled));
+          message = grown;
+        }
         message.set(chunk.subarray(offset, offset + take), filled);
         filled += take;
         offset += take;
-        if (filled === message.length) {
+        if (filled === size) {
           const whole = message;
           message = undefined;
           yield whole;
@@ -403,6 +432,9 @@ async function* budgeted(
     // A cut-short message is handed on as far as it came: connect-es calls it incomplete.
     if (message !== undefined) yield message.subarray(0, filled);
     else if (prefixSize > 0) yield prefix.slice(0, prefixSize);
+  } catch (error) {
+    // The HTTP/2 server had no budget for the body's bytes: the same refusal as ours.
+    throw error === bodyOverBudget ? overBudget() : error;
   } finally {
     current?.release();
   }
