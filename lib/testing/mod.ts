@@ -16,6 +16,12 @@ export {
   watchRss,
 } from "./attacks.ts";
 export { launchChromium } from "./browser.ts";
+export {
+  type AttackResult,
+  type AttackShape,
+  type AttackSpec,
+  cheapAttack,
+} from "./cheap_attacks.ts";
 export { consentFormFields } from "./consent.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
 export {
