@@ -27,8 +27,14 @@
  * - `maxStreams` [2,000]: streams open at once across all connections of the server, half-closed
  *   ones included. At the cap, the stream that has waited on its peer the longest (its request
  *   has not ended, or its answer waits for a window; least recently active first) is reset
- *   (CANCEL) to make room, as a reset its own peer provoked; when no stream waits, the new one is
- *   refused (REFUSED_STREAM, not counted as a reset). So stalled streams cannot keep other
+ *   (CANCEL) to make room, as a reset its own peer provoked; when no stream waits (every place
+ *   held by calls being served, as under a flood that keeps the process busy), the connection
+ *   holding the most streams gives up its newest, if it holds more than one more than the
+ *   connection asking (each keeps its fair share); else the new one is refused (REFUSED_STREAM,
+ *   not counted as a reset, and no handler runs). A waiting stream active within `stallMs` [1 s]
+ *   is not given up for a newcomer (a burst of new streams would give up each other's places as
+ *   fast as they came: 450 connections of 100 took a service past its heap so), only for a
+ *   connection's fair share; So stalled streams cannot keep other
  *   callers out (under 150 connections of 100 stalled streams, refusing instead failed 50 of 58
  *   normal calls, tests/cheap_attacks_test.ts). Each open stream whose handler waits for its
  *   body costs 6.2-6.8 KB of heap with the gRPC adapter (lib/rpc/grpc_server.ts), measured with
@@ -220,6 +226,14 @@ export interface H2ServerOptions {
    * it, or report UNAVAILABLE), which does not count as a reset.
    */
   maxStreams?: number;
+  /**
+   * How long a stream must have been inactive before it may be given up to make room at
+   * `maxStreams` (default 1 s). A younger one is not: a burst of new streams would otherwise give
+   * up each other's places as fast as they come, each having run its handler for nothing (450
+   * connections of 100 streams each, in one burst, took a service past its heap that way), where
+   * refusing the newcomer costs nothing.
+   */
+  stallMs?: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE, and the cap of one encoded header block (default 64 KiB). */
   maxHeaderListSize?: number;
   /**
@@ -317,6 +331,7 @@ type ConnectionOptions =
 const defaults = {
   maxConcurrentStreams: 100,
   maxStreams: 2000,
+  stallMs: 1000,
   maxHeaderListSize: 64 * 1024,
   maxConnections: 1000,
   prefaceTimeoutMs: 10_000,
@@ -344,6 +359,8 @@ interface Shared {
    * window. Least recently active first: at `maxStreams`, the first makes room for a new stream.
    */
   waiting: Waiting;
+  /** The server's connections (to find the one holding the most streams). */
+  connections: ReadonlyMap<Connection, unknown>;
   /** The time between two sweeps. */
   sweepMs: number;
 }
@@ -554,6 +571,8 @@ class Stream {
   rateBase = 0;
   /** Its handler said it may pause between messages: no minimum rate for its body. */
   patient = false;
+  /** When it was last active (the sweep's clock): a stream younger than `stallMs` keeps its place. */
+  activeAt: number;
   /** A DATA frame did not fit the budget: its body ends with {@link bodyOverBudget}. */
   overBudget = false;
   /** Since when a response write waits for a flow-control window (the sweep's clock), or 0. */
@@ -572,7 +591,7 @@ class Stream {
     now: number,
   ) {
     this.sendWindow = initialWindow;
-    this.rateSince = now;
+    this.rateSince = this.activeAt = now;
   }
 }
 
@@ -709,6 +728,7 @@ class Connection {
 
   /** After a stream's activity: it goes last among the streams that wait, or leaves them. */
   #touch(stream: Stream): void {
+    stream.activeAt = this.#shared.now;
     if (!stream.ended || stream.blockedSince !== 0) this.#shared.waiting.add(stream);
     else this.#shared.waiting.delete(stream);
   }
@@ -722,8 +742,33 @@ class Connection {
    */
   #makeRoom(): boolean {
     const victim = this.#shared.waiting.first;
-    if (victim === undefined) return false;
+    if (victim === undefined || this.#shared.now - victim.activeAt < this.#options.stallMs) {
+      return false;
+    }
     victim.owner.#giveUp(victim);
+    return true;
+  }
+
+  /**
+   * Makes room under `maxStreams` when no stream that waits on its peer may be given up: every
+   * place is held by requests being served (as under a flood of calls that keeps the process busy)
+   * or by young streams. Then the connection holding the most streams gives up its newest, when it
+   * holds more than one more than this connection: so a flood from a few connections cannot keep
+   * the others out, each connection keeps its fair share of the places. False when this connection
+   * holds as many as any.
+   * (60 connections of such calls kept the gateway's out, 22 of 26 calls refused, before.)
+   */
+  #takeFairShare(): boolean {
+    let heaviest: Connection | undefined;
+    for (const c of this.#shared.connections.keys()) {
+      if (heaviest === undefined || c.#streams.size > heaviest.#streams.size) heaviest = c;
+    }
+    if (heaviest === undefined || heaviest.#streams.size <= this.#streams.size + 1) return false;
+    // Its newest: the least likely to have done anything yet. No age is asked of it: a
+    // connection gives up places only until the two hold about as many, so a burst cannot churn.
+    let newest: Stream | undefined;
+    for (const stream of heaviest.#streams.values()) newest = stream;
+    heaviest.#giveUp(newest!);
     return true;
   }
 
@@ -1130,7 +1175,7 @@ class Connection {
     }
     this.#lastStreamId = streamId;
     const admitted = !this.#goingAway && this.#open < this.#options.maxConcurrentStreams &&
-      (this.#streamsLeft > 0 || this.#makeRoom());
+      (this.#streamsLeft > 0 || this.#makeRoom() || this.#takeFairShare());
     if (this.#failed) return; // making room gave up a stream of this peer, its last allowed reset
     if (!admitted) {
       // Refused, not provoked by the peer: not counted as a reset.
@@ -1168,7 +1213,10 @@ class Connection {
       patient: () => stream.patient = true,
     };
     Promise.resolve()
-      .then(() => this.#options.handler(request, this.#response(stream)))
+      // A stream given up before its handler ran (to make room) costs nothing more.
+      .then(() =>
+        stream.closed ? undefined : this.#options.handler(request, this.#response(stream))
+      )
       .catch((error) => {
         this.#options.onError?.(error);
         this.#response(stream).reset(ErrorCode.INTERNAL_ERROR);
@@ -1845,7 +1893,13 @@ export function serveH2(options: H2ServerOptions): H2Server {
     closeGraceMs,
   );
   const sweepMs = Math.max(10, Math.min(1000, Math.floor(smallest / 4)));
-  const shared: Shared = { now: Date.now(), streams: 0, waiting: new Waiting(), sweepMs };
+  const shared: Shared = {
+    now: Date.now(),
+    streams: 0,
+    waiting: new Waiting(),
+    connections,
+    sweepMs,
+  };
   const sweep = setInterval(() => {
     shared.now = Date.now();
     for (const connection of connections.keys()) connection.tick(shared.now);

@@ -955,7 +955,7 @@ Deno.test("at maxStreams the stream that waited on its peer longest makes room",
       reasons.set(req.streamId, error);
     }
   };
-  await withServer({ maxStreams: 2, handler }, async ({ port }) => {
+  await withServer({ maxStreams: 2, stallMs: 0, handler }, async ({ port }) => {
     // Two requests whose bodies have not ended; stream 1 was active last.
     const stalled = await Raw.open(port);
     await stalled.write(frame(1, 0x4, 1, requestHeaders), frame(1, 0x4, 3, requestHeaders));
@@ -986,8 +986,66 @@ Deno.test("at maxStreams the stream that waited on its peer longest makes room",
   });
 });
 
+Deno.test("at maxStreams with no stream stalled, the connection holding the most gives up its newest", async () => {
+  let open!: () => void;
+  const gate = new Promise<void>((r) => open = r);
+  const handler: H2Handler = async (req, res) => {
+    try {
+      for await (const _ of req.body) { /* read */ }
+      await gate;
+      res.headers([[":status", "200"]], true);
+    } catch { /* given up */ }
+  };
+  await withServer({ maxStreams: 3, stallMs: 0, handler }, async ({ port }) => {
+    // A flood of whole requests that keep the process busy holds every place.
+    const flood = await Raw.open(port);
+    const busy = withPath("/busy");
+    await flood.write(frame(1, 0x5, 1, busy), frame(1, 0x5, 3, busy), frame(1, 0x5, 5, busy));
+    await roundTrip(flood);
+    // Another connection's call takes the place of the flood's newest stream...
+    const caller = await Raw.open(port);
+    await caller.write(frame(1, 0x5, 1, busy));
+    assert.ok(await flood.until((f) => rstOf(f, 5)), "the flood gave up nothing");
+    assert.equal(rstCode(flood.frames, 5), 0x8); // CANCEL
+    await roundTrip(caller);
+    assert.equal(rstOf(caller.frames, 1), undefined, "the caller's call was refused");
+    // ...but not more than its fair share: with two places to the caller's one, the flood keeps them.
+    await caller.write(frame(1, 0x5, 3, busy));
+    assert.ok(await caller.until((f) => rstOf(f, 3)), "the caller's second call was not refused");
+    assert.equal(rstCode(caller.frames, 3), 0x7); // REFUSED_STREAM
+    open();
+    assert.ok(await caller.until(responseEnded(1)), "the caller's call was not answered");
+    assert.ok(await flood.until((f) => responseEnded(1)(f) && responseEnded(3)(f)));
+    await Promise.all([flood.close(), caller.close()]);
+  });
+});
+
+Deno.test("at maxStreams a stream younger than stallMs keeps its place: the newcomer is refused", async () => {
+  let calls = 0;
+  const handler: H2Handler = async (req, res) => {
+    calls++;
+    try {
+      for await (const _ of req.body) { /* read */ }
+      res.headers([[":status", "200"]], true);
+    } catch { /* given up */ }
+  };
+  await withServer({ maxStreams: 1, stallMs: 60_000, handler }, async ({ port }) => {
+    const stalled = await Raw.open(port);
+    await stalled.write(frame(1, 0x4, 1, requestHeaders));
+    await roundTrip(stalled);
+    const caller = await Raw.open(port);
+    await caller.write(frame(1, 0x5, 1, requestHeaders));
+    assert.ok(await caller.until((f) => rstOf(f, 1)), "the newcomer was not refused");
+    assert.equal(rstCode(caller.frames, 1), 0x7); // REFUSED_STREAM: nothing was processed
+    await roundTrip(stalled);
+    assert.equal(rstOf(stalled.frames, 1), undefined, "the young stream was given up");
+    assert.equal(calls, 1, "a refused stream's handler ran");
+    await Promise.all([stalled.close(), caller.close()]);
+  });
+});
+
 Deno.test("a peer whose stalled streams keep being given up for room is cut off", async () => {
-  await withServer({ maxStreams: 1 }, async ({ port }) => {
+  await withServer({ maxStreams: 1, stallMs: 0 }, async ({ port }) => {
     // Each new stream takes the place of the one before it, a reset this peer provoked: past 200
     // a second, the connection ends.
     const churn = await Raw.open(port);
@@ -1093,7 +1151,7 @@ Deno.test("an answer that waits for a window that never opens counts, then is re
   });
   // It counts in the server too: at maxStreams, another connection's call takes its place.
   first.length = 0;
-  await withServer({ handler, maxStreams: 1 }, async ({ port }) => {
+  await withServer({ handler, maxStreams: 1, stallMs: 0 }, async ({ port }) => {
     const zero = await Raw.open(port, { settings: zeroWindow });
     await zero.write(frame(1, 0x5, 1, requestHeaders));
     assert.ok(await zero.until((f) => f.some((x) => x.type === 1 && x.stream === 1)));
