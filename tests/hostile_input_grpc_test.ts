@@ -870,7 +870,11 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
         conn.close();
       } catch { /* closed */ }
       assert.match(answer, /^HTTP\/1\.1 411 /, answer.slice(0, 300));
-      assert.ok(offered < 8, `the service read ${offered} MiB before answering`);
+      // After its answer the guard reads and drops up to 8 MiB (a lingering close, so that the
+      // client sees the answer rather than a reset), and the sockets' buffers take a few MiB more
+      // before the writes stop: on a busy machine the answer can come after those. What matters
+      // is that nothing near the 256 MiB offered is taken in.
+      assert.ok(offered < 32, `the service took ${offered} MiB before answering`);
     });
 
     await step("the Connect port: a chunked body that breaks mid-way is never a 5xx", async () => {
