@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
+import { consentFormFields, httpClient, propagated, startStack } from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 const exchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -629,6 +629,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
           userToken,
         );
         assert.equal(revoked.status, 204, revoked.text);
+        await propagated(); // the token service keeps installations in memory
         assert.equal((await introspect(tokens.access_token)).active, false);
         const refresh = await oauth.refreshTokenGrantRequest(
           as,
@@ -780,6 +781,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
           status: "suspended",
         });
         assert.equal(suspended.status, 200, suspended.text);
+        await propagated();
         assert.equal((await introspect(tokens.access_token)).active, false);
         const refresh = await oauth.refreshTokenGrantRequest(
           as,

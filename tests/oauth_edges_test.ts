@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
+import { consentFormFields, httpClient, propagated, startStack } from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 
@@ -598,6 +598,7 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
           status: "suspended",
         });
         assert.equal(suspend.status, 200, suspend.text);
+        await propagated(); // the token service keeps its answers about origins in memory
         const afterSuspend = await preflight("/oauth2/token", "http://localhost:5173");
         assert.equal(afterSuspend.headers.get("access-control-allow-origin"), null);
         await call("PATCH", `/v1/projects/ep1/clients/${spa}`, { status: "active" });

@@ -9,7 +9,13 @@ import assert from "node:assert/strict";
 import { decodeProtectedHeader } from "jose";
 import * as oauth from "oauth4webapi";
 import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
-import { grpcFailure, grpcTestClient, httpClient, startStack } from "../lib/testing/mod.ts";
+import {
+  grpcFailure,
+  grpcTestClient,
+  httpClient,
+  propagated,
+  startStack,
+} from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 
@@ -298,6 +304,7 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
         status: "suspended",
       });
       assert.equal(suspended.status, 200, suspended.text);
+      await propagated(); // the token service keeps clients in memory
       assert.equal(await introspect(issued.access_token), false);
       const again = await fetch(as.token_endpoint!, {
         method: "POST",

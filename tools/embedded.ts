@@ -112,6 +112,8 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
       GRPC_PORT: ports.tokenGrpc,
       HTTP_PORT: ports.tokenHttp,
       OAUTH_REGISTRY_GRPC_URL: `http://${host}:${ports.oauthGrpc}`,
+      // No change feed: a listener would need a second connection to the single-user database.
+      REGISTRY_CACHE_MIB: "0",
     }),
     sql,
     applicationName,

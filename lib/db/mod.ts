@@ -1,9 +1,15 @@
 /**
  * Postgres, for the services only (the gateway's module graph must not contain it): the pool,
- * forward-only migrations, pool metrics, and the idempotency keys' table.
+ * forward-only migrations, pool metrics, the idempotency keys' table, and change feeds.
  *
  * @module
  */
 
+export {
+  type ChangeFeed,
+  followChanges,
+  type FollowOptions,
+  propagationMs,
+} from "./change_feed.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
 export { connect, migrate, readMigrations, registerPoolMetrics, type Sql } from "./postgres.ts";

@@ -54,6 +54,8 @@ export interface ServiceDeps<E extends v.ObjectEntries> {
   verify: TokenVerifier;
   /** Why calls cannot be taken now (e.g. the schema is being migrated), or undefined. */
   notReady: () => string | undefined;
+  /** The process's memory budget (a cache takes its bytes from it, in the `cache` share). */
+  budget: MemoryBudget;
 }
 
 /** What a service is made of. */
@@ -154,6 +156,7 @@ export async function startService<E extends v.ObjectEntries>(
     metrics,
     verify,
     notReady: () => notReady,
+    budget,
   });
   const server = serve({
     bindings: services,

@@ -7,6 +7,7 @@
  */
 
 import postgres from "postgres";
+import { propagationMs } from "../db/mod.ts";
 
 /** A database that exists until `drop()`. */
 export interface TestDatabase {
@@ -81,4 +82,14 @@ async function createIn(base: string, after: () => Promise<void>): Promise<TestD
       await after();
     },
   };
+}
+
+/**
+ * Resolves once a change committed before the call has reached every replica's caches (the change
+ * feeds' promise, lib/db/change_feed.ts): what a test waits for between changing something in the
+ * registry and expecting the token service to act on it. Not a guess at timing: a cache that has
+ * not applied a change by then does not serve at all.
+ */
+export function propagated(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, propagationMs));
 }

@@ -10,7 +10,7 @@
 import { ConnectError, createRouterTransport, type Transport } from "@connectrpc/connect";
 import type * as v from "valibot";
 import { connect, migrate, readMigrations, type Sql } from "../db/mod.ts";
-import { createLogger, createMetrics } from "../platform/mod.ts";
+import { budgetFromConfig, createLogger, createMetrics } from "../platform/mod.ts";
 import { authOptions, createTokenVerifier, signToken, type TokenClaims } from "../policy/mod.ts";
 import { register } from "../rpc/mod.ts";
 import { readServiceConfig, type ServiceDefinition } from "../service/mod.ts";
@@ -59,6 +59,7 @@ export async function serveInProcess<E extends v.ObjectEntries>(
     metrics: createMetrics(def.name),
     verify: createTokenVerifier(authOptions(config)),
     notReady: () => undefined,
+    budget: budgetFromConfig(config),
   });
   const transport = createRouterTransport((router) => register(router, services), {
     router: { interceptors },

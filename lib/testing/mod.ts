@@ -23,6 +23,7 @@ export {
   cheapAttack,
 } from "./cheap_attacks.ts";
 export { consentFormFields } from "./consent.ts";
+export { propagated } from "./database.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
 export {
   type GrpcChannel,

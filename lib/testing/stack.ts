@@ -107,6 +107,8 @@ export interface Stack {
   kill(name: ProcName): Promise<void>;
   /** Starts a stopped process again with the same settings and ports. */
   respawn(name: ProcName): Proc;
+  /** The settings a process was started with (to start another replica of it). */
+  envOf(name: ProcName): Record<string, string>;
   /** Stops the processes and drops the database. */
   stop(): Promise<void>;
 }
@@ -330,6 +332,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
       procs[name] = spawn(components[name].entry, components[name].env, flags);
       return procs[name];
     },
+    envOf: (name) => ({ ...components[name].env }),
     async stop() {
       await Promise.all(Object.values(procs).map(stopProc));
       await db.drop();

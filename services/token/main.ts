@@ -15,6 +15,10 @@ import { defineService, runService } from "../../lib/service/mod.ts";
 import { clientAuthentication, clientRules } from "./client_auth.ts";
 import { createKeyRing } from "./keys.ts";
 import { createRegistry } from "./registry.ts";
+import { cacheRegistry, type RegistryCache, registryChangesChannel } from "./registry_cache.ts";
+import { Counter, Gauge, type Registry } from "prom-client";
+import { createRevocations, revocationsChannel, uncachedRevocations } from "./revocations.ts";
+import { followChanges } from "../../lib/db/mod.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { deriveCsrfKey } from "./authorization.ts";
 import { createGrantRepository } from "./repository/grants.ts";
@@ -44,8 +48,22 @@ export const tokenService = defineService({
     REFRESH_TOKEN_TTL_SECONDS: positiveInt(30 * 24 * 3600),
     SIGNING_KEY_ROTATION_HOURS: positiveInt(720),
     RPC_TIMEOUT_MS: positiveInt(10_000),
+    /**
+     * The most memory the registry's answers may take (MiB, estimated): clients, verified secrets'
+     * digests, installations, configs (./registry_cache.ts). 0 keeps nothing in memory, the list
+     * of revoked tokens included, and listens to nothing (the embedded database has one
+     * connection, and a listener would need its own).
+     */
+    REGISTRY_CACHE_MIB: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(/^\d{1,4}$/, "must be a whole number of MiB"),
+        v.transform(Number),
+      ),
+      "4",
+    ),
   },
-  serve: ({ sql, config, log, metrics, notReady, verify }) => {
+  serve: ({ sql, config, log, metrics, notReady, verify, budget }) => {
     const now = Date.now;
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
     const keys = createKeyRing({
@@ -56,19 +74,43 @@ export const tokenService = defineService({
       tokenLifetimeMs: ttlMs + 60_000,
       now,
     });
-    const registry = createRegistry({
+    const remote = createRegistry({
       url: config.OAUTH_REGISTRY_GRPC_URL,
       jwtSecret: config.AUTH_JWT_SECRET,
       token: config.REGISTRY_TOKEN,
       timeoutMs: config.RPC_TIMEOUT_MS,
       now,
     });
+    // What changes in the registry, and which tokens are revoked, reach every replica through
+    // Postgres within a second (lib/db/change_feed.ts).
+    const cached = config.REGISTRY_CACHE_MIB > 0;
+    const cache = !cached ? undefined : cacheRegistry(remote, {
+      follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
+      maxBytes: config.REGISTRY_CACHE_MIB * 1024 * 1024,
+      budget,
+      // The registry's triggers exist (its migrations ran): asked of the catalog, not its tables.
+      notifies: async () => {
+        const [row] = await sql<{ n: number }[]>`
+          select count(*)::int as n from pg_trigger
+          where tgrelid = to_regclass('oauth.clients') and tgname = 'clients_updated'`;
+        return row?.n === 1;
+      },
+    });
+    if (cache) registerCacheMetrics(metrics.registry, cache);
+    const registry = cache ?? remote;
+    const revocations = cached
+      ? createRevocations(sql, {
+        follow: (handlers) => followChanges(sql, revocationsChannel, handlers),
+        budget,
+      })
+      : uncachedRevocations(sql);
     const grants = createGrantRepository(sql);
     const tick = setInterval(async () => {
       if (notReady() !== undefined) return;
       try {
         await keys.refresh();
         await grants.purge(new Date(now()));
+        await revocations.reload();
       } catch (error) {
         log.warn("signing keys not refreshed", { error });
       }
@@ -90,6 +132,7 @@ export const tokenService = defineService({
               now,
             }),
             registry,
+            revocations,
             issuer,
             refreshTokenTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
             jwksMaxAgeSeconds: 300,
@@ -109,5 +152,40 @@ export const tokenService = defineService({
     };
   },
 });
+
+/** `registry_cache_*` on /metrics: what the cache holds, and where answers came from. */
+function registerCacheMetrics(registers: Registry, cache: RegistryCache): void {
+  new Gauge({
+    name: "registry_cache_bytes",
+    help: "Estimated bytes of the registry's answers held in memory (in the memory budget).",
+    registers: [registers],
+    collect() {
+      this.set(cache.stats().bytes);
+    },
+  });
+  new Gauge({
+    name: "registry_cache_entries",
+    help: "Clients, installations, configs and origin answers held in memory.",
+    registers: [registers],
+    collect() {
+      this.set(cache.stats().entries);
+    },
+  });
+  const counted = { hits: 0, misses: 0, bypassed: 0 };
+  new Counter({
+    name: "registry_cache_answers_total",
+    help: "Answers about the registry, by where they came from: memory (hit), the registry when " +
+      "not held (miss), the registry while the change feed was not fresh (bypassed).",
+    labelNames: ["result"],
+    registers: [registers],
+    collect() {
+      const now = cache.stats();
+      for (const k of ["hits", "misses", "bypassed"] as const) {
+        this.inc({ result: k }, now[k] - counted[k]);
+        counted[k] = now[k];
+      }
+    },
+  });
+}
 
 if (import.meta.main) Deno.exit(await runService(tokenService));

@@ -28,6 +28,7 @@ import type { KeyRing } from "./keys.ts";
 import { oauthError } from "./oauth_errors.ts";
 import { sha256 } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
+import type { Revocations } from "./revocations.ts";
 import { createGrantRepository, type FamilyRow, type RefreshRow } from "./repository/grants.ts";
 
 /** What the handlers need. */
@@ -40,6 +41,8 @@ export interface TokenServiceDeps {
   accessTokens: AccessTokens;
   /** The registry, for clients, configs and installations. */
   registry: Registry;
+  /** Which access tokens were revoked. */
+  revocations: Pick<Revocations, "isRevoked" | "revoked">;
   /** The `iss` of every token and authorization answer. */
   issuer: string;
   /** Lifetime of a refresh token, in seconds. */
@@ -75,12 +78,9 @@ const inactive = { active: false } as const;
 /** Creates the handlers. */
 export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof TokenService> {
   const { sql, keys, registry, now, accessTokens } = deps;
-  const grants = createGrantRepository(sql);
+  const grants = createGrantRepository(sql, (jtis) => deps.revocations.revoked(jtis));
 
-  async function isRevoked(jti: string): Promise<boolean> {
-    const [row] = await sql`select 1 from token.revoked_tokens where jti = ${jti}`;
-    return row !== undefined;
-  }
+  const isRevoked = (jti: string) => deps.revocations.isRevoked(jti);
 
   const grantDeps: GrantDeps = {
     accessTokens,
@@ -219,6 +219,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
           insert into token.revoked_tokens (jti, expires_at, revoked_at)
           values (${claims.jti}, ${new Date(claims.exp * 1000)}, ${new Date(now())})
           on conflict (jti) do nothing`;
+        deps.revocations.revoked([claims.jti]);
         return {};
       }
       const refresh = await refreshOf(req.token);

@@ -89,7 +89,8 @@ export interface GrantRepository {
   issue(familyId: string, spent: Spent, at: Date, issued: Issued): Promise<IssueOutcome>;
   /**
    * Revokes a family: marks it, and puts every access token it issued that has not expired on the
-   * revocation list. Revoking a revoked family changes nothing.
+   * revocation list (and tells the repository's `onRevoked` once it is committed, so that this
+   * replica knows at once). Revoking a revoked family changes nothing.
    */
   revokeFamily(familyId: string, at: Date): Promise<void>;
   /** Deletes what expired before `at`. */
@@ -104,7 +105,10 @@ class NotIssued extends Error {
 }
 
 /** Creates the repository over a pool. */
-export function createGrantRepository(sql: Sql): GrantRepository {
+export function createGrantRepository(
+  sql: Sql,
+  onRevoked: (jtis: string[]) => void = () => {},
+): GrantRepository {
   return {
     async createCode(family, code) {
       await sql.begin(async (tx) => {
@@ -165,18 +169,20 @@ export function createGrantRepository(sql: Sql): GrantRepository {
     },
 
     async revokeFamily(familyId, at) {
-      await sql.begin(async (tx) => {
+      const revoked = await sql.begin(async (tx) => {
         const [family] = await tx`
           update token.families set revoked_at = ${at}
           where id = ${familyId} and revoked_at is null
           returning id`;
-        if (!family) return;
-        await tx`
+        if (!family) return [];
+        return await tx<{ jti: string }[]>`
           insert into token.revoked_tokens (jti, expires_at, revoked_at)
           select jti, expires_at, ${at} from token.family_access_tokens
           where family_id = ${familyId} and expires_at > ${at}
-          on conflict (jti) do nothing`;
+          on conflict (jti) do nothing
+          returning jti::text`;
       });
+      onRevoked((revoked as { jti: string }[]).map((r) => r.jti));
     },
 
     async purge(at) {

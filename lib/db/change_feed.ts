@@ -1,0 +1,129 @@
+/**
+ * Following a schema's changes through Postgres `LISTEN/NOTIFY`, so that a process may keep what
+ * another one owns in memory and still never answer from a copy that is more than a second old.
+ *
+ * The owner's triggers `pg_notify` a channel in the same transaction as each change, so a
+ * notification is sent exactly when the change commits, and never for one that rolls back. The
+ * follower listens on one connection and applies each notification as it comes. Two things can go
+ * wrong, and each is answered:
+ *
+ * - **The listening connection is lost.** Notifications sent meanwhile are gone for good, so when
+ *   postgres.js has listened again, {@link FollowOptions.onReset} empties the cache (a full
+ *   reload: every entry is read again on its next use).
+ * - **Notifications are late** (a cut network that TCP has not noticed yet, a stalled connection).
+ *   Every `heartbeatMs` the follower notifies the channel itself, stamped with the time it sent it.
+ *   Postgres delivers notifications in commit order, so once one of its own heartbeats has come back,
+ *   every change committed before that heartbeat was sent has been applied. {@link ChangeFeed.fresh}
+ *   is true only while the latest heartbeat back was sent at most `maxLagMs` ago: a cache that
+ *   serves only while the feed is fresh never serves a copy older than `maxLagMs` after the change
+ *   committed, whatever the load (a late heartbeat makes the cache step aside, not lie).
+ *
+ * A heartbeat is one small query every `heartbeatMs` per follower; every follower of the channel
+ * also receives the others' heartbeats, and ignores them.
+ *
+ * @module
+ */
+
+import type { Sql } from "./postgres.ts";
+
+/** Options of {@link followChanges}. */
+export interface FollowOptions {
+  /** One change: the payload the owner's trigger sent. */
+  onChange(payload: string): void;
+  /** Everything may have changed (first listen, or listening again after a lost connection). */
+  onReset(): void;
+  /** How often to send a heartbeat (default 200 ms). */
+  heartbeatMs?: number;
+  /** How old the latest heartbeat back may be for the feed to be fresh (default 800 ms). */
+  maxLagMs?: number;
+  /** The clock (ms). */
+  now?: () => number;
+}
+
+/** A feed being followed. */
+export interface ChangeFeed {
+  /** Whether every change committed more than `maxLagMs` ago has been applied. */
+  fresh(): boolean;
+  /** Stops following (the listening connection is the pool's to close). */
+  close(): Promise<void>;
+}
+
+/**
+ * The promise a follower keeps with the defaults: a change committed this long ago has been applied
+ * (or the cache steps aside), in every replica. The README states it; tests wait for it.
+ */
+export const propagationMs = 1000;
+
+/** The prefix of heartbeats; owners' payloads never start with it. */
+const heartbeatPrefix = "~hb:";
+
+/** Follows `channel` on `sql` (see the module's header). */
+export function followChanges(sql: Sql, channel: string, options: FollowOptions): ChangeFeed {
+  const now = options.now ?? Date.now;
+  const heartbeatMs = options.heartbeatMs ?? 200;
+  const maxLagMs = options.maxLagMs ?? 800;
+  const resubscribeMs = Math.max(5_000, maxLagMs * 4);
+  const me = `${heartbeatPrefix}${crypto.randomUUID().slice(0, 8)}:`;
+  /** When the latest of our own heartbeats to come back was sent; undefined: none yet. */
+  let confirmedAt: number | undefined;
+  let listening = false;
+  let closed = false;
+
+  const onNotify = (payload: string) => {
+    if (payload.startsWith(heartbeatPrefix)) {
+      if (payload.startsWith(me)) {
+        const sentAt = Number(payload.slice(me.length));
+        if (confirmedAt === undefined || sentAt > confirmedAt) confirmedAt = sentAt;
+      }
+      return;
+    }
+    options.onChange(payload);
+  };
+  const onListen = () => {
+    // Listening (again): whatever was sent while nobody listened is gone.
+    listening = true;
+    options.onReset();
+  };
+  /** The current subscription; postgres.js listens again by itself after a lost connection. */
+  let subscription: Promise<{ unlisten(): Promise<void> } | undefined> | undefined;
+  let subscribedAt = now();
+  const subscribe = () => {
+    const previous = subscription;
+    subscribedAt = now();
+    subscription = (async () => {
+      await (await previous)?.unlisten().catch(() => {});
+      // A listen that fails (the database is down) is tried again below.
+      return await sql.listen(channel, onNotify, onListen).catch(() => undefined);
+    })();
+  };
+  subscribe();
+
+  let sending = false;
+  const beat = async () => {
+    if (sending || closed) return;
+    // When postgres.js's own listening again failed too (the database was down when it tried),
+    // nothing would ever listen again: after `resubscribeMs` without a heartbeat back, listen anew.
+    const last = Math.max(confirmedAt ?? 0, subscribedAt);
+    if (now() - last > resubscribeMs) subscribe();
+    sending = true;
+    try {
+      await sql`select pg_notify(${channel}, ${me + now()})`;
+    } catch {
+      // The database is out of reach: the feed goes stale, and the cache steps aside.
+    } finally {
+      sending = false;
+    }
+  };
+  const timer = setInterval(beat, heartbeatMs);
+  Deno.unrefTimer(timer);
+  void beat();
+
+  return {
+    fresh: () => listening && confirmedAt !== undefined && now() - confirmedAt <= maxLagMs,
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      await (await subscription)?.unlisten().catch(() => {});
+    },
+  };
+}

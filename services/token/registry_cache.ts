@@ -1,0 +1,306 @@
+/**
+ * The registry, remembered: what the token service asks the oauth-registry on every grant and
+ * introspection (a client and its secret, an installation, a project's config, a browser origin)
+ * almost never changes, so each replica keeps the answers in memory, and Postgres keeps them
+ * honest. The registry's triggers notify `oauth_registry_changes` when a client, a secret, an
+ * installation or a config changes (services/oauth/migrations/0004_change_feed.sql), and each
+ * replica follows the channel (lib/db/change_feed.ts):
+ *
+ * - a notification drops what it names (a client with its verified secrets and every answer about
+ *   browser origins, an installation, a config); `reset` and a lost listening connection drop all;
+ * - an answer is served from memory only while the feed is fresh (every change committed more than
+ *   800 ms ago applied), so suspending or deleting a client, deleting a secret or revoking an
+ *   installation takes effect in every replica within a second; while the feed is not fresh every
+ *   call goes to the registry, as without the cache;
+ * - an answer read while a change arrived is not kept (it may predate the change).
+ *
+ * What is kept: clients that exist (never "no such client", which an attacker could fill memory
+ * with), and for each at most 10 secrets that verified, as HMAC-SHA256 digests under a key made at
+ * start-up and never stored (a memory dump shows no secret, and digests that nothing outside this
+ * process can check a guess against); a wrong secret always goes to the registry. Installations and
+ * configs that exist; whether an origin is registered, both ways (bounded like the rest).
+ *
+ * Bounded: at most `maxBytes` (estimated as three times each answer's Protobuf size, plus 256 bytes
+ * per entry), taken from the process's memory budget as it fills, in the budget's `cache` share;
+ * when either is full the oldest entries go first.
+ *
+ * @module
+ */
+
+import { toBinary } from "@bufbuild/protobuf";
+import { createHmac } from "node:crypto";
+import { type Client, ClientSchema, ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { type OAuthConfig, OAuthConfigSchema } from "../../gen/registry/oauth/v1/config_pb.ts";
+import {
+  type Installation,
+  InstallationSchema,
+} from "../../gen/registry/oauth/v1/installation_pb.ts";
+import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
+import { idKind, type Lease, type MemoryBudget } from "../../lib/platform/mod.ts";
+import type { Registry } from "./registry.ts";
+
+/** The channel the registry's triggers notify. */
+export const registryChangesChannel = "oauth_registry_changes";
+
+/** Options of {@link cacheRegistry}. */
+export interface RegistryCacheOptions {
+  /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */
+  follow(options: FollowOptions): ChangeFeed;
+  /** The most bytes the cache may hold (estimated). */
+  maxBytes: number;
+  /** The process's memory budget, which the cache's bytes are taken from. */
+  budget?: MemoryBudget | undefined;
+  /**
+   * Whether the registry's schema notifies its changes (its migration that adds the triggers has
+   * run): until it does, nothing is served from memory. Asked at start, then on use at most every
+   * 250 ms until it says yes.
+   */
+  notifies(): Promise<boolean>;
+}
+
+/** The cached registry, with what it holds. */
+export interface RegistryCache extends Registry {
+  /** Entries and estimated bytes held now, and how calls were answered so far. */
+  stats(): { entries: number; bytes: number; hits: number; misses: number; bypassed: number };
+  /** Stops following the feed. */
+  close(): Promise<void>;
+}
+
+const maxVerifiersPerClient = 10;
+const entryOverhead = 256;
+const verifierBytes = 64;
+
+/**
+ * Clients and installations are kept under their stored UUID, the form the triggers name them by
+ * (an id spelt another way that decodes to the same UUID is the same entry); a text that is not an
+ * id of its kind is never kept.
+ */
+const ids = { client: idKind("cli"), installation: idKind("ins") };
+
+interface Entry<T> {
+  value: T;
+  bytes: number;
+}
+
+interface ClientEntry extends Entry<Client> {
+  /** Digests of secrets that verified for this client while it was active. */
+  verifiers: Set<string>;
+}
+
+/** Wraps `registry` in a cache that Postgres keeps honest (see the module's header). */
+export function cacheRegistry(registry: Registry, options: RegistryCacheOptions): RegistryCache {
+  const digestKey = crypto.getRandomValues(new Uint8Array(32));
+  const digest = (clientId: string, secret: string) =>
+    createHmac("sha256", digestKey).update(clientId).update("\n").update(secret).digest("base64");
+
+  // Maps keep insertion order: the first key is the oldest, evicted first.
+  const clients = new Map<string, ClientEntry>();
+  const installations = new Map<string, Entry<Installation>>();
+  const configs = new Map<string, Entry<OAuthConfig>>();
+  const origins = new Map<string, Entry<boolean>>();
+  const maps: Map<string, Entry<unknown>>[] = [clients, installations, configs, origins];
+  let bytes = 0;
+  let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
+  /** Counts every change applied; an answer read across one is not kept. */
+  let generation = 0;
+  const counts = { hits: 0, misses: 0, bypassed: 0 };
+  let notifying = false;
+  let asking = false;
+  let askedAt = -Infinity;
+  const askNotifies = () => {
+    if (notifying || asking || performance.now() - askedAt < 250) return;
+    asking = true;
+    askedAt = performance.now();
+    options.notifies().then((yes) => notifying = yes, () => {}).finally(() => asking = false);
+  };
+
+  function drop<T>(map: Map<string, Entry<T>>, key: string): void {
+    const entry = map.get(key);
+    if (!entry) return;
+    map.delete(key);
+    give(entry.bytes);
+  }
+  /** Gives back bytes admitted for nothing. */
+  function give(size: number): void {
+    bytes -= size;
+    lease?.shrink(size);
+  }
+  function clear(): void {
+    for (const map of maps) map.clear();
+    lease?.shrink(bytes);
+    bytes = 0;
+  }
+  /**
+   * Makes room for `size` bytes, oldest first across the maps, and takes them from the budget;
+   * false when they do not fit (when requests hold the budget, the cache gives way).
+   */
+  function admit(size: number): boolean {
+    if (size > options.maxBytes) return false;
+    while (bytes + size > options.maxBytes) {
+      const fullest = maps.reduce((a, b) => (b.size > a.size ? b : a));
+      drop(fullest, fullest.keys().next().value!);
+    }
+    if (lease && !lease.grow(size)) return false;
+    bytes += size;
+    return true;
+  }
+
+  const feed = options.follow({
+    onChange(payload) {
+      generation++;
+      const colon = payload.indexOf(":");
+      const kind = payload.slice(0, colon);
+      const key = payload.slice(colon + 1);
+      if (kind === "client") {
+        drop(clients, key);
+        for (const k of [...origins.keys()]) drop(origins, k);
+      } else if (kind === "installation") {
+        drop(installations, key);
+      } else if (kind === "config") {
+        drop(configs, key);
+      } else {
+        clear(); // `reset`, or a payload this version does not know
+      }
+    },
+    onReset() {
+      generation++;
+      clear();
+    },
+  });
+  askNotifies();
+  /** Whether answers may come from memory now. */
+  const usable = () => {
+    if (!notifying) return askNotifies(), false; // asked again at most every 250 ms
+    return feed.fresh();
+  };
+
+  /**
+   * Serves `key` of `map` from memory when the feed is fresh, else asks `load` and keeps a defined
+   * answer when nothing changed meanwhile.
+   */
+  async function through<T>(
+    map: Map<string, Entry<T>>,
+    key: string | undefined,
+    load: () => Promise<T | undefined>,
+    size: (value: T) => number,
+    entry: (value: T, bytes: number) => Entry<T> = (value, bytes) => ({ value, bytes }),
+  ): Promise<T | undefined> {
+    if (key === undefined || !usable()) {
+      counts.bypassed++;
+      return await load();
+    }
+    const held = map.get(key);
+    if (held) {
+      counts.hits++;
+      return held.value;
+    }
+    counts.misses++;
+    const before = generation;
+    const value = await load();
+    if (value !== undefined && generation === before && usable()) {
+      const bytes = size(value) + entryOverhead;
+      if (admit(bytes)) map.set(key, entry(value, bytes));
+    }
+    return value;
+  }
+  const clientSize = (c: Client) => toBinary(ClientSchema, c).length * 3;
+  const clientEntry = (value: Client, bytes: number): ClientEntry => ({
+    value,
+    bytes,
+    verifiers: new Set(),
+  });
+
+  return {
+    async verifySecret(clientId, secret) {
+      const key = ids.client.toUuid(clientId);
+      const fresh = key !== undefined && usable();
+      const d = digest(key ?? "", secret);
+      const entry = fresh ? clients.get(key) : undefined;
+      if (entry?.verifiers.has(d) && entry.value.status === ClientStatus.ACTIVE) {
+        counts.hits++;
+        return entry.value;
+      }
+      if (fresh) counts.misses++;
+      else counts.bypassed++;
+      const before = generation;
+      const client = await registry.verifySecret(clientId, secret);
+      if (!client || key === undefined || generation !== before || !usable()) return client;
+      // Keep the client, and the digest of the secret that verified (44 characters).
+      const known = clients.get(key);
+      if (known) {
+        if (known.verifiers.size < maxVerifiersPerClient && admit(verifierBytes)) {
+          if (clients.get(key) === known) {
+            known.verifiers.add(d);
+            known.bytes += verifierBytes;
+          } else give(verifierBytes); // it was the oldest entry, evicted to make room
+        }
+      } else {
+        const bytes = clientSize(client) + entryOverhead + verifierBytes;
+        if (admit(bytes)) {
+          const added = clientEntry(client, bytes);
+          added.verifiers.add(d);
+          clients.set(key, added);
+        }
+      }
+      return client;
+    },
+    async getClient(projectId, clientId) {
+      const client = await through(
+        clients,
+        ids.client.toUuid(clientId),
+        () => registry.lookupClient(clientId),
+        clientSize,
+        clientEntry,
+      );
+      return client?.projectId === projectId ? client : undefined;
+    },
+    lookupClient(clientId) {
+      return through(
+        clients,
+        ids.client.toUuid(clientId),
+        () => registry.lookupClient(clientId),
+        clientSize,
+        clientEntry,
+      );
+    },
+    getConfig(projectId) {
+      return through(
+        configs,
+        projectId,
+        () => registry.getConfig(projectId),
+        (c) => toBinary(OAuthConfigSchema, c).length * 3,
+      );
+    },
+    async getInstallation(projectId, installationId) {
+      const installation = await through(
+        installations,
+        ids.installation.toUuid(installationId),
+        () => registry.getInstallation(projectId, installationId),
+        (i) => toBinary(InstallationSchema, i).length * 3,
+      );
+      return installation?.projectId === projectId ? installation : undefined;
+    },
+    consent(authorization, projectId, scopes) {
+      return registry.consent(authorization, projectId, scopes);
+    },
+    async registersOrigin(origin, clientId) {
+      return (await through(
+        origins,
+        `${clientId}\n${origin}`,
+        () => registry.registersOrigin(origin, clientId),
+        () => origin.length * 2 + clientId.length * 2,
+      ))!;
+    },
+    stats() {
+      let entries = 0;
+      for (const map of maps) entries += map.size;
+      return { entries, bytes, ...counts };
+    },
+    async close() {
+      await feed.close();
+      clear();
+      lease?.release();
+      lease = undefined;
+    },
+  };
+}

@@ -1,0 +1,172 @@
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { ClientSchema, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import type { FollowOptions } from "../../lib/db/mod.ts";
+import { createMemoryBudget, idKind } from "../../lib/platform/mod.ts";
+import type { Registry } from "./registry.ts";
+import { cacheRegistry } from "./registry_cache.ts";
+
+const ids = idKind("cli");
+
+/** A registry that counts its calls, a feed driven by hand, and the cache over them. */
+function setup(
+  options: { maxBytes?: number; budget?: ReturnType<typeof createMemoryBudget> } = {},
+) {
+  const clients = new Map<string, { secret: string; status: ClientStatus; projectId: string }>();
+  const calls: string[] = [];
+  let release: (() => void) | undefined;
+  const registry: Registry = {
+    async verifySecret(clientId, secret) {
+      calls.push(`verify ${clientId}`);
+      if (release) await new Promise<void>((r) => (release = r));
+      const c = clients.get(clientId);
+      if (!c || c.secret !== secret || c.status !== ClientStatus.ACTIVE) return undefined;
+      return create(ClientSchema, {
+        id: clientId,
+        projectId: c.projectId,
+        status: c.status,
+        type: ClientType.WEB,
+      });
+    },
+    lookupClient(clientId) {
+      calls.push(`lookup ${clientId}`);
+      const c = clients.get(clientId);
+      return Promise.resolve(
+        c && create(ClientSchema, { id: clientId, projectId: c.projectId, status: c.status }),
+      );
+    },
+    getClient: () => Promise.reject(new Error("not used by the cache")),
+    getConfig: () => Promise.resolve(undefined),
+    getInstallation: () => Promise.resolve(undefined),
+    consent: () => Promise.reject(new Error("not used")),
+    registersOrigin(origin) {
+      calls.push(`origin ${origin}`);
+      return Promise.resolve(origin === "https://app.example");
+    },
+  };
+  let fresh = true;
+  let handlers!: FollowOptions;
+  const cache = cacheRegistry(registry, {
+    follow(h) {
+      handlers = h;
+      return { fresh: () => fresh, close: () => Promise.resolve() };
+    },
+    maxBytes: options.maxBytes ?? 1 << 20,
+    budget: options.budget,
+    notifies: () => Promise.resolve(true),
+  });
+  const add = (secret = "s1", projectId = "p1") => {
+    const id = ids.generate();
+    clients.set(id.id, { secret, status: ClientStatus.ACTIVE, projectId });
+    return id;
+  };
+  return {
+    cache,
+    clients,
+    calls,
+    add,
+    handlers: () => handlers,
+    setFresh: (v: boolean) => (fresh = v),
+    /** Holds the next verifySecret until the returned function is called. */
+    hold: () => {
+      release = () => {};
+      return () => {
+        const r = release!;
+        release = undefined;
+        r();
+      };
+    },
+  };
+}
+
+Deno.test("registry cache: a verified secret is answered from memory until its client changes", async () => {
+  const t = setup();
+  await Promise.resolve(); // the catalog check answers
+  const a = t.add();
+  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.id, a.id);
+  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.id, a.id);
+  assert.equal((await t.cache.lookupClient(a.id))?.id, a.id);
+  assert.deepEqual(t.calls, [`verify ${a.id}`]);
+  // A wrong secret always goes to the registry, and is never kept.
+  assert.equal(await t.cache.verifySecret(a.id, "wrong"), undefined);
+  assert.equal(await t.cache.verifySecret(a.id, "wrong"), undefined);
+  assert.equal(t.calls.length, 3);
+  // The registry's trigger names the client by its uuid: the entry goes.
+  t.clients.get(a.id)!.status = ClientStatus.SUSPENDED;
+  t.handlers().onChange(`client:${a.uuid}`);
+  assert.equal(await t.cache.verifySecret(a.id, "s1"), undefined);
+  assert.equal((await t.cache.lookupClient(a.id))?.status, ClientStatus.SUSPENDED);
+  assert.equal(t.cache.stats().hits, 2);
+});
+
+Deno.test("registry cache: nothing from memory while the feed is not fresh, and a reset empties it", async () => {
+  const t = setup();
+  await Promise.resolve();
+  const a = t.add();
+  await t.cache.verifySecret(a.id, "s1");
+  t.setFresh(false);
+  await t.cache.verifySecret(a.id, "s1");
+  assert.equal(t.calls.length, 2);
+  assert.equal(t.cache.stats().bypassed, 1);
+  t.setFresh(true);
+  t.handlers().onReset();
+  assert.equal(t.cache.stats().entries, 0);
+  t.handlers().onChange("reset");
+  await t.cache.verifySecret(a.id, "s1");
+  assert.equal(t.calls.length, 3);
+});
+
+Deno.test("registry cache: an answer read while a change arrived is not kept", async () => {
+  const t = setup();
+  await Promise.resolve();
+  const a = t.add();
+  const go = t.hold();
+  const answer = t.cache.verifySecret(a.id, "s1");
+  await Promise.resolve();
+  t.handlers().onChange(`client:${a.uuid}`); // e.g. its secret deleted meanwhile
+  go();
+  assert.equal((await answer)?.id, a.id);
+  assert.equal(t.cache.stats().entries, 0);
+});
+
+Deno.test("registry cache: an id spelt another way, or not an id, is never kept", async () => {
+  const t = setup();
+  await Promise.resolve();
+  assert.equal(await t.cache.verifySecret("cli_not-an-id", "s1"), undefined);
+  assert.equal(await t.cache.lookupClient("nothing"), undefined);
+  assert.equal(t.cache.stats().entries, 0);
+});
+
+Deno.test("registry cache: bounded in bytes, oldest first, and within the memory budget", async () => {
+  const t = setup({ maxBytes: 4000 });
+  await Promise.resolve();
+  for (let i = 0; i < 50; i++) {
+    const c = t.add();
+    await t.cache.verifySecret(c.id, "s1");
+    assert.ok(t.cache.stats().bytes <= 4000);
+  }
+  assert.ok(t.cache.stats().entries < 50 && t.cache.stats().entries > 0);
+  // Origins, both ways; any client change drops them all.
+  assert.equal(await t.cache.registersOrigin("https://app.example", ""), true);
+  assert.equal(await t.cache.registersOrigin("https://evil.example", ""), false);
+  assert.equal(await t.cache.registersOrigin("https://evil.example", ""), false);
+  assert.equal(t.calls.filter((c) => c.startsWith("origin")).length, 2);
+  t.handlers().onChange(`client:${ids.generate().uuid}`);
+  await t.cache.registersOrigin("https://evil.example", "");
+  assert.equal(t.calls.filter((c) => c.startsWith("origin")).length, 3);
+
+  // The budget: a cache whose budget is held by requests keeps nothing, and gives back on close.
+  const budget = createMemoryBudget(10_000);
+  const held = budget.take(10_000)!;
+  const b = setup({ budget });
+  await Promise.resolve();
+  const c = b.add();
+  await b.cache.verifySecret(c.id, "s1");
+  assert.equal(b.cache.stats().entries, 0);
+  held.release();
+  await b.cache.verifySecret(c.id, "s1");
+  assert.equal(b.cache.stats().entries, 1);
+  assert.equal(budget.held, b.cache.stats().bytes);
+  await b.cache.close();
+  assert.equal(budget.held, 0);
+});
