@@ -605,6 +605,8 @@ function formDecode(value: string): string | undefined {
   }
 }
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * The client's credentials: HTTP Basic (RFC 6749 2.3.1: id and secret form-urlencoded, then
  * base64; a raw id or secret, as curl `-u` sends, decodes to itself unless it holds `%` or `+`),
@@ -630,8 +632,14 @@ export function clientCredentials(
     }
     let decoded: string;
     try {
-      const bytes = Uint8Array.from(atob(authorization.slice(6).trim()), (c) => c.charCodeAt(0));
-      decoded = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+      const raw = atob(authorization.slice(6).trim());
+      // ASCII (every generated id and secret) is its own UTF-8; other bytes are decoded strictly.
+      if (/^[\x00-\x7f]*$/.test(raw)) decoded = raw;
+      else {
+        const bytes = new Uint8Array(raw.length);
+        for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+        decoded = strictUtf8.decode(bytes);
+      }
     } catch {
       throw unauthorized("The Basic credentials are not base64 of UTF-8");
     }

@@ -2,6 +2,11 @@
  * Structured logging: one JSON object per line on stderr, with a time, a level, the component
  * and a message. Callers must never pass secrets or tokens as fields.
  *
+ * Lines are written together: debug and info lines (the access log, one per request) wait in
+ * memory for at most 5 ms, or until 64 KiB wait, and then go out in one write; a warning or an error goes out at once, with everything before it, and whatever waits is
+ * written when the process exits. One write per line cost the oauth-registry a fifth of its CPU
+ * at info under load (the write itself, `op_write_sync` and V8's `writeBuffer`, in its profile).
+ *
  * @module
  */
 
@@ -37,6 +42,32 @@ function describe(value: unknown): unknown {
 }
 
 /** Creates a logger for a component; lines below `LOG_LEVEL` (default `info`) are dropped. */
+/** Lines waiting to be written, of every logger of the process (they share stderr). */
+let waiting = "";
+let flushTimer: ReturnType<typeof setTimeout> | undefined;
+const flushAtChars = 64 * 1024;
+const flushAfterMs = 5;
+
+/** Writes every waiting line now. */
+export function flushLogs(): void {
+  if (flushTimer !== undefined) clearTimeout(flushTimer);
+  flushTimer = undefined;
+  if (waiting === "") return;
+  let bytes = encoder.encode(waiting);
+  waiting = "";
+  while (bytes.length > 0) bytes = bytes.subarray(Deno.stderr.writeSync(bytes));
+}
+globalThis.addEventListener("unload", flushLogs);
+
+function emit(line: string, now: boolean): void {
+  waiting += line;
+  if (now || waiting.length >= flushAtChars) return flushLogs();
+  if (flushTimer === undefined) {
+    flushTimer = setTimeout(flushLogs, flushAfterMs);
+    Deno.unrefTimer(flushTimer);
+  }
+}
+
 export function createLogger(component: string, level: Level = "info"): Logger {
   const min = order[level];
   const write = (lvl: Level, message: string, fields?: Record<string, unknown>) => {
@@ -48,8 +79,7 @@ export function createLogger(component: string, level: Level = "info"): Logger {
       msg: message,
     };
     if (fields) { for (const [k, v] of Object.entries(fields)) line[k] = describe(v); }
-    let bytes = encoder.encode(JSON.stringify(line) + "\n");
-    while (bytes.length > 0) bytes = bytes.subarray(Deno.stderr.writeSync(bytes));
+    emit(JSON.stringify(line) + "\n", order[lvl] >= order.warn);
   };
   return {
     debug: (m, f) => write("debug", m, f),

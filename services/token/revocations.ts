@@ -6,7 +6,8 @@
  * (lib/db/change_feed.ts): a revocation takes effect in every replica within a second.
  *
  * The replica reads the tokens revoked and not yet expired when it starts listening, again after
- * a lost listening connection or a `reset`, and once a minute (which forgets the expired ones). It
+ * a lost listening connection or a `reset`, once a minute (which forgets the expired ones), and a
+ * second after a read that failed. It
  * answers from memory only while the feed is fresh and the list is loaded; otherwise, or when more
  * than `max` tokens are revoked and unexpired (or the memory budget has no room for them), it asks
  * Postgres, as without the list. Each jti is counted as 100 bytes in the budget's `cache` share.
@@ -74,6 +75,8 @@ export function createRevocations(sql: Sql, options: RevocationsOptions): Revoca
   let arriving: Set<string> | undefined;
   let loads = 0;
   let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
+  /** When a load last failed (the table not there yet, Postgres out of reach): tried again. */
+  let failedAt: number | undefined;
 
   function forget(): void {
     known = undefined;
@@ -97,8 +100,11 @@ export function createRevocations(sql: Sql, options: RevocationsOptions): Revoca
       const all = new Set([...rows.map((r) => r.jti), ...arriving]);
       if (all.size > max || (lease && !lease.grow(all.size * bytesPerToken))) return;
       known = all;
+      failedAt = undefined;
     } catch {
-      // Postgres is out of reach: calls ask it (and fail as they would have) until the next load.
+      // Postgres is out of reach, or the table is not migrated yet (the feed listens from the
+      // start): calls ask Postgres, and the load is tried again on use, at most once a second.
+      if (load === loads) failedAt = performance.now();
     } finally {
       if (load === loads) arriving = undefined;
     }
@@ -117,6 +123,10 @@ export function createRevocations(sql: Sql, options: RevocationsOptions): Revoca
   return {
     async isRevoked(jti) {
       if (known && feed.fresh()) return known.has(jti);
+      if (failedAt !== undefined && performance.now() - failedAt > 1000) {
+        failedAt = undefined;
+        void reload();
+      }
       return await revokedInDatabase(sql, jti);
     },
     revoked(jtis) {
