@@ -92,7 +92,7 @@ export const tokenService = defineService({
       notifies: async () => {
         const [row] = await sql<{ n: number }[]>`
           select count(*)::int as n from pg_trigger
-          where tgrelid = to_regclass('oauth.clients') and tgname = 'clients_updated'`;
+          where tgrelid = to_regclass('oauth.clients') and tgname = 'clients_changed'`;
         return row?.n === 1;
       },
     });

@@ -158,6 +158,8 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
         drop(installations, key);
       } else if (kind === "config") {
         drop(configs, key);
+      } else if (payload === "origins") {
+        for (const k of [...origins.keys()]) drop(origins, k);
       } else {
         clear(); // `reset`, or a payload this version does not know
       }

@@ -1,69 +1,72 @@
--- The change feed: every change to what other services keep in memory (clients, their secrets,
--- installations, consent-screen configs) notifies the channel `oauth_registry_changes` in the same
--- transaction, so the notification goes out exactly when the change commits (lib/db/change_feed.ts
--- follows it). Payloads: `client:<uuid>` (the client or one of its secrets), `installation:<uuid>`,
--- `config:<project_id>`, and `reset` when one statement changed more than 64 rows (a bulk load):
--- then a follower empties its cache instead of receiving a notification per row.
+-- The change feed: every change to what other services keep in memory notifies the channel
+-- `oauth_registry_changes` in the same transaction, so the notification goes out exactly when the
+-- change commits (lib/db/change_feed.ts follows it). Payloads:
 --
--- Statement-level triggers with transition tables: one call per statement, whatever its size.
+-- - `client:<uuid>`: a client was updated or deleted, or one of its secrets deleted;
+-- - `origins`: a client with JavaScript origins was created (answers that an origin is not
+--   registered may be wrong now);
+-- - `installation:<uuid>`, `config:<project_id>`: updated or deleted.
+--
+-- What is created needs no notification otherwise: followers keep only what exists, so nothing
+-- they hold can be made wrong by a new row (a new secret verifies on its first use, through the
+-- registry). Row-level triggers: a single-row change (every API call) costs one pg_notify, an
+-- insert without origins none; identical payloads in one transaction are delivered once.
 
-create function oauth.notify_changes() returns trigger
+-- One function per table: a row's fields are resolved when the function is compiled.
+create function oauth.notify_client_change() returns trigger
   language plpgsql
   as $$
-  declare
-    kind text := tg_argv[0];
-    keys text[];
   begin
-    if tg_op = 'DELETE' then
-      execute format('select array_agg(distinct %I::text) from old_rows', tg_argv[1]) into keys;
-    else
-      execute format('select array_agg(distinct %I::text) from new_rows', tg_argv[1]) into keys;
-    end if;
-    if keys is null then
-      return null;
-    end if;
-    if cardinality(keys) > 64 then
-      perform pg_notify('oauth_registry_changes', 'reset');
-    else
-      perform pg_notify('oauth_registry_changes', kind || ':' || k) from unnest(keys) as k;
-    end if;
+    perform pg_notify('oauth_registry_changes', 'client:' || old.id::text);
     return null;
   end
   $$;
 
+create function oauth.notify_secret_change() returns trigger
+  language plpgsql
+  as $$
+  begin
+    perform pg_notify('oauth_registry_changes', 'client:' || old.client_id::text);
+    return null;
+  end
+  $$;
+
+create function oauth.notify_installation_change() returns trigger
+  language plpgsql
+  as $$
+  begin
+    perform pg_notify('oauth_registry_changes', 'installation:' || old.id::text);
+    return null;
+  end
+  $$;
+
+create function oauth.notify_config_change() returns trigger
+  language plpgsql
+  as $$
+  begin
+    perform pg_notify('oauth_registry_changes', 'config:' || old.project_id);
+    return null;
+  end
+  $$;
+
+create function oauth.notify_origins() returns trigger
+  language plpgsql
+  as $$
+  begin
+    perform pg_notify('oauth_registry_changes', 'origins');
+    return null;
+  end
+  $$;
+
+-- Keys never change (an update's old row names the same resource as its new one).
 create trigger clients_inserted after insert on oauth.clients
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('client', 'id');
-create trigger clients_updated after update on oauth.clients
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('client', 'id');
-create trigger clients_deleted after delete on oauth.clients
-  referencing old table as old_rows
-  for each statement execute function oauth.notify_changes('client', 'id');
-
-create trigger client_secrets_inserted after insert on oauth.client_secrets
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('client', 'client_id');
+  for each row when (cardinality(new.javascript_origins) > 0)
+  execute function oauth.notify_origins();
+create trigger clients_changed after update or delete on oauth.clients
+  for each row execute function oauth.notify_client_change();
 create trigger client_secrets_deleted after delete on oauth.client_secrets
-  referencing old table as old_rows
-  for each statement execute function oauth.notify_changes('client', 'client_id');
-
-create trigger installations_inserted after insert on oauth.installations
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('installation', 'id');
-create trigger installations_updated after update on oauth.installations
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('installation', 'id');
-create trigger installations_deleted after delete on oauth.installations
-  referencing old table as old_rows
-  for each statement execute function oauth.notify_changes('installation', 'id');
-
-create trigger configs_inserted after insert on oauth.configs
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('config', 'project_id');
-create trigger configs_updated after update on oauth.configs
-  referencing new table as new_rows
-  for each statement execute function oauth.notify_changes('config', 'project_id');
-create trigger configs_deleted after delete on oauth.configs
-  referencing old table as old_rows
-  for each statement execute function oauth.notify_changes('config', 'project_id');
+  for each row execute function oauth.notify_secret_change();
+create trigger installations_changed after update or delete on oauth.installations
+  for each row execute function oauth.notify_installation_change();
+create trigger configs_changed after update or delete on oauth.configs
+  for each row execute function oauth.notify_config_change();
