@@ -3,11 +3,13 @@
  * introspection (a client and its secret, an installation, a project's config, a browser origin)
  * almost never changes, so each replica keeps the answers in memory, and Postgres keeps them
  * honest. The registry's triggers notify `oauth_registry_changes` when a client, a secret, an
- * installation or a config changes (services/oauth/migrations/0004_change_feed.sql), and each
- * replica follows the channel (lib/db/change_feed.ts):
+ * installation or a config is updated or deleted, and when a client with JavaScript origins is
+ * created (services/oauth/migrations/0004_change_feed.sql); each replica follows the channel
+ * (lib/db/change_feed.ts):
  *
  * - a notification drops what it names (a client with its verified secrets and every answer about
- *   browser origins, an installation, a config); `reset` and a lost listening connection drop all;
+ *   browser origins, an installation, a config; `origins`: the answers about browser origins); a
+ *   payload it does not know and a lost listening connection drop all;
  * - an answer is served from memory only while the feed is fresh (every change committed more than
  *   800 ms ago applied), so suspending or deleting a client, deleting a secret or revoking an
  *   installation takes effect in every replica within a second; while the feed is not fresh every
