@@ -76,25 +76,48 @@ export function topSelf(profile: Profile, n = 10): { name: string; where: string
   }));
 }
 
+/** The busy time of a profile (idle left out), in microseconds. */
+function busyUs(profile: Profile): number {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  let busy = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    if (byId.get(profile.samples[i]!)?.callFrame.functionName !== "(idle)") {
+      busy += profile.timeDeltas[i] ?? 0;
+    }
+  }
+  return busy;
+}
+
 if (import.meta.main) {
+  // One table per folder (one operation): a column for each component that did the work (busy at
+  // least a fifth as long as the busiest), its ten functions with the most self time.
   for (const dir of Deno.args) {
+    const found: { component: string; busy: number; top: ReturnType<typeof topSelf> }[] = [];
     for await (const entry of Deno.readDir(dir)) {
       if (!entry.name.endsWith(".cpuprofile")) continue;
       const profile = JSON.parse(await Deno.readTextFile(`${dir}/${entry.name}`)) as Profile;
       const component = componentOf(profile);
       if (component === "unknown" || component === "reference") continue;
-      const lines = [
-        `${dir.replace(/\/$/, "").replace(/^.*\//, "")}, ${component}:`,
-        "",
-        "| self % | function | where |",
-        "| ---: | --- | --- |",
-        ...topSelf(profile).map((f) =>
-          `| ${f.pct.toFixed(1)} | \`${f.name}\` | ${f.where ? `\`${f.where}\`` : ""} |`
-        ),
-        "",
-      ];
-      // deno-lint-ignore no-console
-      console.log(lines.join("\n"));
+      found.push({ component, busy: busyUs(profile), top: topSelf(profile) });
     }
+    const busiest = Math.max(...found.map((f) => f.busy));
+    const order = ["gateway", "oauth-registry", "token-service", "core"];
+    const columns = found.filter((f) => f.busy >= busiest / 5)
+      .sort((a, b) => order.indexOf(a.component) - order.indexOf(b.component));
+    const cell = (f: ReturnType<typeof topSelf>[number] | undefined) =>
+      f ? `${f.pct.toFixed(1)} \`${f.name}\`${f.where ? ` ${f.where}` : ""}` : "";
+    const lines = [
+      `${dir.replace(/\/$/, "").replace(/^.*\//, "").replaceAll("_", " ")}:`,
+      "",
+      `| # | ${columns.map((c) => `${c.component} (self %)`).join(" | ")} |`,
+      `| ---: | ${columns.map(() => "---").join(" | ")} |`,
+      ...Array.from(
+        { length: 10 },
+        (_, i) => `| ${i + 1} | ${columns.map((c) => cell(c.top[i])).join(" | ")} |`,
+      ),
+      "",
+    ];
+    // deno-lint-ignore no-console
+    console.log(lines.join("\n"));
   }
 }
