@@ -36,9 +36,11 @@ import { ensurePeer, startPeer } from "./peer.ts";
 const usage = `Usage: deno task bench [options]
 
 Measures the stack against the least work a request can do: starts the gateway, oauth-registry,
-core and the reference (Deno.serve + postgres.js) against a throwaway database in the server named
-by DATABASE_URL, seeds it, and drives each operation with h2load (installed from Debian's
-nghttp2-client if missing) through the gateway, gRPC and the reference, then the growth checks.
+core, token-service and the reference (Deno.serve + postgres.js) against a throwaway database in
+the server named by DATABASE_URL, seeds it, and drives each operation with h2load (installed from
+Debian's nghttp2-client if missing) through the gateway, gRPC and the reference, and the token
+endpoints through the peer too (node-oidc-provider, installed with npm into .bench-peer/), then
+the growth checks.
 A full run writes bench/results/<date>.json and .md and the table in README.md.
 
 Options:
@@ -48,7 +50,7 @@ Options:
   --concurrency <n>        h2load connections (32)
   --growth-rows <n>        clients of the growth project (1,000,000; 10,000 with --quick)
   --only <regex>           only the operations matching it; writes no results
-  --paths <list>           only these of gateway,grpc,reference; writes no results
+  --paths <list>           only these of gateway,grpc,reference,peer; writes no results
   --cpu-prof <dir>         a V8 CPU profile per component into <dir>
   -h, --help               this text
 

@@ -155,7 +155,7 @@ Deno.test("deno task bench --help needs no DATABASE_URL and names every option",
   ) assert.ok(help.stdout.includes(option), option);
   const badPaths = await run(["bench", "--paths", "gateway,http"], { DATABASE_URL: "" });
   assert.equal(badPaths.code, 2);
-  assert.match(badPaths.stderr, /--paths takes some of gateway,grpc,reference, not "http"/);
+  assert.match(badPaths.stderr, /--paths takes some of gateway,grpc,reference,peer, not "http"/);
 });
 
 Deno.test("deno task token keeps its secret in a START_DATA_DIR outside the project", async () => {

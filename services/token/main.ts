@@ -88,11 +88,12 @@ export const tokenService = defineService({
       follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
       maxBytes: config.REGISTRY_CACHE_MIB * 1024 * 1024,
       budget,
-      // The registry's triggers exist (its migrations ran): asked of the catalog, not its tables.
+      // The registry's triggers exist (its migration ran): they are named after the channel, and
+      // the catalog says so without this service reading the registry's schema.
       notifies: async () => {
         const [row] = await sql<{ n: number }[]>`
           select count(*)::int as n from pg_trigger
-          where tgrelid = to_regclass('oauth.clients') and tgname = 'clients_changed'`;
+          where tgname = ${`${registryChangesChannel}_clients`}`;
         return row?.n === 1;
       },
     });

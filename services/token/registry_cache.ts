@@ -4,8 +4,8 @@
  * almost never changes, so each replica keeps the answers in memory, and Postgres keeps them
  * honest. The registry's triggers notify `oauth_registry_changes` when a client, a secret, an
  * installation or a config is updated or deleted, and when a client with JavaScript origins is
- * created (services/oauth/migrations/0004_change_feed.sql); each replica follows the channel
- * (lib/db/change_feed.ts):
+ * created (the registry's migration that adds them names them after the channel); each replica
+ * follows the channel (lib/db/change_feed.ts):
  *
  * - a notification drops what it names (a client with its verified secrets and every answer about
  *   browser origins, an installation, a config; `origins`: the answers about browser origins); a

@@ -58,15 +58,17 @@ create function oauth.notify_origins() returns trigger
   end
   $$;
 
--- Keys never change (an update's old row names the same resource as its new one).
-create trigger clients_inserted after insert on oauth.clients
+-- Keys never change (an update's old row names the same resource as its new one). The triggers are
+-- named after the channel: a follower checks in the catalog that `oauth_registry_changes_clients`
+-- exists (this migration has run) before it trusts the feed.
+create trigger oauth_registry_changes_origins after insert on oauth.clients
   for each row when (cardinality(new.javascript_origins) > 0)
   execute function oauth.notify_origins();
-create trigger clients_changed after update or delete on oauth.clients
+create trigger oauth_registry_changes_clients after update or delete on oauth.clients
   for each row execute function oauth.notify_client_change();
-create trigger client_secrets_deleted after delete on oauth.client_secrets
+create trigger oauth_registry_changes_secrets after delete on oauth.client_secrets
   for each row execute function oauth.notify_secret_change();
-create trigger installations_changed after update or delete on oauth.installations
+create trigger oauth_registry_changes_installations after update or delete on oauth.installations
   for each row execute function oauth.notify_installation_change();
-create trigger configs_changed after update or delete on oauth.configs
+create trigger oauth_registry_changes_configs after update or delete on oauth.configs
   for each row execute function oauth.notify_config_change();
