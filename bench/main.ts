@@ -730,7 +730,6 @@ const worst = (list: Row[], f: (r: Row) => number, pick: "min" | "max") =>
 const gwReads = rows.filter((r) => r.path === "gateway" && r.kind === "read");
 const gwWrites = rows.filter((r) => r.path === "gateway" && r.kind === "write");
 const grpcReads = rows.filter((r) => r.path === "grpc" && r.kind === "read");
-const gwAll = [...gwReads, ...gwWrites];
 const rowOf = (op: string, path: Path) => rows.find((r) => r.op === op && r.path === path);
 const verify = rowOf("verify secret (internal RPC)", "grpc");
 const getGrpc = rowOf("get client", "grpc");

@@ -633,8 +633,9 @@ export function clientCredentials(
     let decoded: string;
     try {
       const raw = atob(authorization.slice(6).trim());
-      // ASCII (every generated id and secret) is its own UTF-8; other bytes are decoded strictly.
-      if (/^[\x00-\x7f]*$/.test(raw)) decoded = raw;
+      // Printable ASCII (every generated id and secret) is its own UTF-8; anything else is decoded
+      // strictly, byte by byte.
+      if (/^[ -~]*$/.test(raw)) decoded = raw;
       else {
         const bytes = new Uint8Array(raw.length);
         for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
