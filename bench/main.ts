@@ -112,6 +112,8 @@ const stack = await startStack({
   env: { LOG_LEVEL: "info", MAX_SECRETS_PER_CLIENT: maxSecrets },
   // The gateway as it ships: the tests' response check (against the OpenAPI document) is off.
   checkResponses: false,
+  // Enough to say why a process failed, not the access log of a whole run.
+  keepLines: 2000,
   // --cpu-prof DIR: every component writes a V8 CPU profile there when it stops (open it in
   // Chrome DevTools); profile one operation at a time with --only.
   ...(flags["cpu-prof"]

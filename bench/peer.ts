@@ -13,7 +13,7 @@
  * @module
  */
 
-import { freePort } from "../lib/testing/mod.ts";
+import { freePort, readLines } from "../lib/testing/mod.ts";
 
 /** A running peer. */
 export interface Peer {
@@ -135,22 +135,12 @@ export async function startPeer(): Promise<Peer> {
   // for an error message.
   const lines: string[] = [];
   let onLine = (_line: string) => {};
-  const pump = async (stream: ReadableStream<Uint8Array>) => {
-    let rest = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      let i: number;
-      while ((i = rest.indexOf("\n")) >= 0) {
-        const line = rest.slice(0, i);
-        rest = rest.slice(i + 1);
-        lines.push(line);
-        if (lines.length > 200) lines.shift();
-        onLine(line);
-      }
-    }
-    if (rest) lines.push(rest);
+  const keep = (line: string) => {
+    lines.push(line);
+    if (lines.length > 200) lines.shift();
+    onLine(line);
   };
-  const pumped = Promise.all([pump(child.stdout), pump(child.stderr)]);
+  const pumped = Promise.all([readLines(child.stdout, keep), readLines(child.stderr, keep)]);
   let exited = false;
   const status = child.status.then((s) => (exited = true, s));
 

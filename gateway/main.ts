@@ -25,6 +25,7 @@ import { createGrpcTransport } from "../lib/rpc/mod.ts";
 import {
   configErrorExitCode,
   logLevel,
+  nonNegativeInt,
   port,
   positiveInt,
   readConfig,
@@ -44,11 +45,6 @@ import {
   defaultMaxBodyBytes,
 } from "./transcoder.ts";
 
-const nonNegativeInt = (fallback: number) =>
-  v.optional(
-    v.pipe(v.string(), v.regex(/^\d{1,9}$/, "must be a whole number"), v.transform(Number)),
-    String(fallback),
-  );
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
 
 /** The gateway's settings. */

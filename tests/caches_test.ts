@@ -80,6 +80,14 @@ Deno.test("two token-service replicas: every change reaches both caches within a
         client: { clientId: watcher, clientSecret: watcherSecret.secret },
         token,
       })) as IntrospectTokenResponse).active;
+    /** Suspends or reactivates client `a`, through the gateway. */
+    const setStatus = async (status: "suspended" | "active") => {
+      const res = await api("PATCH", `/v1/projects/cp1/clients/${a}`, {
+        token: admin,
+        json: { status },
+      });
+      assert.equal(res.status, 200, res.text);
+    };
     const hits = async (port: string) => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return Number(
@@ -161,20 +169,13 @@ Deno.test("two token-service replicas: every change reaches both caches within a
       "a suspended client gets nothing in both, and its tokens are inactive",
       async () => {
         const token = await grant(replicas[1]!, a, aSecret.secret);
-        const suspended = await api("PATCH", `/v1/projects/cp1/clients/${a}`, {
-          token: admin,
-          json: { status: "suspended" },
-        });
-        assert.equal(suspended.status, 200, suspended.text);
+        await setStatus("suspended");
         await propagated();
         for (const replica of replicas) {
           assert.match(await grant(replica, a, aSecret.secret), /^failed/);
           assert.equal(await introspect(replica, token), false);
         }
-        await api("PATCH", `/v1/projects/cp1/clients/${a}`, {
-          token: admin,
-          json: { status: "active" },
-        });
+        await setStatus("active");
         await propagated();
         for (const replica of replicas) {
           assert.doesNotMatch(await grant(replica, a, aSecret.secret), /^failed/);
@@ -193,11 +194,7 @@ Deno.test("two token-service replicas: every change reaches both caches within a
         where application_name = ${`token-service/${second.child.pid}`}
           and query ilike 'listen%'`;
       assert.ok(cut.length >= 1, "the second replica listens on a connection of its own");
-      const suspended = await api("PATCH", `/v1/projects/cp1/clients/${a}`, {
-        token: admin,
-        json: { status: "suspended" },
-      });
-      assert.equal(suspended.status, 200, suspended.text);
+      await setStatus("suspended");
       await propagated();
       for (const replica of replicas) {
         assert.match(await grant(replica, a, aSecret.secret), /^failed/);

@@ -66,7 +66,6 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
   const me = `${heartbeatPrefix}${crypto.randomUUID().slice(0, 8)}:`;
   /** When the latest of our own heartbeats to come back was sent; undefined: none yet. */
   let confirmedAt: number | undefined;
-  let listening = false;
   let closed = false;
 
   const onNotify = (payload: string) => {
@@ -81,7 +80,6 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
   };
   const onListen = () => {
     // Listening (again): whatever was sent while nobody listened is gone.
-    listening = true;
     options.onReset();
   };
   /** The current subscription; postgres.js listens again by itself after a lost connection. */
@@ -119,7 +117,8 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
   void beat();
 
   return {
-    fresh: () => listening && confirmedAt !== undefined && now() - confirmedAt <= maxLagMs,
+    // A heartbeat comes back only to a listener: none back yet, not fresh.
+    fresh: () => confirmedAt !== undefined && now() - confirmedAt <= maxLagMs,
     async close() {
       closed = true;
       clearInterval(timer);

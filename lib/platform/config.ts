@@ -34,6 +34,14 @@ export function positiveInt(fallback: number) {
 }
 
 /** An optional non-empty string setting (empty counts as unset). */
+/** A whole number setting, 0 allowed (0 usually turns something off). */
+export function nonNegativeInt(fallback: number) {
+  return v.optional(
+    v.pipe(v.string(), v.regex(/^\d{1,9}$/, "must be a whole number"), v.transform(Number)),
+    String(fallback),
+  );
+}
+
 export const optionalString = v.pipe(
   v.optional(v.string()),
   v.transform((s) => (s === "" ? undefined : s)),

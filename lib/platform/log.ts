@@ -49,7 +49,7 @@ const flushAtChars = 64 * 1024;
 const flushAfterMs = 5;
 
 /** Writes every waiting line now. */
-export function flushLogs(): void {
+function flushLogs(): void {
   if (flushTimer !== undefined) clearTimeout(flushTimer);
   flushTimer = undefined;
   if (waiting === "") return;

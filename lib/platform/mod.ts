@@ -21,6 +21,7 @@ export {
   ConfigError,
   configErrorExitCode,
   logLevel,
+  nonNegativeInt,
   optionalString,
   port,
   positiveInt,

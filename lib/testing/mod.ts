@@ -46,6 +46,14 @@ export {
 } from "./hostile.ts";
 export { httpClient, type HttpResult, status, until } from "./http.ts";
 export { type HttpFloodResult } from "./http_flood.ts";
-export { freePort, type Proc, spawn, type Stack, startStack, waitReady } from "./stack.ts";
+export {
+  freePort,
+  type Proc,
+  readLines,
+  spawn,
+  type Stack,
+  startStack,
+  waitReady,
+} from "./stack.ts";
 export { type InProcessService, rejection, serveInProcess } from "./in_process.ts";
 export { startTcpProxy } from "./tcp_proxy.ts";

@@ -22,10 +22,35 @@ export interface Proc {
 const root = new URL("../../", import.meta.url);
 
 /**
+ * Reads a child's output stream to its end, line by line (a pipe left unread would stall the
+ * child); the text after the last newline counts as a line.
+ */
+export async function readLines(
+  stream: ReadableStream<Uint8Array>,
+  onLine: (line: string) => void,
+): Promise<void> {
+  let rest = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    rest += chunk;
+    let i: number;
+    while ((i = rest.indexOf("\n")) >= 0) {
+      onLine(rest.slice(0, i));
+      rest = rest.slice(i + 1);
+    }
+  }
+  if (rest) onLine(rest);
+}
+
+/**
  * Spawns a component (`services/oauth/main.ts`, `gateway/main.ts`) with the given environment and,
  * optionally, extra `deno run` flags (e.g. `--cpu-prof`).
  */
-export function spawn(entry: string, env: Record<string, string>, denoFlags: string[] = []): Proc {
+export function spawn(
+  entry: string,
+  env: Record<string, string>,
+  denoFlags: string[] = [],
+  keepLines = Infinity,
+): Proc {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", ...componentFlags, ...denoFlags, entry],
     cwd: root,
@@ -41,24 +66,15 @@ export function spawn(entry: string, env: Record<string, string>, denoFlags: str
     resolveServing = res;
     rejectServing = rej;
   });
-  const pump = async (stream: ReadableStream<Uint8Array>) => {
-    let rest = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      rest += chunk;
-      let i: number;
-      while ((i = rest.indexOf("\n")) >= 0) {
-        const line = rest.slice(0, i);
-        rest = rest.slice(i + 1);
-        lines.push(line);
-        try {
-          const parsed = JSON.parse(line);
-          if (parsed.msg === "serving") resolveServing(parsed);
-        } catch { /* not JSON */ }
-      }
-    }
-    if (rest) lines.push(rest);
+  const onLine = (line: string) => {
+    lines.push(line);
+    if (lines.length > keepLines) lines.shift();
+    try {
+      const parsed = JSON.parse(line);
+      if (parsed.msg === "serving") resolveServing(parsed);
+    } catch { /* not JSON */ }
   };
-  Promise.all([pump(child.stdout), pump(child.stderr)]).then(() =>
+  Promise.all([readLines(child.stdout, onLine), readLines(child.stderr, onLine)]).then(() =>
     rejectServing(new Error(`${entry} exited before serving:\n${lines.join("\n")}`))
   );
   serving.catch(() => {}); // awaited by whoever needs it; never an unhandled rejection
@@ -124,6 +140,11 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Extra `deno run` flags for every component (the benchmark's `--cpu-prof`). */
   denoFlags?: string[];
+  /**
+   * How many of each process's last output lines {@link Proc.lines} keeps (default all: tests
+   * search them; the benchmark, at LOG_LEVEL info, would otherwise hold millions).
+   */
+  keepLines?: number;
   /**
    * Checks every exchange of the gateway against the OpenAPI document (./openapi_check.ts);
    * `stop()` then fails on a violation. Default true; the benchmark turns it off.
@@ -273,11 +294,12 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
       },
     },
   };
+  const keep = options.keepLines ?? Infinity;
   const procs = {
-    oauth: spawn(components.oauth.entry, components.oauth.env, options.denoFlags),
-    core: spawn(components.core.entry, components.core.env, options.denoFlags),
-    token: spawn(components.token.entry, components.token.env, options.denoFlags),
-    gateway: spawn(components.gateway.entry, components.gateway.env, gatewayFlags),
+    oauth: spawn(components.oauth.entry, components.oauth.env, options.denoFlags, keep),
+    core: spawn(components.core.entry, components.core.env, options.denoFlags, keep),
+    token: spawn(components.token.entry, components.token.env, options.denoFlags, keep),
+    gateway: spawn(components.gateway.entry, components.gateway.env, gatewayFlags, keep),
   };
   // Ready, not merely listening (any LOG_LEVEL); a process that exits fails the start at once.
   let started = false;
@@ -329,7 +351,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
     },
     respawn(name) {
       const flags = name === "gateway" ? gatewayFlags : options.denoFlags;
-      procs[name] = spawn(components[name].entry, components[name].env, flags);
+      procs[name] = spawn(components[name].entry, components[name].env, flags, keep);
       return procs[name];
     },
     envOf: (name) => ({ ...components[name].env }),

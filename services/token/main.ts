@@ -9,7 +9,7 @@
 
 import * as v from "valibot";
 import { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { optionalString, positiveInt, required } from "../../lib/platform/mod.ts";
+import { nonNegativeInt, optionalString, positiveInt, required } from "../../lib/platform/mod.ts";
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
 import { clientAuthentication, clientRules } from "./client_auth.ts";
@@ -54,14 +54,7 @@ export const tokenService = defineService({
      * of revoked tokens included, and listens to nothing (the embedded database has one
      * connection, and a listener would need its own).
      */
-    REGISTRY_CACHE_MIB: v.optional(
-      v.pipe(
-        v.string(),
-        v.regex(/^\d{1,4}$/, "must be a whole number of MiB"),
-        v.transform(Number),
-      ),
-      "4",
-    ),
+    REGISTRY_CACHE_MIB: nonNegativeInt(4),
   },
   serve: ({ sql, config, log, metrics, notReady, verify, budget }) => {
     const now = Date.now;

@@ -127,6 +127,9 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
     bytes -= size;
     lease?.shrink(size);
   }
+  function empty<T>(map: Map<string, Entry<T>>): void {
+    for (const key of [...map.keys()]) drop(map, key);
+  }
   function clear(): void {
     for (const map of maps) map.clear();
     lease?.shrink(bytes);
@@ -155,13 +158,13 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       const key = payload.slice(colon + 1);
       if (kind === "client") {
         drop(clients, key);
-        for (const k of [...origins.keys()]) drop(origins, k);
+        empty(origins);
       } else if (kind === "installation") {
         drop(installations, key);
       } else if (kind === "config") {
         drop(configs, key);
       } else if (payload === "origins") {
-        for (const k of [...origins.keys()]) drop(origins, k);
+        empty(origins);
       } else {
         clear(); // `reset`, or a payload this version does not know
       }
@@ -214,6 +217,15 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
     verifiers: new Set(),
   });
 
+  const lookupClient = (clientId: string) =>
+    through(
+      clients,
+      ids.client.toUuid(clientId),
+      () => registry.lookupClient(clientId),
+      clientSize,
+      clientEntry,
+    );
+
   return {
     async verifySecret(clientId, secret) {
       const key = ids.client.toUuid(clientId);
@@ -248,24 +260,11 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       }
       return client;
     },
+    lookupClient,
     async getClient(projectId, clientId) {
-      const client = await through(
-        clients,
-        ids.client.toUuid(clientId),
-        () => registry.lookupClient(clientId),
-        clientSize,
-        clientEntry,
-      );
+      // The same entry as lookupClient's: a client of another project is none of this one.
+      const client = await lookupClient(clientId);
       return client?.projectId === projectId ? client : undefined;
-    },
-    lookupClient(clientId) {
-      return through(
-        clients,
-        ids.client.toUuid(clientId),
-        () => registry.lookupClient(clientId),
-        clientSize,
-        clientEntry,
-      );
     },
     getConfig(projectId) {
       return through(
