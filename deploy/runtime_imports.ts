@@ -2,7 +2,8 @@
  * Image build step: rewrites deno.json so that its import map keeps only the packages the given
  * entry points import, and drops its tasks. The image then installs the runtime dependencies and
  * none of the development tools (buf, kustomize, testcontainers, PGlite...). Versions stay those
- * of deno.lock.
+ * of deno.lock. `@types/node` stays too: nothing imports it, but `deno check` reads the types of
+ * the `node:` built-ins from it (with `"nodeModulesDir": "manual"` it must be installed).
  *
  *   deno run -A deploy/runtime_imports.ts services/oauth/main.ts services/core/main.ts \
  *     services/token/main.ts gateway/main.ts
@@ -24,9 +25,11 @@ for (const entry of Deno.args) {
     for (const dep of module.dependencies ?? []) used.add(dep.specifier);
   }
 }
+/** Kept whether the entry points import them or not: type declarations `deno check` needs. */
+const typesOnly = new Set(["@types/node"]);
 config.imports = Object.fromEntries(
   Object.entries(config.imports).filter(([key]) =>
-    [...used].some((s) => s === key || s.startsWith(`${key}/`))
+    typesOnly.has(key) || [...used].some((s) => s === key || s.startsWith(`${key}/`))
   ),
 );
 delete config.tasks;

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import {
   checkObjects,
+  containerEnvironment,
   fieldProblems,
   type K8sObject,
   overlays,
@@ -315,12 +316,11 @@ Deno.test("the image: pinned base, non-root, no dev files, modules and flags", a
     new URL("../deploy/Dockerfile.dockerignore", import.meta.url),
   );
   const ci = await Deno.readTextFile(new URL("../.ci/run", import.meta.url));
+  // Every stage on the base the build argument names, by default the official image of CI's Deno.
   const froms = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]);
   const denoVersion = /deno@(\d+\.\d+\.\d+)/.exec(ci)![1];
-  assert.ok(
-    froms.length > 0 && froms.every((f) => f === `denoland/deno:${denoVersion}`),
-    `${froms}`,
-  );
+  assert.equal(/^ARG DENO_IMAGE=(\S+)$/m.exec(dockerfile)?.[1], `denoland/deno:${denoVersion}`);
+  assert.ok(froms.length > 0 && froms.every((f) => f === "${DENO_IMAGE}"), `${froms}`);
   const finalStage = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
   const lastRun = finalStage.lastIndexOf("\nRUN ");
   assert.ok(finalStage.indexOf("\nUSER deno") > lastRun, "USER deno after the last RUN");
@@ -332,7 +332,10 @@ Deno.test("the image: pinned base, non-root, no dev files, modules and flags", a
     assert.match(finalStage, new RegExp(`^ENV [^]*\\b${name}=${value}\\b`, "m"), name);
   }
   for (const [, source] of finalStage.matchAll(/^COPY (?!--from)(\S+)/gm)) {
-    assert.ok(/^(deno\.json|deno\.lock|gen\/|lib\/|services\/|gateway\/)$/.test(source!), source);
+    assert.ok(
+      /^(deno\.json|deno\.lock|gen\/|lib\/|services\/|gateway\/)$/.test(source!),
+      String(source),
+    );
   }
   // Every component's module is installed and type-checked in the image, and its ports exposed.
   const objects = await render("deploy/overlays/prod");
@@ -364,35 +367,19 @@ function settings(objects: K8sObject[]): K8sObject {
   return map.data;
 }
 
-/** A Deployment's environment: its ConfigMap's data, then its own `env` (secrets as stand-ins). */
+/** A Deployment's environment, each secret a stand-in of what an operator puts there. */
 function environment(
   objects: K8sObject[],
   d: K8sObject,
   secretKeys: Set<string>,
 ): Record<string, string> {
-  const c = d.spec.template.spec.containers[0];
-  const env: Record<string, string> = {};
-  for (const from of c.envFrom ?? []) {
-    const name = from.configMapRef?.name;
-    const map = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === name);
-    assert.ok(map, `${d.metadata.name}: envFrom ConfigMap ${name} is rendered`);
-    Object.assign(env, map.data);
-  }
-  for (const e of c.env ?? []) {
-    const ref = e.valueFrom?.secretKeyRef;
-    if (ref) {
-      assert.equal(ref.name, "registry-secrets", `${d.metadata.name}: ${e.name}`);
-      secretKeys.add(ref.key);
-      // What an operator puts there: a URL for a database, else a long random string.
-      env[e.name] = ref.key.endsWith("-database-url")
-        ? "postgres://role:password@db/registry"
-        : crypto.randomUUID() + crypto.randomUUID();
-    } else {
-      assert.equal(typeof e.value, "string", `${d.metadata.name}: ${e.name} has a value`);
-      env[e.name] = e.value;
-    }
-  }
-  return env;
+  return containerEnvironment(objects, d, (key) => {
+    secretKeys.add(key);
+    // A URL for a database, else a long random string.
+    return key.endsWith("-database-url")
+      ? "postgres://role:password@db/registry"
+      : crypto.randomUUID() + crypto.randomUUID();
+  });
 }
 
 Deno.test("each component accepts the settings the manifests give it, and reads each", async () => {

@@ -48,6 +48,41 @@ export async function render(overlay: string): Promise<K8sObject[]> {
     .filter((o) => o !== null);
 }
 
+/**
+ * The environment a Deployment's container gets: the data of its `envFrom` ConfigMaps, then its own
+ * `env`, each `secretKeyRef` (of the Secret `registry-secrets`) given by `secret(key)`.
+ */
+export function containerEnvironment(
+  objects: K8sObject[],
+  deployment: K8sObject,
+  secret: (key: string) => string,
+): Record<string, string> {
+  const name = deployment.metadata.name;
+  const c = deployment.spec.template.spec.containers[0];
+  const env: Record<string, string> = {};
+  for (const from of c.envFrom ?? []) {
+    const map = objects.find((o) =>
+      o.kind === "ConfigMap" && o.metadata.name === from.configMapRef?.name
+    );
+    if (!map) {
+      throw new Error(`${name}: envFrom ConfigMap ${from.configMapRef?.name} is not rendered`);
+    }
+    Object.assign(env, map.data);
+  }
+  for (const e of c.env ?? []) {
+    const ref = e.valueFrom?.secretKeyRef;
+    if (ref) {
+      if (ref.name !== "registry-secrets") throw new Error(`${name}: ${e.name} from ${ref.name}`);
+      env[e.name] = secret(ref.key);
+    } else if (typeof e.value === "string") {
+      env[e.name] = e.value;
+    } else {
+      throw new Error(`${name}: ${e.name} has no value`);
+    }
+  }
+  return env;
+}
+
 function modulePath(o: K8sObject): string {
   return `kubernetes-models/${o.apiVersion}/${o.kind}`;
 }

@@ -1,13 +1,15 @@
 /**
  * A throwaway Postgres database for a test file: created in the server named by DATABASE_URL and
  * dropped afterwards; without DATABASE_URL, a Postgres container through testcontainers when a
- * Docker engine answers; otherwise the tests stop with a one-line message naming the two options.
+ * Docker engine answers (the image `POSTGRES_IMAGE`, by default `postgres:16-alpine`); otherwise
+ * the tests stop with a one-line message naming the two options.
  *
  * @module
  */
 
 import postgres from "postgres";
 import { propagationMs } from "../db/mod.ts";
+import { dockerProblem, postgresImage } from "./containers.ts";
 
 /** A database that exists until `drop()`. */
 export interface TestDatabase {
@@ -28,13 +30,8 @@ const noDatabase = "No Postgres for the tests: set DATABASE_URL " +
 export async function databaseProblem(): Promise<string | undefined> {
   const base = Deno.env.get("DATABASE_URL");
   if (!base) {
-    const docker = await new Deno.Command("docker", {
-      args: ["info"],
-      stdout: "null",
-      stderr: "null",
-    })
-      .output().then((o) => o.success, () => false);
-    return docker ? undefined : noDatabase;
+    const docker = await dockerProblem();
+    return docker === undefined ? undefined : `${noDatabase} (${docker})`;
   }
   const sql = postgres(base, { max: 1, connect_timeout: 5, onnotice: () => {} });
   try {
@@ -54,7 +51,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   let container: { getConnectionUri(): string; stop(): Promise<unknown> };
   try {
     const { PostgreSqlContainer } = await import("@testcontainers/postgresql");
-    container = await new PostgreSqlContainer("postgres:16-alpine").start();
+    container = await new PostgreSqlContainer(postgresImage).start();
   } catch (error) {
     throw new Error(noDatabase, { cause: error });
   }
