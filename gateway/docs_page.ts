@@ -1,23 +1,30 @@
 /**
  * The API reference page, `GET /docs`: an HTML shell that renders the gateway's own OpenAPI
- * document (`/openapi.json`, same origin) with Redoc (npm `redoc`, MIT), whose standalone bundle is
- * served from here too, under `/docs/`. The page loads nothing from another origin.
+ * document (`/openapi.json`, same origin) with Swagger UI (npm `swagger-ui-dist`, Apache-2.0),
+ * whose bundle and style sheet are served from here too, under `/docs/`. The page loads nothing
+ * from another origin. Operations can be tried from the page ("Try it out", with a token given
+ * under "Authorize"): the requests go to this origin, as `servers: [{url: "/"}]` says.
  *
- * - The bundle is a text import of the pinned package, so it is in the module graph (installed by
- *   `deno install --entrypoint`, kept by deploy/runtime_imports.ts) and a missing package stops
- *   the gateway at start. Its one request elsewhere, Redocly's logo beside "API docs by Redocly"
- *   at the foot of the menu (shown whatever the options), is replaced by `data:,`: the image fails
- *   to load and Redoc leaves it out. Start-up fails if that string is not found exactly once.
- * - Assets (the bundle, its licence notices, the start script and style sheet) have a strong
+ * - `swagger-ui-dist` has no dependency of its own but `@scarf/scarf`, a small package whose one
+ *   install script (usage analytics) deno.json's `allowScripts` denies. Redoc (npm `redoc`),
+ *   which rendered this page before, brought 111 packages and 85 MB into `deno task start`'s
+ *   install (React, styled-components, mobx, core-js...) for the one self-contained bundle served
+ *   (`deno task footprint` measures what the tasks install).
+ * - The bundle and style sheet are text imports of the pinned package, so they are in the module
+ *   graph (installed by `deno install --entrypoint`, kept by deploy/runtime_imports.ts) and a
+ *   missing package stops the gateway at start. Swagger UI's one request elsewhere, the
+ *   validator badge (validator.swagger.io), is switched off (`validatorUrl: null`); its other
+ *   URLs are links a person may follow, not loads.
+ * - Assets (the bundle, the style sheets, the licence notices, the start script) have a strong
  *   `ETag`, answer a matching `If-None-Match` with 304 and may be cached for a day; the page
  *   links them with `?v=` and their hash, so a new gateway's page fetches new ones. The page is
- *   revalidated on every load (`no-cache`). The bundle (1.1 MB) is also sent gzipped (0.33 MB,
- *   made on first demand and kept) to a client that takes gzip, with its own ETag.
- * - The page's Content-Security-Policy lets in scripts and styles from this origin only (styles
- *   also inline: Redoc's styled-components and React set them), Redoc's search worker from a
- *   `blob:` URL, fetches to this origin, and images and fonts from here or `data:`; it may not be
- *   framed. The theme names the system's fonts: Redoc's own, Roboto and Montserrat, are web
- *   fonts it leaves the page to load.
+ *   revalidated on every load (`no-cache`). The bundle (1.7 MB) and style sheet are also sent
+ *   gzipped (the bundle 0.5 MB, made on first demand and kept) to a client that takes gzip, with
+ *   their own ETag.
+ * - The page's Content-Security-Policy lets in scripts and style sheets from this origin only
+ *   (no inline script or style: React sets styles through the DOM, which the policy does not
+ *   govern), fetches to this origin, and images from here or `data:` (Swagger UI's icons); it may
+ *   not be framed, and loads no font (the style sheet names none it would fetch).
  * - GET and HEAD only: another method on a path of the page is 405, with `Allow` and the JSON
  *   error body, as ./transcoder.ts answers it. Paths under `/docs/` that are not assets are left
  *   to the router (404).
@@ -25,8 +32,13 @@
  * @module
  */
 
-import redocBundle from "redoc/bundles/redoc.standalone.js" with { type: "text" };
-import redocLicences from "redoc/bundles/redoc.standalone.js.LICENSE.txt" with { type: "text" };
+import swaggerUiBundle from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "text" };
+import swaggerUiBundleNotices from "swagger-ui-dist/swagger-ui-bundle.js.LICENSE.txt" with {
+  type: "text",
+};
+import swaggerUiCss from "swagger-ui-dist/swagger-ui.css" with { type: "text" };
+import swaggerUiLicence from "swagger-ui-dist/LICENSE" with { type: "text" };
+import swaggerUiNotice from "swagger-ui-dist/NOTICE" with { type: "text" };
 import { methodNotAllowed } from "./http_errors.ts";
 
 /** The page's title. */
@@ -35,82 +47,91 @@ export const docsTitle = "OAuth client registry API reference";
 /** The page's path. */
 export const docsPath = "/docs";
 
-const redocLogo = '"https://cdn.redoc.ly/redoc/logo-mini.svg"';
-
-/** The bundle without its request to Redocly's CDN; throws when that string is not there once. */
-export function withoutRemoteLogo(bundle: string): string {
-  const at = bundle.indexOf(redocLogo);
-  if (at < 0 || bundle.indexOf(redocLogo, at + 1) >= 0) {
-    throw new Error(
-      `redoc.standalone.js: expected its logo URL ${redocLogo} once; a new version of redoc ` +
-        "must be checked for requests to other origins (gateway/docs_page.ts)",
-    );
-  }
-  return bundle.slice(0, at) + '"data:,"' + bundle.slice(at + redocLogo.length);
-}
-
-/** Redoc's options (redoc's README, "Redoc options object"). */
-const redocOptions = {
-  // The page has no fixed header of its own.
-  scrollYOffset: 0,
-  // The browser's scroll bars, not perfect-scrollbar's: lighter, and usual on a phone.
-  nativeScrollbars: true,
-  // The descriptions are Markdown from the proto comments; sanitized all the same.
-  untrustedSpec: true,
-  // The answer of a success shows opened.
-  expandResponses: "200,201,204",
-  // The paths are relative to this origin (`servers: [{url: "/"}]`): shown without a host.
-  hideHostname: true,
-  // The search index goes to a `blob:` worker; searching starts at the second character.
-  minCharacterLengthToInitSearch: 2,
-  theme: {
-    typography: {
-      fontSize: "15px",
-      lineHeight: "1.55em",
-      fontFamily: 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif',
-      headings: {
-        fontFamily: 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif',
-        fontWeight: "600",
-      },
-      code: {
-        fontSize: "13px",
-        fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace',
-        wrap: true,
-      },
-    },
-    colors: { primary: { main: "#1d4ed8" } },
-    sidebar: { width: "280px" },
-  },
+/**
+ * Swagger UI's options (its docs, "Configuration"). The page reads none from its URL
+ * (`queryConfigEnabled` stays false, its default).
+ */
+export const swaggerUiOptions = {
+  url: "/openapi.json",
+  // Each operation has a URL (`/docs#/OAuth 2/token`), which opens it.
+  deepLinking: true,
+  // The tags and their operations listed, each operation closed.
+  docExpansion: "list",
+  // A box that filters the operations by tag.
+  filter: true,
+  // The schemas at the foot, closed.
+  defaultModelsExpandDepth: 0,
+  // Its default loads a badge from validator.swagger.io: a request to another origin.
+  validatorUrl: null,
+  // "Try it out": how long the gateway took.
+  displayRequestDuration: true,
+  // A token given under "Authorize" is forgotten when the page closes.
+  persistAuthorization: false,
 };
 
 /**
- * Starts Redoc on the page. When it has rendered (or failed), `<html>` gets `data-reference`
- * `ready` (or `failed`) for tests and scripts to wait on.
+ * Starts Swagger UI on the page. When it has rendered the document (or failed to load it or
+ * itself), `<html>` gets `data-reference` `ready` (or `failed`) for tests and scripts to wait on.
  */
 const startScript = `"use strict";
 (function () {
   var root = document.getElementById("reference");
   var html = document.documentElement;
-  if (typeof Redoc === "undefined") {
+  function failed() {
     html.dataset.reference = "failed";
+  }
+  if (typeof SwaggerUIBundle === "undefined") {
+    failed();
     root.textContent = "The reference could not be loaded. The API description is at /openapi.json.";
     return;
   }
-  var options = ${JSON.stringify(redocOptions)};
-  // On a phone, Redoc's 40px margins each side leave too little room for the text.
-  if (window.matchMedia("(max-width: 50rem)").matches) {
-    options.theme.spacing = { sectionHorizontal: 16, sectionVertical: 24 };
-  }
-  Redoc.init("/openapi.json", options, root, function (error) {
-    html.dataset.reference = error ? "failed" : "ready";
-  });
+  var options = ${JSON.stringify(swaggerUiOptions)};
+  options.domNode = root;
+  options.onComplete = function () {
+    html.dataset.reference = "ready";
+  };
+  // The document's download failing (Swagger UI shows why on the page).
+  options.plugins = [function () {
+    return { statePlugins: { spec: { wrapActions: {
+      updateLoadingStatus: function (original) {
+        return function (status) {
+          if (status === "failed") failed();
+          return original(status);
+        };
+      }
+    } } } };
+  }];
+  window.ui = SwaggerUIBundle(options);
 })();
 `;
 
+/**
+ * The page's own rules, after Swagger UI's style sheet. On a phone a tag's description goes
+ * under its name, not in a column beside it a few words wide.
+ */
 const styleSheet = `html,body{margin:0;padding:0}
 body{background:#fff;color:#1f1f1f;-webkit-text-size-adjust:100%;text-size-adjust:100%}
 .fallback{max-width:40rem;margin:2rem auto;padding:0 1rem;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
 a{color:#1d4ed8}
+@media (max-width:50rem){
+.swagger-ui .wrapper{padding:0 8px}
+.swagger-ui .opblock-tag{flex-wrap:wrap;padding:10px 4px}
+.swagger-ui .opblock-tag>a{flex:1}
+.swagger-ui .opblock-tag small{flex:1 1 100%;order:1;padding:4px 0 0}
+}
+`;
+
+/** Swagger UI's licence and notices: its own (Apache-2.0), then those of what its bundle holds. */
+const licences = `Swagger UI (npm swagger-ui-dist), served under /docs/.
+
+${swaggerUiNotice.trim()}
+
+${swaggerUiLicence.trim()}
+
+----
+What swagger-ui-bundle.js holds besides Swagger UI, as the package lists it:
+
+${swaggerUiBundleNotices.trim()}
 `;
 
 /** One representation of an asset: its bytes and their strong validator. */
@@ -152,16 +173,15 @@ async function asset(text: string, type: string): Promise<Asset> {
 }
 
 const javascript = "text/javascript; charset=utf-8";
+const css = "text/css; charset=utf-8";
 
 /** The assets under `/docs/`, by path. */
 const assets = new Map<string, Asset>([
-  [`${docsPath}/redoc.standalone.js`, await asset(withoutRemoteLogo(redocBundle), javascript)],
-  [
-    `${docsPath}/redoc.standalone.js.LICENSE.txt`,
-    await asset(redocLicences, "text/plain; charset=utf-8"),
-  ],
+  [`${docsPath}/swagger-ui-bundle.js`, await asset(swaggerUiBundle, javascript)],
+  [`${docsPath}/swagger-ui.css`, await asset(swaggerUiCss, css)],
+  [`${docsPath}/licences.txt`, await asset(licences, "text/plain; charset=utf-8")],
   [`${docsPath}/reference.js`, await asset(startScript, javascript)],
-  [`${docsPath}/reference.css`, await asset(styleSheet, "text/css; charset=utf-8")],
+  [`${docsPath}/reference.css`, await asset(styleSheet, css)],
 ]);
 
 /** An asset's URL with its version, so that a page of another build does not use a stale copy. */
@@ -177,13 +197,14 @@ const html = `<!doctype html>
 <meta name="referrer" content="no-referrer">
 <title>${docsTitle}</title>
 <link rel="icon" href="data:,">
+<link rel="stylesheet" href="${versioned(`${docsPath}/swagger-ui.css`)}">
 <link rel="stylesheet" href="${versioned(`${docsPath}/reference.css`)}">
 </head>
 <body>
 <noscript><p class="fallback">This reference needs JavaScript. The API's description is
 <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1).</p></noscript>
 <div id="reference"></div>
-<script src="${versioned(`${docsPath}/redoc.standalone.js`)}"></script>
+<script src="${versioned(`${docsPath}/swagger-ui-bundle.js`)}"></script>
 <script src="${versioned(`${docsPath}/reference.js`)}"></script>
 </body>
 </html>
@@ -193,11 +214,9 @@ const html = `<!doctype html>
 export const docsContentSecurityPolicy = [
   "default-src 'none'",
   "script-src 'self'",
-  "worker-src blob:",
-  "style-src 'self' 'unsafe-inline'",
+  "style-src 'self'",
   "connect-src 'self'",
   "img-src 'self' data:",
-  "font-src 'self' data:",
   "frame-ancestors 'none'",
   "base-uri 'none'",
   "form-action 'none'",

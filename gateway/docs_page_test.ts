@@ -1,7 +1,7 @@
 /**
  * The API reference page without a browser: its headers (the Content-Security-Policy above all),
  * the assets it links and their validators (304, HEAD, gzip), 405 for other methods, the paths it
- * leaves to the router, and the bundle's one request elsewhere taken out.
+ * leaves to the router, and Swagger UI's one request elsewhere (the validator badge) switched off.
  */
 
 import assert from "node:assert/strict";
@@ -10,7 +10,7 @@ import {
   docsContentSecurityPolicy,
   docsPage,
   docsTitle,
-  withoutRemoteLogo,
+  swaggerUiOptions,
 } from "./docs_page.ts";
 
 const base = "http://gateway.test";
@@ -45,10 +45,10 @@ Deno.test("GET /docs: the HTML shell with a strict Content-Security-Policy", asy
   assert.deepEqual(directives.get("script-src"), ["'self'"]);
   assert.deepEqual(directives.get("connect-src"), ["'self'"]);
   assert.deepEqual(directives.get("frame-ancestors"), ["'none'"]);
-  // Nothing but this origin, `data:` and the worker's `blob:`: no host, no scheme of its own.
+  // Nothing but this origin and `data:`: no host, no other scheme, no inline script or style.
   for (const [name, sources] of directives) {
     for (const s of sources) {
-      assert.match(s, /^('self'|'none'|'unsafe-inline'|data:|blob:)$/, `${name} ${s}`);
+      assert.match(s, /^('self'|'none'|data:)$/, `${name} ${s}`);
     }
   }
   assert.equal(res.headers.get("x-content-type-options"), "nosniff");
@@ -60,7 +60,7 @@ Deno.test("GET /docs: the HTML shell with a strict Content-Security-Policy", asy
   assert.equal(docsTitle, "OAuth client registry API reference");
   // Every URL in the page is of this origin.
   for (const [, url] of html.matchAll(/(?:src|href)="([^"]*)"/g)) {
-    assert.match(url!, /^(\/|data:)/, url);
+    assert.match(url!, /^(\/|data:)/, String(url));
   }
 });
 
@@ -68,7 +68,12 @@ Deno.test("the assets the page links are served, typed, cacheable and nosniff", 
   const linked = await linkedAssets();
   assert.deepEqual(
     linked.map((u) => u.replace(/\?v=[0-9a-f]{12}$/, "")),
-    ["/docs/reference.css", "/docs/redoc.standalone.js", "/docs/reference.js"],
+    [
+      "/docs/swagger-ui.css",
+      "/docs/reference.css",
+      "/docs/swagger-ui-bundle.js",
+      "/docs/reference.js",
+    ],
   );
   for (const url of linked) {
     const res = await answer(url);
@@ -81,13 +86,18 @@ Deno.test("the assets the page links are served, typed, cacheable and nosniff", 
     // The version in the URL is the start of the ETag: a new build's page asks for new copies.
     assert.equal(url.split("?v=")[1], res.headers.get("etag")!.slice(1, 13));
   }
-  const licences = await answer("/docs/redoc.standalone.js.LICENSE.txt");
+  // Swagger UI's licence and notices, and those of what its bundle holds (React among them).
+  const licences = await answer("/docs/licences.txt");
   assert.equal(licences.status, 200);
-  assert.match(await licences.text(), /ReDoc - OpenAPI\/Swagger-generated API Reference/);
+  assert.equal(licences.headers.get("content-type"), "text/plain; charset=utf-8");
+  const text = await licences.text();
+  assert.match(text, /Apache License\s+Version 2\.0/);
+  assert.match(text, /SmartBear Software/);
+  assert.match(text, /@license React/);
 });
 
 Deno.test("strong ETags: If-None-Match is 304, HEAD has the headers and no body", async () => {
-  for (const path of ["/docs", "/docs/redoc.standalone.js", "/docs/reference.js"]) {
+  for (const path of ["/docs", "/docs/swagger-ui-bundle.js", "/docs/reference.js"]) {
     const full = await answer(path);
     const etag = full.headers.get("etag")!;
     assert.match(etag, /^"[0-9a-f]{32}"$/, `${path}: a strong ETag`);
@@ -114,11 +124,11 @@ Deno.test("strong ETags: If-None-Match is 304, HEAD has the headers and no body"
 });
 
 Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", async () => {
-  const plain = await answer("/docs/redoc.standalone.js");
+  const plain = await answer("/docs/swagger-ui-bundle.js");
   const plainBody = new Uint8Array(await plain.arrayBuffer());
   assert.equal(plain.headers.get("vary"), "accept-encoding");
   assert.equal(plain.headers.get("content-encoding"), null);
-  const zipped = await answer("/docs/redoc.standalone.js", {
+  const zipped = await answer("/docs/swagger-ui-bundle.js", {
     headers: { "accept-encoding": "gzip, deflate, br" },
   });
   assert.equal(zipped.headers.get("content-encoding"), "gzip");
@@ -132,7 +142,7 @@ Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", asy
     new Blob([body]).stream().pipeThrough(new DecompressionStream("gzip")),
   ).bytes();
   assert.deepEqual(unzipped, plainBody);
-  const again = await answer("/docs/redoc.standalone.js", {
+  const again = await answer("/docs/swagger-ui-bundle.js", {
     headers: { "accept-encoding": "gzip", "if-none-match": etag },
   });
   assert.equal(again.status, 304);
@@ -153,7 +163,7 @@ Deno.test("the bundle gzipped when the client takes it: its own ETag, Vary", asy
 });
 
 Deno.test("another method on the page's paths is 405 with Allow and the JSON error body", async () => {
-  for (const path of ["/docs", "/docs/reference.js", "/docs/redoc.standalone.js"]) {
+  for (const path of ["/docs", "/docs/reference.js", "/docs/swagger-ui-bundle.js"]) {
     for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
       const res = await answer(path, { method });
       assert.equal(res.status, 405, `${method} ${path}`);
@@ -176,7 +186,9 @@ Deno.test("paths that are not the page's are left to the router", async () => {
       "/",
       "/docs/",
       "/docs/x",
-      "/docs/redoc.standalone.js.map",
+      "/docs/swagger-ui-bundle.js.map",
+      "/docs/index.html",
+      "/docs/swagger-initializer.js",
       "/docs/../openapi.json",
       "/docsx",
       "/DOCS",
@@ -190,18 +202,20 @@ Deno.test("paths that are not the page's are left to the router", async () => {
   }
 });
 
-Deno.test("the served bundle makes no request to Redocly's CDN", async () => {
-  const bundle = await (await answer("/docs/redoc.standalone.js")).text();
-  assert.ok(bundle.length > 500_000);
-  assert.ok(!bundle.includes("cdn.redoc.ly"));
-  // No image, script or style sheet of the bundle's own points elsewhere.
-  assert.deepEqual(bundle.match(/\bsrc:\s*"https?:\/\/[^"]*"/g), null);
-  assert.equal(
-    withoutRemoteLogo('a;src:"https://cdn.redoc.ly/redoc/logo-mini.svg"};'),
-    'a;src:"data:,"};',
-  );
-  assert.throws(() => withoutRemoteLogo("no logo here"), /expected its logo URL/);
-  const twice = 'x:"https://cdn.redoc.ly/redoc/logo-mini.svg",y:' +
-    '"https://cdn.redoc.ly/redoc/logo-mini.svg"';
-  assert.throws(() => withoutRemoteLogo(twice), /expected its logo URL/);
+Deno.test("Swagger UI makes no request elsewhere: no validator badge, no options from the URL", async () => {
+  const bundle = await (await answer("/docs/swagger-ui-bundle.js")).text();
+  assert.ok(bundle.length > 1_000_000);
+  // The badge's default, which the page's options replace.
+  assert.ok(bundle.includes('"https://validator.swagger.io/validator"'));
+  assert.equal(swaggerUiOptions.validatorUrl, null);
+  assert.equal(swaggerUiOptions.url, "/openapi.json");
+  assert.ok(!("queryConfigEnabled" in swaggerUiOptions), "options are never read from the URL");
+  const script = await (await answer("/docs/reference.js")).text();
+  assert.ok(script.includes(JSON.stringify(swaggerUiOptions)), "the start script has the options");
+  // No style sheet of Swagger UI's loads anything but `data:` images.
+  const css = await (await answer("/docs/swagger-ui.css")).text();
+  for (const [, url] of css.matchAll(/url\(\s*["']?([^"')]*)/g)) {
+    assert.match(url!, /^data:/, String(url));
+  }
+  assert.ok(!/@import|@font-face/.test(css));
 });

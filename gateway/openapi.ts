@@ -660,7 +660,8 @@ export function describeApi(services: DescService[], options: DescribeOptions): 
     .filter((s) => routes.some((r) => r.service === s))
     .map((s) => ({
       name: s.name,
-      // Redoc's menu shows this name: `OAuthRegistryService` is "OAuth Registry".
+      // A display name for renderers that read it (Redoc's menu; Swagger UI, which /docs uses,
+      // shows the tag's name): `OAuthRegistryService` is "OAuth Registry".
       "x-displayName": s.name.replace(/Service$/, "").replace(/([a-z])([A-Z])/g, "$1 $2"),
       description: text(options.comments(s)),
     }));

@@ -1,11 +1,12 @@
 /**
  * The API reference page (`GET /docs`) in a real browser (headless Chromium from Debian, driven by
  * playwright-core), against the real stack: every operation of the gateway's `/openapi.json`
- * rendered with its summary, method and path; no request of the page to another origin, none that
- * fails, no error in the console (a Content-Security-Policy violation among them); Redoc's search,
- * whose worker runs from a `blob:` URL; the page at a phone's width without sideways scrolling;
- * the bundle's ETag (HEAD, 304); and 405 with the JSON error body for a POST. Screenshots at a
- * phone's and a desktop's size go to SCREENSHOT_DIR when it is set.
+ * rendered by Swagger UI with its summary, method and path; no request of the page to another
+ * origin, none that fails, no error in the console (a Content-Security-Policy violation among
+ * them); the filter by tag; an operation tried from the page ("Try it out", "Execute": a fetch to
+ * this origin that the policy lets through); the page at a phone's width without sideways
+ * scrolling; the bundle's ETag (HEAD, 304); and 405 with the JSON error body for a POST.
+ * Screenshots at a phone's and a desktop's size go to SCREENSHOT_DIR when it is set.
  */
 
 import assert from "node:assert/strict";
@@ -19,6 +20,7 @@ interface Operation {
   path: string;
   operationId?: string;
   summary?: string;
+  tags?: string[];
 }
 
 const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
@@ -38,7 +40,7 @@ interface Watch {
   problems: string[];
 }
 
-/** Opens `/docs` in a new context and waits until Redoc has rendered it. */
+/** Opens `/docs` in a new context and waits until Swagger UI has rendered it. */
 async function openDocs(
   browser: Browser,
   gatewayUrl: string,
@@ -68,15 +70,24 @@ async function openDocs(
   const res = await page.goto(`${gatewayUrl}/docs`);
   assert.equal(res?.status(), 200);
   await page.waitForSelector("html[data-reference]", { timeout: 60_000 });
-  assert.equal(await page.getAttribute("html", "data-reference"), "ready", "Redoc rendered");
+  assert.equal(await page.getAttribute("html", "data-reference"), "ready", "Swagger UI rendered");
   await page.waitForLoadState("networkidle");
   return { page, watch, close: () => context.close() };
 }
 
-/** Scrolls the first POST operation's heading to the top of the window, for a screenshot. */
+/** Swagger UI's block of an operation: its method's class and its path. */
+function operationBlock(page: Page, op: Operation) {
+  return page.locator(`.opblock.opblock-${op.method}`).filter({
+    has: page.locator(`.opblock-summary-path[data-path="${op.path}"]`),
+  });
+}
+
+/** Opens the first POST operation and scrolls it to the top of the window, for a screenshot. */
 async function scrollToOperation(page: Page, operations: Operation[]): Promise<void> {
-  const op = operations.find((o) => o.method === "post" && o.operationId)!;
-  await page.locator(`[data-section-id="operation/${op.operationId}"] h2`).first().evaluate((e) =>
+  const block = operationBlock(page, operations.find((o) => o.method === "post")!);
+  await block.locator(".opblock-summary-control").click();
+  await block.locator(".opblock-body").waitFor();
+  await block.evaluate((e) =>
     (e as unknown as { scrollIntoView(options: object): void }).scrollIntoView({ block: "start" })
   );
 }
@@ -84,7 +95,7 @@ async function scrollToOperation(page: Page, operations: Operation[]): Promise<v
 /** Fails on what the page did wrong: any request to another origin, any failure or error. */
 async function assertClean(page: Page, watch: Watch, gatewayUrl: string): Promise<void> {
   const origin = new URL(gatewayUrl).origin;
-  // A `blob:` URL's origin is its creator's (Redoc's search worker); `data:` goes nowhere.
+  // A `blob:` URL's origin is its creator's; `data:` goes nowhere.
   const foreign = watch.requested.filter((u) =>
     !u.startsWith("data:") && new URL(u).origin !== origin
   );
@@ -115,33 +126,51 @@ Deno.test("the API reference in Chromium: every operation, this origin only, 304
       const missing: string[] = [];
       for (const op of operations) {
         const name = `${op.method.toUpperCase()} ${op.path}`;
-        const heading = op.summary ?? op.operationId ?? name;
-        // Redoc gives each operation a section named after its operationId.
-        const section = op.operationId === undefined
-          ? page.locator("[data-section-id]").filter({
-            has: page.getByRole("heading", { level: 2, name: heading, exact: true }),
-          }).last()
-          : page.locator(`[data-section-id="operation/${op.operationId}"]`);
-        if ((await section.count()) !== 1) {
-          missing.push(`${name}: no section`);
+        const block = operationBlock(page, op);
+        if ((await block.count()) !== 1) {
+          missing.push(`${name}: ${await block.count()} blocks`);
           continue;
         }
-        const text = await section.innerText();
-        const shown = (await section.locator("h2").first().innerText()).trim();
-        const verb = (await section.locator(".http-verb").first().innerText()).trim();
-        if (shown !== heading) missing.push(`${name}: heading ${JSON.stringify(shown)}`);
+        const verb = (await block.locator(".opblock-summary-method").innerText()).trim();
         if (verb !== op.method.toUpperCase()) missing.push(`${name}: method ${verb}`);
-        if (!text.includes(op.path)) missing.push(`${name}: path not shown`);
+        const shown = (await block.locator(".opblock-summary-path").innerText()).replace(/\s/g, "");
+        if (shown !== op.path) missing.push(`${name}: path shown as ${JSON.stringify(shown)}`);
+        if (op.summary !== undefined) {
+          const summary = (await block.locator(".opblock-summary-description").innerText()).trim();
+          if (summary !== op.summary) missing.push(`${name}: summary ${JSON.stringify(summary)}`);
+        }
       }
       assert.deepEqual(missing, [], "operations of /openapi.json not rendered");
 
-      // The search index is built in a worker from a blob: URL (worker-src blob:).
-      const first = operations.find((op) => op.summary)!;
-      const search = page.getByRole("search").locator("input");
-      await search.fill(first.summary!);
-      const results = page.locator('[data-role="search:results"]');
-      await results.getByText(first.summary!, { exact: true }).first().waitFor();
-      await search.fill("");
+      // The filter by tag: only the operations of the tag typed stay.
+      const tag = operations.find((op) => op.tags?.[0] === "OAuth 2")!.tags![0]!;
+      const filter = page.locator("input.operation-filter-input");
+      await filter.fill(tag);
+      const tagged = operations.filter((op) => op.tags?.includes(tag)).length;
+      await page.waitForFunction(
+        (n) =>
+          (globalThis as unknown as {
+            document: { querySelectorAll(s: string): { length: number } };
+          }).document.querySelectorAll(".opblock").length === n,
+        tagged,
+      );
+      await filter.fill("");
+      await page.waitForFunction(
+        (n) =>
+          (globalThis as unknown as {
+            document: { querySelectorAll(s: string): { length: number } };
+          }).document.querySelectorAll(".opblock").length === n,
+        operations.length,
+      );
+
+      // An operation tried from the page: the request goes to this origin and its answer shows.
+      const healthz = operationBlock(page, operations.find((op) => op.path === "/healthz")!);
+      await healthz.locator(".opblock-summary-control").click();
+      await healthz.getByRole("button", { name: "Try it out" }).click();
+      await healthz.getByRole("button", { name: "Execute" }).click();
+      await healthz.locator(".live-responses-table .response-col_status", { hasText: "200" })
+        .waitFor();
+      await healthz.locator(".opblock-summary-control").click();
 
       if (shots) {
         await page.screenshot({ path: `${shots}/docs-desktop.png` });
@@ -150,7 +179,14 @@ Deno.test("the API reference in Chromium: every operation, this origin only, 304
       }
       await assertClean(page, watch, stack.gatewayUrl);
       for (
-        const path of ["/docs", "/docs/redoc.standalone.js", "/docs/reference.js", "/openapi.json"]
+        const path of [
+          "/docs",
+          "/docs/swagger-ui-bundle.js",
+          "/docs/swagger-ui.css",
+          "/docs/reference.js",
+          "/openapi.json",
+          "/healthz",
+        ]
       ) {
         assert.ok(
           watch.requested.some((u) => new URL(u).pathname === path),
@@ -178,7 +214,7 @@ Deno.test("the API reference in Chromium: every operation, this origin only, 304
 
     await t.step("the bundle: strong ETag, HEAD, If-None-Match answered 304", async () => {
       const html = await (await fetch(`${stack.gatewayUrl}/docs`)).text();
-      const src = /<script src="(\/docs\/redoc\.standalone\.js[^"]*)"/.exec(html)?.[1];
+      const src = /<script src="(\/docs\/swagger-ui-bundle\.js[^"]*)"/.exec(html)?.[1];
       assert.ok(src, "the page links the bundle");
       const url = `${stack.gatewayUrl}${src}`;
       const full = await fetch(url, { headers: { "accept-encoding": "identity" } });
