@@ -9,6 +9,8 @@
  * its URL, `form-action` this origin and the redirect URI's, which Chromium checks against the
  * redirect that follows the form's post), `frame-ancestors 'none'` with `X-Frame-Options: DENY`,
  * `Referrer-Policy: no-referrer` (the page's URL holds the request), `Cache-Control: no-store`.
+ * The gateway's other pages (`/`, the development sign-in) use the same layout and headers
+ * ({@link htmlPage}).
  *
  * @module
  */
@@ -50,14 +52,18 @@ button:focus-visible,a:focus-visible{outline:3px solid #1d4ed8;outline-offset:2p
 .target{margin-top:1.25rem;color:#4b5563;font-size:.875rem;overflow-wrap:anywhere}
 `.trim();
 
-let styleHash: Promise<string> | undefined;
+const styleHashes = new Map<string, Promise<string>>();
 
-/** The style sheet's CSP hash source. */
-function styleSource(): Promise<string> {
-  styleHash ??= crypto.subtle.digest("SHA-256", new TextEncoder().encode(style)).then((d) =>
-    `'sha256-${btoa(String.fromCharCode(...new Uint8Array(d)))}'`
-  );
-  return styleHash;
+/** A style sheet's CSP hash source. */
+function styleSource(css: string): Promise<string> {
+  let hash = styleHashes.get(css);
+  if (hash === undefined) {
+    hash = crypto.subtle.digest("SHA-256", new TextEncoder().encode(css)).then((d) =>
+      `'sha256-${btoa(String.fromCharCode(...new Uint8Array(d)))}'`
+    );
+    styleHashes.set(css, hash);
+  }
+  return hash;
 }
 
 /** A URL as a CSP source expression (characters that would end one are percent-encoded). */
@@ -65,34 +71,51 @@ function cspSource(url: string): string {
   return url.replace(/[;,\s']/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
-async function headers(extra: { img?: string; formTarget?: string } = {}) {
+/**
+ * Options of {@link htmlPage}. Every page of the gateway has the same headers but for these: what
+ * it may show and post to, and whom its address is told to.
+ */
+export interface PageOptions {
+  /** The status (200). */
+  status?: number;
+  /** Rules added to the shared style sheet (which the CSP lets in by its hash). */
+  extraStyle?: string;
+  /** The one image URL the page may load. */
+  img?: string;
+  /** Where besides this origin the page's form may post (and be redirected to). */
+  formTarget?: string;
+  /**
+   * `no-referrer` (the default: the consent page's address holds the request); `same-origin`
+   * for a page whose form must carry its `Origin` (a POST under `no-referrer` sends `Origin:
+   * null`).
+   */
+  referrer?: "no-referrer" | "same-origin";
+}
+
+/** A page of the gateway: HTML in the shared layout, no script, under a strict CSP. */
+export async function htmlPage(
+  title: string,
+  body: string,
+  options: PageOptions = {},
+): Promise<Response> {
+  const css = options.extraStyle ? `${style}\n${options.extraStyle}` : style;
+  const referrer = options.referrer ?? "no-referrer";
   const policy = [
     "default-src 'none'",
-    `style-src ${await styleSource()}`,
-    extra.img ? `img-src ${cspSource(extra.img)}` : "img-src 'none'",
-    `form-action 'self'${extra.formTarget ? ` ${cspSource(extra.formTarget)}` : ""}`,
+    `style-src ${await styleSource(css)}`,
+    options.img ? `img-src ${cspSource(options.img)}` : "img-src 'none'",
+    `form-action 'self'${options.formTarget ? ` ${cspSource(options.formTarget)}` : ""}`,
     "frame-ancestors 'none'",
     "base-uri 'none'",
   ].join("; ");
-  return {
-    "content-type": "text/html; charset=utf-8",
-    "content-security-policy": policy,
-    "x-frame-options": "DENY",
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "cache-control": "no-store",
-  };
-}
-
-function page(title: string, body: string): string {
-  return `<!doctype html>
+  const html = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="${referrer}">
 <title>${escapeHtml(title)}</title>
-<style>${style}</style>
+<style>${css}</style>
 </head>
 <body>
 <main>
@@ -101,6 +124,17 @@ ${body}
 </body>
 </html>
 `;
+  return new Response(html, {
+    status: options.status ?? 200,
+    headers: {
+      "content-type": "text/html; charset=utf-8",
+      "content-security-policy": policy,
+      "x-frame-options": "DENY",
+      "x-content-type-options": "nosniff",
+      "referrer-policy": referrer,
+      "cache-control": "no-store",
+    },
+  });
 }
 
 /** The authorization request's parameters the form sends back with the choice. */
@@ -194,11 +228,9 @@ ${hidden}
 <p class="target">Client: ${escapeHtml(screen.clientName)}. You will be sent back to ${
     escapeHtml(screen.redirectTarget)
   }.</p>`;
-  return new Response(page(`${screen.applicationName}: allow access?`, body), {
-    headers: await headers({
-      ...(logo ? { img: logo } : {}),
-      formTarget: screen.redirectTarget,
-    }),
+  return await htmlPage(`${screen.applicationName}: allow access?`, body, {
+    ...(logo ? { img: logo } : {}),
+    formTarget: screen.redirectTarget,
   });
 }
 
@@ -214,5 +246,5 @@ export async function errorPage(
 <p>${escapeHtml(message)}</p>
 ${link ? `<p><a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a></p>` : ""}
 ${reason ? `<p class="note">For the application's developer: ${escapeHtml(reason)}.</p>` : ""}`;
-  return new Response(page(title, body), { status, headers: await headers() });
+  return await htmlPage(title, body, { status });
 }

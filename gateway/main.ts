@@ -2,16 +2,21 @@
  * The gateway: `/v1` JSON over HTTP -> Connect RPCs to the services. `GET /healthz` (alive),
  * `GET /readyz` (every backend answers its health check), `GET /metrics`, `GET /openapi.json` (the
  * API's OpenAPI description, gen/openapi/) and `GET /docs` (a reference page of it) need no token.
- * Every request gets an `x-request-id` (the caller's, if it is a safe token) and a W3C trace span;
- * both go to the services and into one JSON access log line.
+ * `GET /` is a small page linking `/docs`. Every request gets an `x-request-id` (the caller's, if it
+ * is a safe token) and a W3C trace span; both go to the services and into one JSON access log line.
  *
- * Run as its own process, or embedded by `deno task start` through {@link startGateway}.
+ * Run as its own process, or embedded by `deno task start` through {@link startGateway}. Under
+ * `deno task start` only (tools/embedded.ts, tools/dev_gateway.ts) it also serves the development
+ * sign-in page (./dev_sign_in.ts): an option of {@link startGateway} and {@link run}, which no
+ * setting turns on.
  *
  * @module
  */
 
 import { Code } from "@connectrpc/connect";
 import { createOAuthEndpoints } from "./oauth.ts";
+import { createDevSignIn, devSignInPath } from "./dev_sign_in.ts";
+import { createHomePage } from "./home_page.ts";
 import openApiDocument from "../gen/openapi/openapi.json" with { type: "json" };
 import { docsPage } from "./docs_page.ts";
 import { serveOpenApi } from "./openapi.ts";
@@ -104,8 +109,22 @@ export interface GatewayHooks {
   observe?: (req: Request, url: URL) => (res: Response) => void;
 }
 
+/** What only the development entry points pass (tools/embedded.ts, tools/dev_gateway.ts). */
+export interface DevelopmentOptions {
+  /**
+   * Serve the development sign-in page (./dev_sign_in.ts), which signs anyone in as any account
+   * with AUTH_JWT_SECRET. Never in the image or the manifests: they run gateway/main.ts, whose
+   * `run()` passes nothing here.
+   */
+  devSignIn?: boolean;
+}
+
 /** Starts the gateway. */
-export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): RunningGateway {
+export function startGateway(
+  config: GatewayConfig,
+  hooks: GatewayHooks = {},
+  development: DevelopmentOptions = {},
+): RunningGateway {
   const log = createLogger("gateway", config.LOG_LEVEL);
   const metrics = createMetrics("gateway");
   const budget = budgetFromConfig(config);
@@ -133,14 +152,32 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
     }),
     budget,
   });
+  const issuer = (config.ISSUER_URL ?? `http://127.0.0.1:${config.GATEWAY_PORT}`).replace(
+    /\/$/,
+    "",
+  );
   const oauth = createOAuthEndpoints({
     transport: backends[2]!.transport,
-    issuer: (config.ISSUER_URL ?? `http://127.0.0.1:${config.GATEWAY_PORT}`).replace(/\/$/, ""),
+    issuer,
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
     budget,
     log,
     loginUrl: config.LOGIN_URL,
   });
+  let devSignIn: ReturnType<typeof createDevSignIn> | undefined;
+  if (development.devSignIn) {
+    if (config.AUTH_JWT_SECRET === undefined) {
+      throw new Error("The development sign-in page signs with AUTH_JWT_SECRET, which is not set");
+    }
+    devSignIn = createDevSignIn({
+      secret: config.AUTH_JWT_SECRET,
+      publicUrl: issuer,
+      tokenIssuer: config.AUTH_ISSUER,
+      tokenAudience: config.AUTH_AUDIENCE,
+    });
+    log.info("development sign-in page", { path: devSignInPath });
+  }
+  const home = createHomePage({ devSignIn: devSignIn ? devSignInPath : undefined });
   const openApi = serveOpenApi(openApiDocument);
   let draining = false;
   // One label set per method, route and status, made once: prom-client hashes a label object on
@@ -191,6 +228,10 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
     if (document) return { response: document, route: "/openapi.json" };
     const docs = await docsPage(req, url);
     if (docs) return { response: docs, route: "/docs" };
+    const homePage = await home(req, url);
+    if (homePage) return { response: homePage, route: "/" };
+    const signIn = await devSignIn?.(req, url);
+    if (signIn) return { response: signIn, route: devSignInPath };
     if (req.method === "GET") {
       if (url.pathname === "/healthz") {
         return { response: Response.json({ status: "ok" }), route: "/healthz" };
@@ -275,15 +316,21 @@ export function startGateway(config: GatewayConfig, hooks: GatewayHooks = {}): R
   };
 }
 
-/** Runs the gateway until SIGTERM; resolves to the exit code (2: unusable settings, printed). */
-export async function run(hooks: GatewayHooks = {}): Promise<number> {
+/**
+ * Runs the gateway until SIGTERM; resolves to the exit code (2: unusable settings, printed).
+ * `development` is for tools/dev_gateway.ts only; this module run as a program passes none.
+ */
+export async function run(
+  hooks: GatewayHooks = {},
+  development: DevelopmentOptions = {},
+): Promise<number> {
   let config: GatewayConfig;
   try {
     config = readConfig("gateway", v.object(gatewaySettings));
   } catch (error) {
     return configErrorExitCode(error);
   }
-  const gateway = startGateway(config, hooks);
+  const gateway = startGateway(config, hooks, development);
   await untilTerminated(
     createLogger("gateway", config.LOG_LEVEL),
     () => gateway.shutdown(config.SHUTDOWN_GRACE_MS),

@@ -6,9 +6,11 @@
  * - `GET /oauth2/authorize` (RFC 6749 4.1.1): the consent page (./consent_page.ts) for the user
  *   signed in with the `session` cookie (the platform token), and `POST /oauth2/authorize`, the
  *   page's form: Allow or Deny, answered with a redirect to the client (303). Without a valid
- *   session: a redirect to LOGIN_URL with `return_to`, or a page saying so. The token service
- *   decides everything (StartAuthorization, DecideAuthorization); the gateway renders HTML, because
- *   a page is not RPC-shaped and the gateway is where HTTP is spoken;
+ *   session: a redirect to LOGIN_URL with `return_to` (a path when LOGIN_URL is on the issuer's
+ *   origin, as `deno task start`'s development sign-in page is; else the whole URL), or a page
+ *   saying so. The token service decides everything (StartAuthorization, DecideAuthorization);
+ *   the gateway renders HTML, because a page is not RPC-shaped and the gateway is where HTTP is
+ *   spoken;
  * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), held in memory for as long as the token
  *   service says a cache may keep them;
  * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
@@ -262,11 +264,19 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     return { response: await cors.decorate(response, origin, allowed), route };
   }
 
-  /** The user is not signed in: to LOGIN_URL with `return_to` (a GET), or a page saying so. */
+  /**
+   * The user is not signed in: to LOGIN_URL with `return_to` (a GET), or a page saying so.
+   * `return_to` is this page's address, as a path when the sign-in page is on the issuer's own
+   * origin (it then takes nothing else: gateway/dev_sign_in.ts), else as a URL.
+   */
   async function notSignedIn(req: Request, url: URL): Promise<Response> {
     if (options.loginUrl && req.method === "GET") {
       const login = new URL(options.loginUrl);
-      login.searchParams.set("return_to", `${issuer}${url.pathname}${url.search}`);
+      const here = `${url.pathname}${url.search}`;
+      login.searchParams.set(
+        "return_to",
+        login.origin === new URL(issuer).origin ? here : `${issuer}${here}`,
+      );
       return new Response(null, {
         status: 302,
         headers: { location: login.href, "cache-control": "no-store" },

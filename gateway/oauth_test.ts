@@ -51,6 +51,20 @@ Deno.test("authorize without a session: to LOGIN_URL with return_to", async () =
   assert.equal(res.headers.get("cache-control"), "no-store");
 });
 
+Deno.test("authorize without a session, LOGIN_URL on the issuer's origin: return_to is a path", async () => {
+  const res = await answer(
+    endpoints("https://auth.example.com/dev/sign-in"),
+    new Request(authorizeUrl),
+  );
+  assert.equal(res.status, 302);
+  const to = new URL(res.headers.get("location")!);
+  assert.equal(to.origin + to.pathname, "https://auth.example.com/dev/sign-in");
+  assert.equal(
+    to.searchParams.get("return_to"),
+    "/oauth2/authorize?response_type=code&client_id=cli_x&state=s",
+  );
+});
+
 Deno.test("authorize without a session and no LOGIN_URL: a page says to sign in", async () => {
   for (const cookie of [undefined, "theme=dark", "session=", "session=bad token"]) {
     const res = await answer(

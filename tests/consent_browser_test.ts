@@ -9,20 +9,10 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { httpClient, launchChromium, startStack } from "../lib/testing/mod.ts";
+import { httpClient, launchChromium, recorder, startStack } from "../lib/testing/mod.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
-
-/** A server that records what reaches it. */
-function recorder(html: string) {
-  const seen: URL[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    seen.push(new URL(req.url));
-    return new Response(html, { headers: { "content-type": "text/html" } });
-  });
-  return { seen, server, base: `http://127.0.0.1:${server.addr.port}` };
-}
 
 /** The logo's host: HTTPS with a certificate made for the test (the browser ignores its issuer). */
 async function logoServer(): Promise<{ port: number; close(): Promise<void> }> {

@@ -7,6 +7,7 @@
  */
 
 import assert from "node:assert/strict";
+import { type Setting, settings } from "../lib/platform/mod.ts";
 import { freePort as freeLoopbackPort } from "../lib/testing/mod.ts";
 
 const root = new URL("../", import.meta.url);
@@ -122,6 +123,20 @@ for (const task of ["start", "token", "bench"]) {
     assert.match(stderr, new RegExp(`Usage: deno task ${task}`));
   });
 }
+
+Deno.test("deno task start --help names the four components and each setting start reads", async () => {
+  const { code, stdout, stderr } = await run(["start", "--help"], {
+    ...freePorts(),
+    DATABASE_URL: "",
+  });
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, /the whole stack \(gateway, oauth-registry, core, token-service\)/);
+  const read = Object.entries(settings as Record<string, Setting>)
+    .filter(([, s]) => s.usedBy.includes("start"));
+  for (const [name] of read) assert.match(stdout, new RegExp(`^  ${name} `, "m"), name);
+  // Its npm packages are installed (deno task test did): nothing is said about installing.
+  assert.deepEqual(messages(stderr), []);
+});
 
 Deno.test("deno task token: the usage names its options, and --sub is required", async () => {
   const help = await run(["token", "--help"]);

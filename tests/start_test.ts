@@ -3,23 +3,18 @@
  * embedded PGlite in a data folder anywhere (START_DATA_DIR), used by one start at a time, and a
  * client created with the README's curl is still there after a restart, also after a kill; with
  * DATABASE_URL, one process per component, started as the Dockerfile starts it, and one that dies
- * is restarted.
+ * is restarted. In both, the gateway has the development sign-in page, where the consent flow sends
+ * a browser without a session.
  */
 
 import assert from "node:assert/strict";
 import { componentEnv, componentFlags } from "../lib/platform/mod.ts";
-import { httpClient } from "../lib/testing/mod.ts";
-import { freePort as freeLoopbackPort } from "../lib/testing/mod.ts";
+import { httpClient, spawnStartTask, type StartTask, startTaskPorts } from "../lib/testing/mod.ts";
 
-const root = new URL("../", import.meta.url);
-
-const freePort = (): string => String(freeLoopbackPort());
-
-interface Started {
-  child: Deno.ChildProcess;
+/** A `deno task start` that said the stack is up, and its banner and dev token. */
+interface Started extends StartTask {
   token: string;
   banner: string;
-  output: string[];
 }
 
 /** The `deno task start` processes started, each the leader of its own process group. */
@@ -36,30 +31,23 @@ async function killLeftovers(): Promise<void> {
   spawned.clear();
 }
 
+/** `deno task start`, once it says the stack is up. */
 async function start(env: Record<string, string>): Promise<Started> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["task", "start"],
-    cwd: root,
-    env: { NO_COLOR: "1", ...env },
-    stdout: "piped",
-    stderr: "piped",
-    detached: true,
-  }).spawn();
-  spawned.add(child);
-  const output: string[] = [];
-  child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
-    new WritableStream({ write: (chunk) => void output.push(chunk) }),
-  );
-  let text = "";
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  while (!/export TOKEN=\S+/.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`start exited early:\n${text}\n${output.join("")}`);
-    text += value;
-  }
-  reader.releaseLock();
-  child.stdout.cancel().catch(() => {});
-  return { child, token: /export TOKEN=(\S+)/.exec(text)![1]!, banner: text, output };
+  const task = spawnStartTask(env);
+  spawned.add(task.child);
+  return { ...task, ...(await task.up) };
+}
+
+/**
+ * Ctrl-C: SIGINT to the start's whole process group, as a terminal sends it. Resolves to its exit
+ * code and the stderr it wrote after the signal (the listeners close first, then this is said).
+ */
+async function ctrlC(started: Started): Promise<{ code: number; said: string }> {
+  const before = started.stderr.length;
+  Deno.kill(-started.child.pid, "SIGINT");
+  // Once it has exited and its output has ended: every process of the group that held it exited.
+  const { code } = await started.ended;
+  return { code, said: started.stderr.slice(before).map((line) => `${line}\n`).join("") };
 }
 
 /** The pid of the child process of `parent` whose command line matches `pattern`. */
@@ -75,23 +63,46 @@ async function childPid(parent: number, pattern: string): Promise<number> {
 
 /** Runs `deno task start` to its end (it ends at once when it refuses to start). */
 async function startRefused(env: Record<string, string>): Promise<string[]> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["task", "start"],
-    cwd: root,
-    env: { NO_COLOR: "1", ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-    detached: true,
-  }).spawn();
+  const task = spawnStartTask(env);
   // A guard against a start that runs instead of refusing (the bug under test), not a timing.
-  const guard = setTimeout(() => Deno.kill(-child.pid, "SIGKILL"), 120_000);
-  const out = await child.output();
+  const guard = setTimeout(() => Deno.kill(-task.child.pid, "SIGKILL"), 120_000);
+  const { code } = await task.ended;
   clearTimeout(guard);
-  const stderr = new TextDecoder().decode(out.stderr);
-  assert.equal(out.code, 1, stderr);
-  assert.equal(new TextDecoder().decode(out.stdout), "");
-  return stderr.split("\n").filter((line) => line !== "" && !line.startsWith("Task "));
+  assert.equal(code, 1, task.stderr.join("\n"));
+  assert.deepEqual(task.stdout, []);
+  return task.stderr.filter((line) => line !== "" && !line.startsWith("Task "));
+}
+
+/**
+ * The development sign-in page is on: `/` links it, the consent flow without a session leads to
+ * it (LOGIN_URL), and its form gives a session the token service takes.
+ */
+async function assertDevSignIn(gateway: string): Promise<void> {
+  assert.match(await (await fetch(`${gateway}/`)).text(), /href="\/dev\/sign-in"/);
+  const authorize = "/oauth2/authorize?response_type=code&client_id=cli_unknown";
+  const res = await fetch(`${gateway}${authorize}`, { redirect: "manual" });
+  assert.equal(res.status, 302);
+  assert.equal(
+    res.headers.get("location"),
+    `${gateway}/dev/sign-in?return_to=${encodeURIComponent(authorize)}`,
+  );
+  const signedIn = await fetch(`${gateway}/dev/sign-in`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { origin: gateway, "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ account: "ada@example.com", return_to: authorize }).toString(),
+  });
+  assert.equal(signedIn.status, 303);
+  assert.equal(signedIn.headers.get("location"), authorize);
+  const session = /^session=[^;]+/.exec(signedIn.headers.get("set-cookie") ?? "")?.[0];
+  assert.ok(session, "a session cookie");
+  // Signed in: the token service looks at the request (an unknown client), no more sign-in.
+  const page = await fetch(`${gateway}${authorize}`, {
+    redirect: "manual",
+    headers: { cookie: session },
+  });
+  assert.equal(page.status, 400);
+  assert.match(await page.text(), /cannot be completed/);
 }
 
 Deno.test("the embedded stack keeps its data across a restart", async () => {
@@ -99,19 +110,14 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
   const env = {
     DATABASE_URL: "",
     START_DATA_DIR: dir,
-    GATEWAY_PORT: freePort(),
-    OAUTH_GRPC_PORT: freePort(),
-    OAUTH_HTTP_PORT: freePort(),
-    CORE_GRPC_PORT: freePort(),
-    CORE_HTTP_PORT: freePort(),
-    TOKEN_GRPC_PORT: freePort(),
-    TOKEN_HTTP_PORT: freePort(),
+    ...startTaskPorts(),
     LOG_LEVEL: "warn",
   };
   const api = httpClient(`http://127.0.0.1:${env.GATEWAY_PORT}`);
   try {
     const first = await start(env);
     assert.ok(first.banner.includes("database: embedded PGlite"), first.banner);
+    await assertDevSignIn(`http://127.0.0.1:${env.GATEWAY_PORT}`);
     const config = await api("PATCH", "/v1/projects/demo/config", {
       token: first.token,
       json: { application_name: "Demo" },
@@ -136,16 +142,7 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
     ) / 1024;
     assert.ok(rssMiB < 400, `the embedded stack is ${Math.round(rssMiB)} MiB resident`);
     assert.deepEqual(
-      await startRefused({
-        ...env,
-        GATEWAY_PORT: freePort(),
-        OAUTH_GRPC_PORT: freePort(),
-        OAUTH_HTTP_PORT: freePort(),
-        CORE_GRPC_PORT: freePort(),
-        CORE_HTTP_PORT: freePort(),
-        TOKEN_GRPC_PORT: freePort(),
-        TOKEN_HTTP_PORT: freePort(),
-      }),
+      await startRefused({ ...env, ...startTaskPorts() }),
       [
         `start: the data folder ${dir}/ is in use by process ${startPid} (another "deno task ` +
         'start"?); stop it, or set START_DATA_DIR to another folder',
@@ -162,7 +159,7 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
       await Deno.remove(otherDir, { recursive: true });
     }
     first.child.kill("SIGTERM");
-    assert.equal((await first.child.status).code, 0, first.output.join(""));
+    assert.equal((await first.child.status).code, 0, first.stderr.join("\n"));
 
     const second = await start(env);
     assert.equal(second.token.split(".")[0], first.token.split(".")[0]);
@@ -184,8 +181,10 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
         .status,
       200,
     );
-    third.child.kill("SIGTERM");
-    assert.equal((await third.child.status).code, 0, third.output.join(""));
+    // Ctrl-C says it stopped, once the stack has.
+    const { code, said } = await ctrlC(third);
+    assert.equal(code, 0, third.stderr.join("\n"));
+    assert.match(said, /(^|\n)start: stopping\.\.\.\n(.*\n)*start: stopped\n$/, said);
   } finally {
     await killLeftovers();
     await Deno.remove(dir, { recursive: true });
@@ -199,19 +198,14 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
   const env = {
     DATABASE_URL: db.url,
     START_DATA_DIR: dir,
-    GATEWAY_PORT: freePort(),
-    OAUTH_GRPC_PORT: freePort(),
-    OAUTH_HTTP_PORT: freePort(),
-    CORE_GRPC_PORT: freePort(),
-    CORE_HTTP_PORT: freePort(),
-    TOKEN_GRPC_PORT: freePort(),
-    TOKEN_HTTP_PORT: freePort(),
+    ...startTaskPorts(),
     LOG_LEVEL: "warn",
   };
   const gateway = `http://127.0.0.1:${env.GATEWAY_PORT}`;
   const started = await start(env);
   try {
     assert.ok(started.banner.includes("one process per component"), started.banner);
+    await assertDevSignIn(gateway);
     const supervisor = await childPid(started.child.pid, "tools/start.ts");
     const pid = await childPid(supervisor, "services/oauth/main.ts");
     // Started as the Dockerfile starts it: its flags, and its environment beside its settings.
@@ -242,11 +236,13 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
     const res = await httpClient(gateway)("GET", "/v1/projects/p/config", { token: started.token });
     assert.equal(res.status, 404, res.text);
   } finally {
-    started.child.kill("SIGTERM");
-    const { code } = await started.child.status;
+    // Ctrl-C: every component stops (each gets the SIGINT, and SIGTERM from the supervisor), and
+    // then start says it stopped.
+    const { code, said } = await ctrlC(started);
     await killLeftovers();
     await Deno.remove(dir, { recursive: true });
     await db.drop();
-    assert.equal(code, 0, started.output.join(""));
+    assert.equal(code, 0, started.stderr.join("\n"));
+    assert.match(said, /(^|\n)start: stopping\.\.\.\n(.*\n)*start: stopped\n$/, said);
   }
 });

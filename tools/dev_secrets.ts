@@ -19,7 +19,8 @@ export interface DevSecrets {
   TOKEN_KEY_ENCRYPTION_KEY: string;
 }
 
-const secretNames = [
+/** The settings it reads (and generates when unset). */
+export const secretNames = [
   "AUTH_JWT_SECRET",
   "CLIENT_SECRET_HMAC_KEY",
   "TOKEN_KEY_ENCRYPTION_KEY",

@@ -7,7 +7,8 @@
  * under two postgres.js clients (`portal "" does not exist`: its multiplexer interleaves
  * extended-protocol messages). So this process owns the PGlite instance and its socket server,
  * and the oauth-registry and core services share one postgres.js pool of size 1. Fine for a
- * laptop; use Postgres (DATABASE_URL) for anything else.
+ * laptop; use Postgres (DATABASE_URL) for anything else. The gateway has the development sign-in
+ * page (gateway/dev_sign_in.ts), as tools/dev_gateway.ts gives it in the other mode.
  *
  * @module
  */
@@ -119,13 +120,17 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
     applicationName,
   );
   await Promise.all([oauth.migrated, core.migrated, token.migrated]);
-  const gateway = startGateway(readConfig("gateway", v.object(gatewaySettings), {
-    ...env,
-    GATEWAY_PORT: ports.gateway,
-    OAUTH_REGISTRY_GRPC_URL: `http://${host}:${ports.oauthGrpc}`,
-    CORE_GRPC_URL: `http://${host}:${ports.coreGrpc}`,
-    TOKEN_SERVICE_GRPC_URL: `http://${host}:${ports.tokenGrpc}`,
-  }));
+  const gateway = startGateway(
+    readConfig("gateway", v.object(gatewaySettings), {
+      ...env,
+      GATEWAY_PORT: ports.gateway,
+      OAUTH_REGISTRY_GRPC_URL: `http://${host}:${ports.oauthGrpc}`,
+      CORE_GRPC_URL: `http://${host}:${ports.coreGrpc}`,
+      TOKEN_SERVICE_GRPC_URL: `http://${host}:${ports.tokenGrpc}`,
+    }),
+    {},
+    { devSignIn: true },
+  );
   return {
     async stop() {
       await gateway.shutdown(10_000);

@@ -8,19 +8,28 @@
  * - With DATABASE_URL: each component as its own process, like production, restarted when one
  *   dies (tools/supervisor.ts).
  *
+ * In both, the gateway has the development sign-in page (gateway/dev_sign_in.ts, `/dev/sign-in`),
+ * and LOGIN_URL points to it unless set: a browser without a session is sent there by the consent
+ * flow, signs in as an example account and comes back. Only these tools switch it on.
+ *
  * Before starting anything it checks that the data folder can be created and that every port is
  * free, and says so in one line if not. When the stack is not ready within START_READY_TIMEOUT_S
  * seconds it says which component is not and why, and keeps waiting.
  *
- * The task installs only the npm packages of this module graph (32, 72 MB) before it runs: with
- * nodeModulesDir "auto", `deno task` installed every package of deno.lock first (216, 334 MB, the
- * tests' testcontainers and kubernetes-models included), so nodeModulesDir is "manual" and each
- * task installs what it needs (`deno install --entrypoint` here, everything for the tests).
+ * The task installs only the npm packages of this module graph (33 packages, 84 MB) before it
+ * runs: with nodeModulesDir "auto", `deno task` installed every package of deno.lock first (246
+ * packages, 396 MB, the tests' testcontainers and kubernetes-models included), so nodeModulesDir
+ * is "manual" and each task installs what it needs (`deno install --entrypoint` here, everything
+ * for the tests). `deno task footprint` measures both, and this process's memory at rest. The
+ * install is quiet; tools/install_notice.ts says first when it will take long (the first run).
+ * Its settings, their defaults and --help's lines for them are lib/platform/settings.ts's.
  *
  * @module
  */
 
+import { devSignInPath } from "../gateway/dev_sign_in.ts";
 import { signToken } from "../lib/policy/mod.ts";
+import { startEnvironmentHelp, startSetting, type StartSettingName } from "../lib/platform/mod.ts";
 import { parseCommandLine } from "./cli.ts";
 import { DataDirError, dataDirError, devSecrets, prepareDataDir } from "./dev_secrets.ts";
 import { runEmbedded } from "./embedded.ts";
@@ -30,8 +39,9 @@ import { supervise } from "./supervisor.ts";
 
 const usage = `Usage: deno task start
 
-Runs the whole stack (gateway, oauth-registry, core) on this machine and, once every component is
-ready, prints the gateway URL, the gRPC addresses and a development token. Ctrl-C stops it.
+Runs the whole stack (gateway, oauth-registry, core, token-service) on this machine and, once
+every component is ready, prints the gateway URL, the gRPC addresses and a development token.
+Ctrl-C stops it.
 
 Without DATABASE_URL everything runs in this one process on an embedded PGlite database kept in
 the data folder; with it, each component is its own process, restarted when it dies.
@@ -40,40 +50,33 @@ Options:
   -h, --help                 this text
 
 Environment:
-  DATABASE_URL               a Postgres server to use (else the embedded database)
-  START_DATA_DIR             the data folder: PGlite's files, the generated secrets (./.data)
-  START_HOST                 the listen address (127.0.0.1)
-  START_READY_TIMEOUT_S      seconds to wait for readiness before saying what is not ready (60)
-  GATEWAY_PORT               the gateway's HTTP port (8080)
-  OAUTH_GRPC_PORT, OAUTH_HTTP_PORT   oauth-registry's gRPC and Connect ports (50051, 8081)
-  CORE_GRPC_PORT, CORE_HTTP_PORT     core's gRPC and Connect ports (50052, 8082)
-  TOKEN_GRPC_PORT, TOKEN_HTTP_PORT   token service's gRPC and Connect ports (50053, 8083)
-  ISSUER_URL                 the authorization server's issuer (the gateway's URL)
-  AUTH_JWT_SECRET, CLIENT_SECRET_HMAC_KEY   the secrets (else generated once into the data folder)
-  LOG_LEVEL                  debug, info, warn or error (info)`;
+${startEnvironmentHelp()}
+Unset or empty is the default (in parentheses). Every variable is passed on to the components:
+README.md's Configuration lists them all.`;
 
 parseCommandLine("start", usage, {});
 
 // deno-lint-ignore no-console
 const fail = (message: string): never => (console.error(`start: ${message}`), Deno.exit(1));
 
-const env = (name: string, fallback: string) => Deno.env.get(name) || fallback;
-const host = env("START_HOST", "127.0.0.1");
-const readyTimeout = env("START_READY_TIMEOUT_S", "60");
+// Unset or empty: the default lib/platform/settings.ts declares (which --help shows).
+const env = (name: StartSettingName): string => startSetting(name) ?? "";
+const host = env("START_HOST");
+const readyTimeout = env("START_READY_TIMEOUT_S");
 const readyTimeoutS = Number(readyTimeout);
 if (!(readyTimeoutS > 0)) {
   fail(`START_READY_TIMEOUT_S is "${readyTimeout}", not a number of seconds`);
 }
 const ports = {
-  gateway: env("GATEWAY_PORT", "8080"),
-  oauthGrpc: env("OAUTH_GRPC_PORT", "50051"),
-  oauthHttp: env("OAUTH_HTTP_PORT", "8081"),
-  coreGrpc: env("CORE_GRPC_PORT", "50052"),
-  coreHttp: env("CORE_HTTP_PORT", "8082"),
-  tokenGrpc: env("TOKEN_GRPC_PORT", "50053"),
-  tokenHttp: env("TOKEN_HTTP_PORT", "8083"),
+  gateway: env("GATEWAY_PORT"),
+  oauthGrpc: env("OAUTH_GRPC_PORT"),
+  oauthHttp: env("OAUTH_HTTP_PORT"),
+  coreGrpc: env("CORE_GRPC_PORT"),
+  coreHttp: env("CORE_HTTP_PORT"),
+  tokenGrpc: env("TOKEN_GRPC_PORT"),
+  tokenHttp: env("TOKEN_HTTP_PORT"),
 };
-const databaseUrl = Deno.env.get("DATABASE_URL");
+const databaseUrl = startSetting("DATABASE_URL");
 
 let dataDir: URL;
 let secrets: Awaited<ReturnType<typeof devSecrets>>;
@@ -120,7 +123,10 @@ const gatewayUrl = `http://${urlHost}:${ports.gateway}`;
 const oauthUrl = `http://${urlHost}:${ports.oauthHttp}`;
 const coreUrl = `http://${urlHost}:${ports.coreHttp}`;
 const tokenUrl = `http://${urlHost}:${ports.tokenHttp}`;
-common.ISSUER_URL ??= gatewayUrl;
+common.ISSUER_URL ||= gatewayUrl;
+// The consent flow's "not signed in" goes to the development sign-in page on the gateway.
+const signInUrl = `${common.ISSUER_URL.replace(/\/$/, "")}${devSignInPath}`;
+common.LOGIN_URL ||= signInUrl;
 
 let stack: { stop(): Promise<void> };
 let database: string;
@@ -150,7 +156,8 @@ if (databaseUrl) {
     },
     {
       name: "gateway",
-      entry: "gateway/main.ts",
+      // gateway/main.ts with the development sign-in page.
+      entry: "tools/dev_gateway.ts",
       env: {
         ...common,
         GATEWAY_PORT: ports.gateway,
@@ -187,8 +194,12 @@ let stopping = false;
 const stop = async () => {
   if (stopping) return;
   stopping = true;
+  // deno-lint-ignore no-console
+  console.error("start: stopping...");
   await stack.stop();
   lock?.release();
+  // deno-lint-ignore no-console
+  console.error("start: stopped");
   Deno.exit(0);
 };
 Deno.addSignalListener("SIGINT", stop);
@@ -225,6 +236,7 @@ Stack is up (database: ${database}).
   core gRPC:            ${urlHost}:${ports.coreGrpc}   (Connect: ${coreUrl})
   token-service gRPC:   ${urlHost}:${ports.tokenGrpc}   (Connect: ${tokenUrl})
   OAuth issuer:         ${common.ISSUER_URL}   (metadata: /.well-known/oauth-authorization-server)
+  Sign in (browser):    ${signInUrl}   (development only: any account, no password)
   Dev token (sub "dev", all projects, space "dev", 24 h):
     export TOKEN=${token}
   Try:

@@ -7,6 +7,7 @@
 
 import * as v from "valibot";
 import type { Logger } from "./log.ts";
+import { assertDeclared } from "./settings.ts";
 
 /** A TCP port setting with a default. */
 export function port(fallback: number) {
@@ -64,6 +65,8 @@ export function readConfig<S extends v.GenericSchema>(
   schema: S,
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): v.InferOutput<S> {
+  // Every setting is declared in ./settings.ts (the README's table and start's --help come from it).
+  if ("entries" in schema) assertDeclared(component, Object.keys(schema.entries as object));
   const result = v.safeParse(schema, env);
   if (result.success) return result.output;
   throw new ConfigError(

@@ -1,7 +1,9 @@
 /**
  * What every process is built on, whatever it serves: settings from the environment, the one
  * error class and its builders, identifiers, logging, metrics, trace context, the memory budget and
- * the flags a component process runs with. Nothing here knows of HTTP, RPC, Postgres or a service.
+ * the flags a component process runs with, and the declaration of every setting (./settings.ts,
+ * whose words for the README name the components). Nothing here knows of HTTP, RPC, Postgres or a
+ * service.
  *
  * @module
  */
@@ -43,6 +45,17 @@ export {
   truncationMark,
 } from "./errors.ts";
 export { type IdKind, idKind, uuidTime } from "./ids.ts";
+export {
+  isDeclared,
+  type Reader,
+  type Setting,
+  type SettingName,
+  settings,
+  settingsTable,
+  startEnvironmentHelp,
+  startSetting,
+  type StartSettingName,
+} from "./settings.ts";
 export { createLogger, type Logger } from "./log.ts";
 export { createMetrics, type Metrics, registerBudgetMetrics } from "./metrics.ts";
 export { componentEnv, componentFlags } from "./run_flags.ts";

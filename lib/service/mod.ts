@@ -11,5 +11,6 @@ export {
   runService,
   type ServiceDefinition,
   type ServiceDeps,
+  serviceSettings,
   startService,
 } from "./service.ts";

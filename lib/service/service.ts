@@ -106,13 +106,17 @@ export type ServiceConfig<E extends v.ObjectEntries> =
   & CommonConfig
   & v.InferOutput<v.ObjectSchema<E, undefined>>;
 
+/** A definition's settings: the ones every service reads, and its own. */
+export function serviceSettings<E extends v.ObjectEntries>(def: ServiceDefinition<E>) {
+  return { ...commonSettings(def.ports), ...def.settings };
+}
+
 /** Reads a definition's settings from the environment (or `env`); throws a ConfigError. */
 export function readServiceConfig<E extends v.ObjectEntries>(
   def: ServiceDefinition<E>,
   env?: Record<string, string | undefined>,
 ): ServiceConfig<E> {
-  const schema = v.object({ ...commonSettings(def.ports), ...def.settings });
-  return readConfig(def.name, schema, env) as ServiceConfig<E>;
+  return readConfig(def.name, v.object(serviceSettings(def)), env) as ServiceConfig<E>;
 }
 
 /** A running service. */

@@ -1,6 +1,7 @@
 /**
  * Headless Chromium for the browser tests: Debian's package (tools/debian.ts installs it), driven by
- * playwright-core, with everything that would reach the network on its own turned off.
+ * playwright-core, with everything that would reach the network on its own turned off; and a
+ * server that records where the browser was sent.
  *
  * @module
  */
@@ -24,4 +25,18 @@ export async function launchChromium(args: string[] = []): Promise<Browser> {
       ...args,
     ],
   });
+}
+
+/**
+ * A server on a free loopback port that answers every request with `html` and records the URL of
+ * each request it gets (`seen`): the application a browser is sent back to, or a place it must
+ * never be sent to. `base` is its origin; shut it down with `server.shutdown()`.
+ */
+export function recorder(html: string): { seen: URL[]; server: Deno.HttpServer; base: string } {
+  const seen: URL[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    seen.push(new URL(req.url));
+    return new Response(html, { headers: { "content-type": "text/html" } });
+  });
+  return { seen, server, base: `http://127.0.0.1:${server.addr.port}` };
 }

@@ -15,7 +15,7 @@ export {
   type RssPeak,
   watchRss,
 } from "./attacks.ts";
-export { launchChromium } from "./browser.ts";
+export { launchChromium, recorder } from "./browser.ts";
 export {
   type AttackResult,
   type AttackShape,
@@ -55,5 +55,11 @@ export {
   startStack,
   waitReady,
 } from "./stack.ts";
+export {
+  spawnStartTask,
+  type StartTask,
+  type StartTaskPorts,
+  startTaskPorts,
+} from "./start_task.ts";
 export { type InProcessService, rejection, serveInProcess } from "./in_process.ts";
 export { startTcpProxy } from "./tcp_proxy.ts";
