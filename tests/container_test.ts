@@ -15,15 +15,17 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { signToken } from "../lib/policy/mod.ts";
 import {
+  consentFormFields,
   containerLogs,
   docker,
   dockerProblem,
+  httpClient,
   postgresImage,
   publishedPort,
   registryImage,
   runArguments,
-} from "../lib/testing/containers.ts";
-import { consentFormFields, httpClient, until } from "../lib/testing/mod.ts";
+  until,
+} from "../lib/testing/mod.ts";
 import { containerEnvironment, type K8sObject, render } from "../tools/check_manifests.ts";
 
 const problem = await dockerProblem();

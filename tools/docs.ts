@@ -8,7 +8,7 @@
  * @module
  */
 
-import { settingsTable } from "../lib/platform/settings.ts";
+import { settingsTable } from "../lib/platform/mod.ts";
 import { parseCommandLine } from "./cli.ts";
 
 const usage = `Usage: deno task docs [--check]

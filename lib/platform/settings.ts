@@ -10,7 +10,7 @@
  * checks that each schema reads exactly the settings declared for its component, and that each
  * schema's default is the one written here.
  *
- * This module imports nothing, so that `deno task docs` runs without the npm packages.
+ * This module imports nothing: the components' config code and the tools both read it.
  *
  * @module
  */

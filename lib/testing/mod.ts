@@ -23,6 +23,15 @@ export {
   cheapAttack,
 } from "./cheap_attacks.ts";
 export { consentFormFields } from "./consent.ts";
+export {
+  containerLogs,
+  docker,
+  dockerProblem,
+  postgresImage,
+  publishedPort,
+  registryImage,
+  runArguments,
+} from "./containers.ts";
 export { propagated } from "./database.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
 export {
