@@ -56,6 +56,11 @@ export interface ServiceDeps<E extends v.ObjectEntries> {
   notReady: () => string | undefined;
   /** The process's memory budget (a cache takes its bytes from it, in the `cache` share). */
   budget: MemoryBudget;
+  /**
+   * The clock (ms since the epoch) every rule that depends on time reads: `Date.now`, except in
+   * tests that move time (lib/testing's serveInProcess).
+   */
+  now: () => number;
 }
 
 /** What a service is made of. */
@@ -161,6 +166,7 @@ export async function startService<E extends v.ObjectEntries>(
     verify,
     notReady: () => notReady,
     budget,
+    now: Date.now,
   });
   const server = serve({
     bindings: services,

@@ -28,6 +28,12 @@ export interface InProcessService {
   close(): Promise<void>;
 }
 
+/** Options of {@link serveInProcess}. */
+export interface InProcessOptions {
+  /** The service's clock (ms since the epoch; default `Date.now`), for tests that move time. */
+  now?: () => number;
+}
+
 /**
  * Serves `def` in this process with its own settings from `env` (beyond the database and the token
  * key, which are made here).
@@ -35,6 +41,7 @@ export interface InProcessService {
 export async function serveInProcess<E extends v.ObjectEntries>(
   def: ServiceDefinition<E>,
   env: Record<string, string> = {},
+  options: InProcessOptions = {},
 ): Promise<InProcessService> {
   const db = await createTestDatabase();
   const secret = crypto.randomUUID();
@@ -60,6 +67,7 @@ export async function serveInProcess<E extends v.ObjectEntries>(
     verify: createTokenVerifier(authOptions(config)),
     notReady: () => undefined,
     budget: budgetFromConfig(config),
+    now: options.now ?? Date.now,
   });
   const transport = createRouterTransport((router) => register(router, services), {
     router: { interceptors },

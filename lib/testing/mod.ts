@@ -70,5 +70,10 @@ export {
   type StartTaskPorts,
   startTaskPorts,
 } from "./start_task.ts";
-export { type InProcessService, rejection, serveInProcess } from "./in_process.ts";
+export {
+  type InProcessOptions,
+  type InProcessService,
+  rejection,
+  serveInProcess,
+} from "./in_process.ts";
 export { startTcpProxy } from "./tcp_proxy.ts";

@@ -56,8 +56,7 @@ export const tokenService = defineService({
      */
     REGISTRY_CACHE_MIB: nonNegativeInt(4),
   },
-  serve: ({ sql, config, log, metrics, notReady, verify, budget }) => {
-    const now = Date.now;
+  serve: ({ sql, config, log, metrics, notReady, verify, budget, now }) => {
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
     const keys = createKeyRing({
       sql,
