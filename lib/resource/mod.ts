@@ -16,6 +16,7 @@ export {
   pageLimit,
   rule,
   text,
+  timestamp,
   uniqueList,
   validate,
 } from "./validation.ts";

@@ -10,6 +10,7 @@
  */
 
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
 import { type FieldViolation, invalidArgument } from "../platform/mod.ts";
 
@@ -99,6 +100,20 @@ export function enumValue<const T extends readonly number[]>(allowed: T, names: 
     v.picklist(allowed, `must be one of ${names}`),
   );
 }
+
+// Years 0001..9999, the range of RFC 3339 (and of google.protobuf.Timestamp).
+const minSeconds = -62135596800n;
+const maxSeconds = 253402300799n;
+
+/** A google.protobuf.Timestamp within the years 0001..9999. */
+export const timestamp = v.pipe(
+  v.custom<Timestamp>((t) => typeof t === "object" && t !== null),
+  rule((t: Timestamp) =>
+    t.seconds < minSeconds || t.seconds > maxSeconds || t.nanos < 0 || t.nanos > 999_999_999
+      ? "must be between years 0001 and 9999"
+      : undefined
+  ),
+);
 
 /** A list page size: absent (the default, 20) or 1..100. */
 export const pageLimit = v.optional(

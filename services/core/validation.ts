@@ -8,10 +8,9 @@
  * @module
  */
 
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { rule, text, uniqueList } from "../../lib/resource/mod.ts";
+import { text, timestamp, uniqueList } from "../../lib/resource/mod.ts";
 
 /** Longest description. */
 export const maxDescription = 10_000;
@@ -56,10 +55,6 @@ export const journeyInput = v.object({
   active: v.optional(v.boolean(), true),
 }, "is required");
 
-// Years 0001..9999, the range of RFC 3339.
-const minSeconds = -62135596800n;
-const maxSeconds = 253402300799n;
-
 /** The rules of a Unit given in a create or replace request. */
 export const unitInput = v.object({
   journey: v.pipe(v.string(), v.minLength(1, "is required")),
@@ -88,16 +83,7 @@ export const unitInput = v.object({
     ),
   ),
   description: v.optional(description),
-  dueAt: v.optional(
-    v.pipe(
-      v.custom<Timestamp>((t) => typeof t === "object" && t !== null),
-      rule((t: Timestamp) =>
-        t.seconds < minSeconds || t.seconds > maxSeconds || t.nanos < 0 || t.nanos > 999_999_999
-          ? "must be between years 0001 and 9999"
-          : undefined
-      ),
-    ),
-  ),
+  dueAt: v.optional(timestamp),
 }, "is required");
 
 /** Filters of ListRoles. */
