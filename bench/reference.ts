@@ -117,21 +117,33 @@ async function handle(req: Request): Promise<Response> {
         client_id: ids.client.toUuid(parts[1]!)!,
         secret_hash: generated.hash,
         secret_hint: generated.hint,
-      }, maxSecretsPerClient);
+      }, {
+        now: new Date(),
+        maxLive: maxSecretsPerClient,
+        maxAll: 2 * maxSecretsPerClient,
+        expiresAt: () => null,
+      });
       if (result.kind !== "created") return notFound();
       return Response.json({
         id: ids.secret.fromUuid(result.row.id),
         client_id: parts[1],
         secret_hint: result.row.secret_hint,
         created_at: result.row.created_at.toISOString(),
+        expires_at: null,
+        last_used_at: null,
+        status: "active",
         secret: generated.secret,
       }, { status: 201 });
     }
     case "POST verify/1": {
-      const row = await secrets.clientWithHashes(ids.client.toUuid(body.client_id)!);
-      const valid = row !== undefined && hasher.matches(body.secret, row.hashes) &&
-        row.status === "active";
-      return Response.json(valid ? { valid, client: client(row!) } : { valid });
+      const now = new Date();
+      const row = await secrets.clientWithSecrets(ids.client.toUuid(body.client_id)!, now);
+      const i = row === undefined ? -1 : hasher.match(body.secret, row.hashes);
+      const valid = i >= 0 && row!.status === "active";
+      if (!valid) return Response.json({ valid });
+      await secrets.recordUse(row!.secret_ids[i]!, row!.last_used[i] ?? null, now);
+      const expiresAt = row!.expires[i] ?? null;
+      return Response.json({ valid, client: client(row!), expires_at: expiresAt?.toISOString() });
     }
     case "POST installations/1": {
       const config = await configs.get(body.project_id);

@@ -21,6 +21,7 @@ const configKeys = [
   "publishing_status",
   "created_at",
   "updated_at",
+  "secret_max_lifetime_seconds",
 ];
 const clientKeys = [
   "id",
@@ -159,6 +160,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           publishing_status: "testing",
           created_at: undefined,
           updated_at: undefined,
+          secret_max_lifetime_seconds: 0,
         },
       );
       assert.match(res.body.created_at, timestamp);
@@ -543,10 +545,17 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "client_id",
         "secret_hint",
         "created_at",
+        "expires_at",
+        "last_used_at",
+        "status",
         "secret",
       ]);
       assert.match(res.body.secret, /^ocs_[A-Za-z0-9_-]{43}$/);
       assert.equal(res.body.client_id, clientId);
+      // A bodiless create: no expiry (the project sets no maximum), never used, active.
+      assert.equal(res.body.expires_at, null);
+      assert.equal(res.body.last_used_at, null);
+      assert.equal(res.body.status, "active");
       assert.equal(res.body.secret_hint, `ocs_****${res.body.secret.slice(-4)}`);
       secret = res.body.secret;
       secretId = res.body.id;
@@ -561,6 +570,9 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "client_id",
         "secret_hint",
         "created_at",
+        "expires_at",
+        "last_used_at",
+        "status",
       ]);
       assert.ok(!list.text.includes(secret));
       assertError(
@@ -578,6 +590,46 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "invalid_argument",
       );
     });
+
+    await t.step(
+      "secrets: an expiry, as a time or a lifetime; never both, never past",
+      async () => {
+        const path = `/v1/projects/p1/clients/${clientId}/secrets`;
+        const create = (json: unknown) => api("POST", path, { token: admin, json });
+        const timed = await create({ lifetime_seconds: 3600 });
+        assert.equal(timed.status, 201, timed.text);
+        const lifetime = Date.parse(timed.body.expires_at) - Date.parse(timed.body.created_at);
+        assert.ok(Math.abs(lifetime - 3_600_000) < 60_000, timed.text);
+        assert.match(timed.body.expires_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+        const dated = await create({ expires_at: "2999-01-01T00:00:00+02:00" });
+        assert.equal(dated.status, 201, dated.text);
+        assert.equal(dated.body.expires_at, "2998-12-31T22:00:00.000Z");
+        assert.equal(dated.body.status, "active");
+        assertError(
+          await create({ expires_at: "2001-01-01T00:00:00Z" }),
+          400,
+          "invalid_argument",
+          "expires_at",
+        );
+        assertError(await create({ expires_at: "soon" }), 400, "invalid_argument", "expires_at");
+        assertError(
+          await create({ expires_at: "2999-01-01T00:00:00Z", lifetime_seconds: 60 }),
+          400,
+          "invalid_argument",
+          "lifetime_seconds",
+        );
+        assertError(
+          await create({ lifetime_seconds: 0 }),
+          400,
+          "invalid_argument",
+          "lifetime_seconds",
+        );
+        assertError(await create({ status: "expired" }), 400, "invalid_argument", "status");
+        for (const id of [timed.body.id, dated.body.id]) {
+          assert.equal((await api("DELETE", `${path}/${id}`, { token: admin })).status, 204);
+        }
+      },
+    );
 
     await t.step(
       "secrets: the plaintext is stored nowhere: not in the database, not in a log",

@@ -26,6 +26,7 @@ import {
   configFields,
   consentSchema,
   createClientSchema,
+  createSecretFields,
   projectId,
 } from "../services/oauth/validation.ts";
 
@@ -34,6 +35,7 @@ const rules: Record<string, Record<string, unknown>> = {
   "registry.oauth.v1.OAuthConfig": configFields,
   "registry.oauth.v1.Client": clientFields(ClientType.WEB),
   "registry.oauth.v1.ConsentInstallationRequest": consentSchema.entries,
+  "registry.oauth.v1.CreateClientSecretRequest": createSecretFields.entries,
   "registry.core.v1.Role": roleInput.entries,
   "registry.core.v1.Journey": journeyInput.entries,
   "registry.core.v1.Unit": unitInput.entries,

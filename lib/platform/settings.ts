@@ -87,8 +87,8 @@ export const settings = {
   MAX_SECRETS_PER_CLIENT: {
     usedBy: ["oauth-registry"],
     default: "`10`",
-    meaning: "secrets one client may have at once; creating one more answers 409 " +
-      "`failed_precondition`",
+    meaning: "live secrets one client may have at once (twice as many in all, expired ones " +
+      "included); creating one more answers 409 `failed_precondition`",
   },
   GRPC_PORT: {
     usedBy: services,

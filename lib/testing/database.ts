@@ -90,3 +90,40 @@ async function createIn(base: string, after: () => Promise<void>): Promise<TestD
 export function propagated(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, propagationMs));
 }
+
+/** What a test hears on a Postgres channel (see {@link listenTo}). */
+export interface Heard {
+  /**
+   * The payloads heard since the last flush, once a marker this sends on the channel has come
+   * back: Postgres delivers notifications in commit order, so every one sent by a transaction
+   * committed before the call is among them. Not a wait of a guessed length.
+   */
+  flush(): Promise<string[]>;
+  /** Stops listening. */
+  close(): Promise<void>;
+}
+
+/** Listens to `channel` on `sql` (its own connection), to check what a change notified. */
+export async function listenTo(sql: postgres.Sql, channel: string): Promise<Heard> {
+  let heard: string[] = [];
+  const markers = new Map<string, () => void>();
+  const prefix = `~test-marker:${crypto.randomUUID()}:`;
+  const listener = await sql.listen(channel, (payload) => {
+    if (payload.startsWith(prefix)) markers.get(payload)?.();
+    else heard.push(payload);
+  });
+  let n = 0;
+  return {
+    async flush() {
+      const marker = `${prefix}${n++}`;
+      const back = new Promise<void>((resolve) => markers.set(marker, resolve));
+      await sql`select pg_notify(${channel}, ${marker})`;
+      await back;
+      markers.delete(marker);
+      const out = heard;
+      heard = [];
+      return out;
+    },
+    close: () => listener.unlisten(),
+  };
+}

@@ -203,6 +203,10 @@ export const overLimits: Record<string, OverLimit[]> = {
       field: "authorized_domains",
       value: distinct(101, (i) => `d${i}.example.com`),
     },
+    { field: "secret_max_lifetime_seconds", value: fc.constantFrom(315_360_001, -1) },
+  ],
+  "registry.oauth.v1.CreateClientSecretRequest": [
+    { field: "lifetime_seconds", value: fc.constantFrom(0, -1) },
   ],
   "registry.oauth.v1.Client": [
     { field: "name", value: codePoints(121) },

@@ -32,7 +32,7 @@ export {
   registryImage,
   runArguments,
 } from "./containers.ts";
-export { propagated } from "./database.ts";
+export { type Heard, listenTo, propagated } from "./database.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
 export {
   type GrpcChannel,

@@ -8,10 +8,13 @@
 
 import assert from "node:assert/strict";
 import { Code, createClient } from "@connectrpc/connect";
+import { type Timestamp, timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { ClientSecretStatus } from "../../gen/registry/oauth/v1/client_secret_pb.ts";
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
+import { fieldViolations, idKind } from "../../lib/platform/mod.ts";
+import { listenTo, rejection, serveInProcess } from "../../lib/testing/mod.ts";
 import { oauthRegistryService } from "./main.ts";
 
 Deno.test("oauth-registry handlers, in process, through the real interceptors", async (t) => {
@@ -196,3 +199,226 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
     await service.close();
   }
 });
+
+Deno.test("client secrets expire, the project caps their lifetime, and uses are recorded", async (t) => {
+  // The service's clock, moved by the test (a second past the wall clock, so that ids, which
+  // carry the wall clock's time, are never later than it).
+  let clock = Date.now() + 1000;
+  const service = await serveInProcess(oauthRegistryService, {
+    CLIENT_SECRET_HMAC_KEY: "in-process-test-key-".padEnd(40, "k"),
+    MAX_SECRETS_PER_CLIENT: "2",
+  }, { now: () => clock });
+  const api = createClient(OAuthRegistryService, service.transport);
+  const admin = await service.bearer({ sub: "admin", projects: ["p"] });
+  const tokenService = await service.bearer({ sub: "token-service", projects: ["*"] });
+  const at = (ms: number) => timestampFromMs(ms);
+  const ms = (t: Timestamp | undefined) => t === undefined ? undefined : timestampMs(t);
+  try {
+    await api.updateOAuthConfig({ projectId: "p", config: { applicationName: "Demo" } }, {
+      headers: admin,
+    });
+    const newClient = async () =>
+      (await api.createClient({
+        projectId: "p",
+        client: { name: "web", type: ClientType.WEB, redirectUris: ["https://a.example/cb"] },
+      }, { headers: admin })).client!.id;
+    /** A new secret of the client, with its plaintext as `secret`. */
+    const create = async (clientId: string, fields: Record<string, unknown> = {}) => {
+      const res = await api.createClientSecret({ projectId: "p", clientId, ...fields }, {
+        headers: admin,
+      });
+      return { ...res.clientSecret!, secret: res.clientSecret!.plaintext.value ?? "" };
+    };
+    const list = async (clientId: string) =>
+      (await api.listClientSecrets({ projectId: "p", clientId }, { headers: admin })).data;
+    const verify = (clientId: string, secret: string) =>
+      api.verifyClientSecret({ clientId, secret }, { headers: tokenService });
+    const count = async () =>
+      (await service.sql<{ n: number }[]>`select count(*)::int as n from oauth.client_secrets`)[0]!
+        .n;
+
+    await t.step(
+      "expires_at must be in the future, and not given with lifetime_seconds",
+      async () => {
+        const client = await newClient();
+        const cases: [Record<string, unknown>, string, RegExp][] = [
+          [{ expiresAt: at(clock) }, "expires_at", /must be in the future/],
+          [{ expiresAt: at(clock - 60_000) }, "expires_at", /must be in the future/],
+          [
+            { expiresAt: at(clock + 60_000), lifetimeSeconds: 60 },
+            "lifetime_seconds",
+            /cannot be given with expires_at/,
+          ],
+          [{ lifetimeSeconds: 0 }, "lifetime_seconds", /positive/],
+          [{ lifetimeSeconds: -5 }, "lifetime_seconds", /positive/],
+          [
+            { expiresAt: { seconds: 253402300800n, nanos: 0 } },
+            "expires_at",
+            /between years 0001 and 9999/,
+          ],
+        ];
+        for (const [fields, field, description] of cases) {
+          const err = await rejection(create(client, fields));
+          assert.equal(err.code, Code.InvalidArgument, JSON.stringify(fields, bigints));
+          const violations = fieldViolations(err);
+          assert.deepEqual(violations.map((v) => v.field), [field]);
+          assert.match(violations[0]!.description, description);
+        }
+        assert.equal(await count(), 0, "nothing written");
+      },
+    );
+
+    await t.step("a secret gets expires_at, lifetime_seconds from now, or none", async () => {
+      const client = await newClient();
+      const plain = await create(client);
+      assert.equal(plain.expiresAt, undefined);
+      assert.equal(plain.lastUsedAt, undefined);
+      assert.equal(plain.status, ClientSecretStatus.ACTIVE);
+      const dated = await create(client, { expiresAt: at(clock + 3_600_000) });
+      assert.equal(ms(dated.expiresAt), clock + 3_600_000);
+      await api.deleteClientSecret({ projectId: "p", clientId: client, secretId: plain.id }, {
+        headers: admin,
+      });
+      const timed = await create(client, { lifetimeSeconds: 90 });
+      assert.equal(ms(timed.expiresAt), clock + 90_000);
+      assert.deepEqual(
+        (await list(client)).map((s) => [s.id, ms(s.expiresAt), s.status]),
+        [
+          [dated.id, clock + 3_600_000, ClientSecretStatus.ACTIVE],
+          [timed.id, clock + 90_000, ClientSecretStatus.ACTIVE],
+        ],
+      );
+    });
+
+    await t.step("an expired secret is listed as expired and verifies no more", async () => {
+      const client = await newClient();
+      const short = await create(client, { lifetimeSeconds: 60 });
+      const lasting = await create(client);
+      const answer = await verify(client, short.secret);
+      assert.equal(answer.valid, true);
+      assert.equal(ms(answer.expiresAt), clock + 60_000, "the answer says when it expires");
+      assert.equal((await verify(client, lasting.secret)).expiresAt, undefined);
+      clock += 60_000; // expires_at itself: expired
+      const expired = await verify(client, short.secret);
+      assert.equal(expired.valid, false);
+      assert.equal(expired.client, undefined);
+      assert.equal(expired.expiresAt, undefined);
+      assert.deepEqual(expired, await verify(client, "ocs_wrong"), "as a wrong secret answers");
+      assert.equal((await verify(client, lasting.secret)).valid, true, "the other still works");
+      assert.deepEqual(
+        (await list(client)).map((s) => [s.id, s.status]),
+        [[short.id, ClientSecretStatus.EXPIRED], [lasting.id, ClientSecretStatus.ACTIVE]],
+      );
+    });
+
+    await t.step(
+      "the limit counts live secrets; expired ones count only toward twice it",
+      async () => {
+        const client = await newClient();
+        await create(client, { lifetimeSeconds: 10 });
+        await create(client, { lifetimeSeconds: 10 });
+        const full = await rejection(create(client));
+        assert.equal(full.code, Code.FailedPrecondition);
+        assert.match(full.rawMessage, /already has 2 live secrets/);
+        clock += 10_000;
+        await create(client, { lifetimeSeconds: 10 });
+        await create(client, { lifetimeSeconds: 10 });
+        clock += 10_000; // 4 expired, none live
+        const all = await rejection(create(client));
+        assert.equal(all.code, Code.FailedPrecondition);
+        assert.match(all.rawMessage, /already has 4 secrets, expired ones included/);
+        assert.equal((await list(client)).length, 4);
+      },
+    );
+
+    await t.step(
+      "the project's secret_max_lifetime_seconds: validated, a default, a cap",
+      async () => {
+        for (const value of [-1, 315_360_001, 2_147_483_647]) {
+          const err = await rejection(api.updateOAuthConfig({
+            projectId: "p",
+            config: { secretMaxLifetimeSeconds: value },
+            updateMask: { paths: ["secret_max_lifetime_seconds"] },
+          }, { headers: admin }));
+          assert.equal(err.code, Code.InvalidArgument);
+          assert.deepEqual(fieldViolations(err).map((v) => v.field), [
+            "config.secret_max_lifetime_seconds",
+          ]);
+        }
+        const { config } = await api.updateOAuthConfig({
+          projectId: "p",
+          config: { secretMaxLifetimeSeconds: 3600 },
+          updateMask: { paths: ["secret_max_lifetime_seconds"] },
+        }, { headers: admin });
+        assert.equal(config?.secretMaxLifetimeSeconds, 3600);
+        assert.equal(config?.applicationName, "Demo", "the other fields kept");
+        const client = await newClient();
+        const defaulted = await create(client);
+        assert.equal(ms(defaulted.expiresAt), clock + 3_600_000, "no expiry asked: the maximum");
+        const before = await count();
+        for (
+          const [fields, field] of [
+            [{ lifetimeSeconds: 3601 }, "lifetime_seconds"],
+            [{ expiresAt: at(clock + 3_600_001) }, "expires_at"],
+          ] as const
+        ) {
+          const err = await rejection(create(client, fields));
+          assert.equal(err.code, Code.InvalidArgument);
+          assert.deepEqual(fieldViolations(err).map((v) => v.field), [field]);
+          assert.match(
+            err.rawMessage,
+            /at most 3600 seconds from now.*secret_max_lifetime_seconds/,
+          );
+        }
+        assert.equal(await count(), before, "nothing written");
+        const within = await create(client, { expiresAt: at(clock + 3_600_000) });
+        assert.equal(ms(within.expiresAt), clock + 3_600_000, "exactly the maximum is allowed");
+        await api.updateOAuthConfig({
+          projectId: "p",
+          config: {},
+          updateMask: { paths: ["secret_max_lifetime_seconds"] },
+        }, { headers: admin });
+        assert.equal((await create(await newClient())).expiresAt, undefined);
+      },
+    );
+
+    await t.step("a verification records last_used_at, at most once a minute", async () => {
+      const client = await newClient();
+      const { secret, id } = await create(client);
+      const lastUsed = async () => ms((await list(client)).find((s) => s.id === id)!.lastUsedAt);
+      assert.equal(await lastUsed(), undefined);
+      // The change feed's channel hears nothing of a use (each follower would drop the client).
+      const heard = await listenTo(service.sql, "oauth_registry_changes");
+      try {
+        const first = clock;
+        assert.equal((await verify(client, secret)).valid, true);
+        assert.equal(await lastUsed(), first);
+        clock += 59_000;
+        await verify(client, secret);
+        assert.equal(await lastUsed(), first, "within the minute: not written again");
+        clock += 2_000;
+        await verify(client, secret);
+        assert.equal(await lastUsed(), clock, "a minute later: written");
+        await verify(client, "ocs_wrong");
+        clock += 61_000;
+        await verify(client, "ocs_wrong");
+        assert.equal(await lastUsed(), clock - 61_000, "a failed verification is no use");
+        assert.deepEqual(await heard.flush(), [], "two uses written, none heard");
+        // A deletion is heard: the listener works.
+        await api.deleteClientSecret({ projectId: "p", clientId: client, secretId: id }, {
+          headers: admin,
+        });
+        assert.deepEqual(await heard.flush(), [`client:${idKind("cli").toUuid(client)}`]);
+      } finally {
+        await heard.close();
+      }
+    });
+  } finally {
+    await service.close();
+  }
+});
+
+/** JSON.stringify's replacer for messages with bigints. */
+function bigints(_key: string, value: unknown): unknown {
+  return typeof value === "bigint" ? String(value) : value;
+}

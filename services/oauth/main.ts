@@ -36,7 +36,7 @@ export const oauthRegistryService = defineService({
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     ...idempotencySettings,
   },
-  serve: ({ sql, config, log, metrics, verify, notReady }) => ({
+  serve: ({ sql, config, log, metrics, verify, notReady, now }) => ({
     services: [
       bind(
         OAuthRegistryService,
@@ -44,6 +44,8 @@ export const oauthRegistryService = defineService({
           sql,
           hasher: createSecretHasher(config.CLIENT_SECRET_HMAC_KEY),
           maxSecretsPerClient: config.MAX_SECRETS_PER_CLIENT,
+          now,
+          log,
         }),
       ),
     ],

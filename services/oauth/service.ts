@@ -7,7 +7,7 @@
  */
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampFromDate, timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type ServiceImpl } from "@connectrpc/connect";
 import * as v from "valibot";
 import {
@@ -15,7 +15,10 @@ import {
   ClientStatusSchema,
   ClientTypeSchema,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
-import type { ClientSecretSchema } from "../../gen/registry/oauth/v1/client_secret_pb.ts";
+import {
+  type ClientSecretSchema,
+  ClientSecretStatus,
+} from "../../gen/registry/oauth/v1/client_secret_pb.ts";
 import {
   AudienceSchema,
   OAuthConfigSchema,
@@ -28,6 +31,7 @@ import {
 import {
   ConsentInstallationRequestSchema,
   CreateClientRequestSchema,
+  CreateClientSecretRequestSchema,
   ListClientsRequestSchema,
   ListInstallationsRequestSchema,
   OAuthRegistryService,
@@ -37,12 +41,12 @@ import {
 import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
-import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
+import { invalidArgument, type Logger, notFound } from "../../lib/platform/mod.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
 import { idKind } from "../../lib/platform/mod.ts";
 import { resolveMask } from "../../lib/resource/mod.ts";
 import { assertValid, validate } from "../../lib/resource/mod.ts";
-import { createClientSecretRepository } from "./repository/client_secrets.ts";
+import { type ClientSecretRow, createClientSecretRepository } from "./repository/client_secrets.ts";
 import {
   type ClientChanges,
   type ClientRow,
@@ -60,6 +64,7 @@ import {
   configFields,
   consentSchema,
   createClientSchema,
+  createSecretSchema,
   projectId as projectIdSchema,
 } from "./validation.ts";
 
@@ -71,7 +76,11 @@ export const ids = {
   principal: idKind("prn"),
 } as const;
 
-/** Most secrets one client may hold at a time, unless MAX_SECRETS_PER_CLIENT says otherwise. */
+/**
+ * Most live secrets one client may hold at a time, unless MAX_SECRETS_PER_CLIENT says otherwise.
+ * Expired secrets do not count, but stay until deleted: a client holds at most twice as many in
+ * all, so that its list stays short.
+ */
 export const defaultMaxSecretsPerClient = 10;
 
 /** What the handlers need. */
@@ -80,8 +89,12 @@ export interface OAuthRegistryDeps {
   sql: Sql;
   /** Generates and checks client secrets. */
   hasher: SecretHasher;
-  /** Most secrets one client may hold (default 10). */
+  /** Most live secrets one client may hold (default 10); twice as many in all. */
   maxSecretsPerClient?: number;
+  /** The clock (ms since the epoch; default `Date.now`): secrets expire by it. */
+  now?: () => number;
+  /** Where a failure to record a secret's use is reported (it never fails the verification). */
+  log?: Logger;
 }
 
 const configMask = {
@@ -94,6 +107,7 @@ const configMask = {
     "terms_of_service_uri",
     "authorized_domains",
     "audience",
+    "secret_max_lifetime_seconds",
   ],
 } as const;
 
@@ -131,6 +145,7 @@ function toConfig(row: ConfigRow): MessageInitShape<typeof OAuthConfigSchema> {
     publishingStatus: num(PublishingStatusSchema, row.publishing_status),
     createdAt: timestampFromDate(row.created_at),
     updatedAt: timestampFromDate(row.updated_at),
+    secretMaxLifetimeSeconds: row.secret_max_lifetime_seconds,
   };
 }
 
@@ -148,15 +163,63 @@ function toClient(row: ClientRow): MessageInitShape<typeof ClientSchema> {
   };
 }
 
-function toSecret(
-  row: { id: string; client_id: string; secret_hint: string; created_at: Date },
-): MessageInitShape<typeof ClientSecretSchema> {
+/** Whether a secret of this expiry has expired at `now` (the repository's rule of a live one). */
+function expired(expiresAt: Date | null, now: number): boolean {
+  return expiresAt !== null && expiresAt.getTime() <= now;
+}
+
+function toSecret(row: ClientSecretRow, now: number): MessageInitShape<typeof ClientSecretSchema> {
   return {
     id: ids.secret.fromUuid(row.id),
     clientId: ids.client.fromUuid(row.client_id),
     secretHint: row.secret_hint,
     createdAt: timestampFromDate(row.created_at),
+    ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
+    ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
+    status: expired(row.expires_at, now) ? ClientSecretStatus.EXPIRED : ClientSecretStatus.ACTIVE,
   };
+}
+
+/**
+ * The expiry a CreateClientSecretRequest asks for (ms since the epoch), or undefined when it asks
+ * none; INVALID_ARGUMENT for an expires_at that is not in the future. `input` has passed
+ * createSecretSchema.
+ */
+function requestedExpiry(
+  input: { expiresAt?: Timestamp | undefined; lifetimeSeconds?: number | undefined },
+  now: number,
+): { at: number; field: string } | undefined {
+  if (input.lifetimeSeconds !== undefined) {
+    return { at: now + input.lifetimeSeconds * 1000, field: "lifetime_seconds" };
+  }
+  if (input.expiresAt === undefined) return undefined;
+  const at = timestampMs(input.expiresAt);
+  if (at <= now) {
+    throw invalidArgument([{ field: "expires_at", description: "must be in the future" }]);
+  }
+  return { at, field: "expires_at" };
+}
+
+/**
+ * A new secret's expiry under the project's `secret_max_lifetime_seconds` (0: no limit): the one
+ * asked for when within the limit (else INVALID_ARGUMENT), and the limit itself when none was.
+ */
+function secretExpiry(
+  requested: { at: number; field: string } | undefined,
+  maxLifetimeSeconds: number,
+  now: number,
+): Date | null {
+  if (maxLifetimeSeconds === 0) return requested === undefined ? null : new Date(requested.at);
+  const latest = now + maxLifetimeSeconds * 1000;
+  if (requested === undefined) return new Date(latest);
+  if (requested.at > latest) {
+    throw invalidArgument([{
+      field: requested.field,
+      description: `must be at most ${maxLifetimeSeconds} seconds from now, the project's ` +
+        "secret_max_lifetime_seconds",
+    }]);
+  }
+  return new Date(requested.at);
 }
 
 function toInstallation(row: InstallationRow): MessageInitShape<typeof InstallationSchema> {
@@ -217,6 +280,7 @@ export function createOAuthRegistry(
   const secrets = createClientSecretRepository(deps.sql);
   const installations = createInstallationRepository(deps.sql);
   const maxSecretsPerClient = deps.maxSecretsPerClient ?? defaultMaxSecretsPerClient;
+  const now = deps.now ?? Date.now;
 
   /**
    * The client of a client_id in a project the caller administers, for the internal lookups. An
@@ -355,6 +419,11 @@ export function createOAuthRegistry(
     async createClientSecret(req) {
       project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
+      const at = now();
+      const requested = requestedExpiry(
+        validate(createSecretSchema, CreateClientSecretRequestSchema, req),
+        at,
+      );
       const secret = deps.hasher.generate();
       const id = ids.secret.generate();
       const result = await secrets.create(req.projectId, {
@@ -362,7 +431,12 @@ export function createOAuthRegistry(
         client_id: clientUuid,
         secret_hash: secret.hash,
         secret_hint: secret.hint,
-      }, maxSecretsPerClient);
+      }, {
+        now: new Date(at),
+        maxLive: maxSecretsPerClient,
+        maxAll: 2 * maxSecretsPerClient,
+        expiresAt: (maxLifetimeSeconds) => secretExpiry(requested, maxLifetimeSeconds, at),
+      });
       if (result.kind === "no_client") throw notFound("client", req.clientId);
       if (result.kind === "public") {
         throw new ConnectError(
@@ -373,13 +447,17 @@ export function createOAuthRegistry(
       }
       if (result.kind === "full") {
         throw new ConnectError(
-          `Client ${req.clientId} already has ${maxSecretsPerClient} secrets; delete one first`,
+          result.held === "live"
+            ? `Client ${req.clientId} already has ${maxSecretsPerClient} live secrets; ` +
+              "delete one first"
+            : `Client ${req.clientId} already has ${2 * maxSecretsPerClient} secrets, ` +
+              "expired ones included; delete one first",
           Code.FailedPrecondition,
         );
       }
       return {
         clientSecret: {
-          ...toSecret(result.row),
+          ...toSecret(result.row, at),
           plaintext: { case: "secret", value: secret.secret },
         },
       };
@@ -389,7 +467,8 @@ export function createOAuthRegistry(
       project(req.projectId);
       const rows = await secrets.list(req.projectId, pathId("client", req.clientId));
       if (!rows) throw notFound("client", req.clientId);
-      return { data: rows.map(toSecret), hasMore: false };
+      const at = now();
+      return { data: rows.map((row) => toSecret(row, at)), hasMore: false };
     },
 
     async deleteClientSecret(req) {
@@ -407,17 +486,29 @@ export function createOAuthRegistry(
     async verifyClientSecret(req, ctx) {
       const caller = callerOf(ctx);
       const uuid = ids.client.toUuid(req.clientId);
-      const row = uuid === undefined ? undefined : await secrets.clientWithHashes(uuid);
+      const at = new Date(now());
+      // Only live secrets are read: an expired one answers as a wrong one does.
+      const row = uuid === undefined ? undefined : await secrets.clientWithSecrets(uuid, at);
       if (!row || !administers(caller, row.project_id)) {
-        deps.hasher.matches(req.secret, []); // same work as for a known client
+        deps.hasher.match(req.secret, []); // same work as for a known client
         // Unknown and out-of-reach clients answer alike (and name no project): otherwise the
         // answer would tell a caller that an id exists in a project it cannot see.
         if (caller.projects !== "*") throw outOfReach(req.clientId);
         return { valid: false };
       }
-      const matches = deps.hasher.matches(req.secret, row.hashes);
-      if (!matches || row.status !== "active") return { valid: false };
-      return { valid: true, client: toClient(row) };
+      const i = deps.hasher.match(req.secret, row.hashes);
+      if (i < 0 || row.status !== "active") return { valid: false };
+      // A use: written at most once a minute per secret (no query at all when the one read is
+      // recent), and never at the cost of the answer.
+      await secrets.recordUse(row.secret_ids[i]!, row.last_used[i] ?? null, at).catch((error) =>
+        deps.log?.warn("a client secret's use was not recorded", { error })
+      );
+      const expiresAt = row.expires[i] ?? null;
+      return {
+        valid: true,
+        client: toClient(row),
+        ...(expiresAt === null ? {} : { expiresAt: timestampFromDate(expiresAt) }),
+      };
     },
 
     async lookupClient(req, ctx) {

@@ -14,7 +14,14 @@ import {
 } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { enumName } from "../../lib/resource/mod.ts";
-import { checkedString, enumValue, rule, text, uniqueList } from "../../lib/resource/mod.ts";
+import {
+  checkedString,
+  enumValue,
+  rule,
+  text,
+  timestamp,
+  uniqueList,
+} from "../../lib/resource/mod.ts";
 import {
   checkEmail,
   checkHostname,
@@ -38,6 +45,12 @@ export const projectId = v.pipe(
 
 const brandingUri = v.optional(checkedString(2048, checkHttpsUri));
 
+/** The longest `secret_max_lifetime_seconds` a project may set: 10 years. */
+export const maxSecretLifetimeSeconds = 315_360_000;
+
+const secretLifetimeRange =
+  `must be between 0 (no limit) and ${maxSecretLifetimeSeconds} (10 years)`;
+
 /** The rules of each OAuthConfig field a caller may set, by property name. */
 export const configFields = {
   applicationName: text(1, 120),
@@ -52,6 +65,12 @@ export const configFields = {
     (s) => s.toLowerCase(),
   ),
   audience: enumValue([Audience.INTERNAL, Audience.EXTERNAL], '"internal", "external"'),
+  secretMaxLifetimeSeconds: v.pipe(
+    v.number(),
+    v.integer("must be an integer"),
+    v.minValue(0, secretLifetimeRange),
+    v.maxValue(maxSecretLifetimeSeconds, secretLifetimeRange),
+  ),
 } as const;
 
 type ClientTypeName = "web" | "spa" | "native";
@@ -113,3 +132,33 @@ export const consentSchema = v.object({
   projectId,
   scopes: uniqueList(v.pipe(v.string("must be a string"), rule(checkScope)), maxListItems),
 });
+
+/**
+ * The fields of CreateClientSecretRequest, by the rules that need no clock: whether `expires_at`
+ * is in the future and within the project's `secret_max_lifetime_seconds` is the handler's to
+ * check (./service.ts).
+ */
+export const createSecretFields = v.object({
+  projectId,
+  clientId: v.string(),
+  expiresAt: v.optional(timestamp),
+  lifetimeSeconds: v.optional(
+    v.pipe(
+      v.number(),
+      v.integer("must be an integer"),
+      v.minValue(1, "must be a positive number of seconds"),
+    ),
+  ),
+});
+
+/** The rules of CreateClientSecretRequest that need no clock: an expiry is asked one way or none. */
+export const createSecretSchema = v.pipe(
+  createSecretFields,
+  v.forward(
+    v.check(
+      (req) => req.expiresAt === undefined || req.lifetimeSeconds === undefined,
+      "cannot be given with expires_at: give one or the other",
+    ),
+    ["lifetimeSeconds"],
+  ),
+);

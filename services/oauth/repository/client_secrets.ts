@@ -1,5 +1,9 @@
 /**
- * The `oauth.client_secrets` table: keyed hashes of client secrets, never the plaintext.
+ * The `oauth.client_secrets` table: keyed hashes of client secrets, never the plaintext, with
+ * their expiry and when they were last used.
+ *
+ * A secret is live while its `expires_at` is null or after the time the caller passes (the
+ * service's clock): {@link live} is that rule, for every query that needs it.
  *
  * @module
  */
@@ -14,11 +18,19 @@ export interface ClientSecretRow {
   client_id: string;
   secret_hint: string;
   created_at: Date;
+  expires_at: Date | null;
+  last_used_at: Date | null;
 }
 
-/** A client with the hashes of its live secrets (hex), for verification. */
-export interface ClientWithHashes extends ClientRow {
+/**
+ * A client with its live secrets, for verification: for each, in id order, its id, its hash (hex),
+ * its expiry and its last use.
+ */
+export interface ClientWithSecrets extends ClientRow {
+  secret_ids: string[];
   hashes: string[];
+  expires: (Date | null)[];
+  last_used: (Date | null)[];
 }
 
 /** What {@link ClientSecretRepository.create} found. */
@@ -26,51 +38,87 @@ export type CreateSecretResult =
   | { kind: "created"; row: ClientSecretRow }
   | { kind: "no_client" }
   | { kind: "public" }
-  | { kind: "full" };
+  | { kind: "full"; held: "live" | "all" };
+
+/** Options of {@link ClientSecretRepository.create}. */
+export interface CreateSecretOptions {
+  /** The time now (the service's clock): secrets that expired by then are not live. */
+  now: Date;
+  /** Most live secrets the client may hold. */
+  maxLive: number;
+  /** Most secrets, live or expired, the client may hold. */
+  maxAll: number;
+  /**
+   * The new secret's expiry (null: none), given the project's `secret_max_lifetime_seconds` (0:
+   * no limit); it may throw to refuse the secret, and then nothing is written.
+   */
+  expiresAt(maxLifetimeSeconds: number): Date | null;
+}
 
 /** Reads and writes oauth.client_secrets. */
 export interface ClientSecretRepository {
   /**
-   * Stores a new secret for the project's client unless the client is missing or already holds
-   * `max` secrets. Concurrent calls for one client are serialised by a row lock on the client.
+   * Stores a new secret for the project's client unless the client is missing or public, or
+   * already holds `maxLive` live secrets or `maxAll` in all. Concurrent calls for one client are
+   * serialised by a row lock on the client.
    */
   create(
     projectId: string,
     secret: { id: string; client_id: string; secret_hash: Uint8Array; secret_hint: string },
-    max: number,
+    options: CreateSecretOptions,
   ): Promise<CreateSecretResult>;
   /** Returns the secrets of the project's client in id order, or undefined if there is no client. */
   list(projectId: string, clientId: string): Promise<ClientSecretRow[] | undefined>;
   /** Deletes a secret of the project's client; returns false when there was none. */
   delete(projectId: string, clientId: string, id: string): Promise<boolean>;
-  /** Returns a client (of any project) with its secrets' hashes, or undefined. */
-  clientWithHashes(clientId: string): Promise<ClientWithHashes | undefined>;
+  /** Returns a client (of any project) with its secrets live at `now`, or undefined. */
+  clientWithSecrets(clientId: string, now: Date): Promise<ClientWithSecrets | undefined>;
+  /**
+   * Records a use of a secret at `now`: sets its `last_used_at` unless that is within
+   * {@link lastUsedResolutionSeconds} of `now`. `lastUsedAt` is the value the caller read: when it
+   * is recent enough, no query runs; otherwise the update itself checks again, so that replicas
+   * and concurrent uses write at most once per that many seconds. Returns whether it wrote.
+   * Notifies nothing (the change feed ignores it: see migration 0005).
+   */
+  recordUse(id: string, lastUsedAt: Date | null, now: Date): Promise<boolean>;
 }
+
+/** How fine `last_used_at` is: a secret's use is written at most once this many seconds. */
+export const lastUsedResolutionSeconds = 60;
 
 /** Creates the repository over a pool. */
 export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
+  /** The rule of a live secret, as SQL over `oauth.client_secrets` (unqualified columns). */
+  const live = (now: Date) => sql`(expires_at is null or expires_at > ${now})`;
   return {
-    async create(projectId, secret, max) {
+    async create(projectId, secret, options) {
       return await sql.begin(async (tx) => {
-        const [client] = await tx<{ type: string }[]>`
-          select type from oauth.clients
-          where id = ${secret.client_id} and project_id = ${projectId}
-          for update`;
+        const [client] = await tx<{ type: string; secret_max_lifetime_seconds: number }[]>`
+          select c.type, f.secret_max_lifetime_seconds
+          from oauth.clients c join oauth.configs f on f.project_id = c.project_id
+          where c.id = ${secret.client_id} and c.project_id = ${projectId}
+          for update of c`;
         if (!client) return { kind: "no_client" } as const;
         if (client.type !== "web") return { kind: "public" } as const;
-        const [held] = await tx<{ count: number }[]>`
-          select count(*)::int as count from oauth.client_secrets
+        const expiresAt = options.expiresAt(client.secret_max_lifetime_seconds);
+        const [held] = await tx<{ live: number; total: number }[]>`
+          select count(*) filter (where ${live(options.now)})::int as live,
+            count(*)::int as total
+          from oauth.client_secrets
           where client_id = ${secret.client_id}`;
-        if (held!.count >= max) return { kind: "full" } as const;
+        if (held!.live >= options.maxLive) return { kind: "full", held: "live" } as const;
+        if (held!.total >= options.maxAll) return { kind: "full", held: "all" } as const;
         const [row] = await tx<ClientSecretRow[]>`
-          insert into oauth.client_secrets ${tx({ ...secret, created_at: uuidTime(secret.id) })}
-          returning id, client_id, secret_hint, created_at`;
+          insert into oauth.client_secrets ${
+          tx({ ...secret, created_at: uuidTime(secret.id), expires_at: expiresAt })
+        }
+          returning id, client_id, secret_hint, created_at, expires_at, last_used_at`;
         return { kind: "created", row: row! } as const;
       });
     },
     async list(projectId, clientId) {
       const rows = await sql<(ClientSecretRow & { client_exists: boolean })[]>`
-        select s.id, c.id as client_id, s.secret_hint, s.created_at
+        select s.id, c.id as client_id, s.secret_hint, s.created_at, s.expires_at, s.last_used_at
         from oauth.clients c
         left join oauth.client_secrets s on s.client_id = c.id
         where c.id = ${clientId} and c.project_id = ${projectId}
@@ -87,17 +135,52 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         returning s.id`;
       return rows.length > 0;
     },
-    async clientWithHashes(clientId) {
-      const [row] = await sql<ClientWithHashes[]>`
+    async clientWithSecrets(clientId, now) {
+      // postgres.js reads a NULL in a timestamptz[] as an Invalid Date: the times come as ms since
+      // the epoch, NaN for none.
+      const [row] = await sql<(ClientRow & Omit<ClientWithSecrets, "expires" | "last_used"> & {
+        expires_ms: number[];
+        last_used_ms: number[];
+      })[]>`
         select c.*,
-          coalesce(
-            (select array_agg(encode(s.secret_hash, 'hex') order by s.id) from oauth.client_secrets s
-             where s.client_id = c.id),
-            '{}'::text[]
-          ) as hashes
+          coalesce(s.secret_ids, '{}') as secret_ids,
+          coalesce(s.hashes, '{}') as hashes,
+          coalesce(s.expires_ms, '{}') as expires_ms,
+          coalesce(s.last_used_ms, '{}') as last_used_ms
         from oauth.clients c
+        left join lateral (
+          select array_agg(id) as secret_ids, array_agg(encode(secret_hash, 'hex')) as hashes,
+            array_agg(coalesce(extract(epoch from expires_at) * 1000, 'NaN')::float8)
+              as expires_ms,
+            array_agg(coalesce(extract(epoch from last_used_at) * 1000, 'NaN')::float8)
+              as last_used_ms
+          from (
+            select * from oauth.client_secrets
+            where client_id = c.id and ${live(now)}
+            order by id
+          ) as ordered
+        ) as s on true
         where c.id = ${clientId}`;
-      return row;
+      if (!row) return undefined;
+      const { expires_ms, last_used_ms, ...rest } = row;
+      return {
+        ...rest,
+        expires: expires_ms.map(dateOrNull),
+        last_used: last_used_ms.map(dateOrNull),
+      };
+    },
+    async recordUse(id, lastUsedAt, now) {
+      const since = new Date(now.getTime() - lastUsedResolutionSeconds * 1000);
+      if (lastUsedAt !== null && lastUsedAt >= since) return false;
+      const rows = await sql`
+        update oauth.client_secrets set last_used_at = ${now}
+        where id = ${id} and (last_used_at is null or last_used_at < ${since})
+        returning id`;
+      return rows.length > 0;
     },
   };
+}
+
+function dateOrNull(ms: number): Date | null {
+  return Number.isNaN(ms) ? null : new Date(ms);
 }

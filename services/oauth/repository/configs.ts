@@ -18,6 +18,7 @@ export interface ConfigRow {
   authorized_domains: string[];
   audience: string;
   publishing_status: string;
+  secret_max_lifetime_seconds: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -34,6 +35,7 @@ export type ConfigChanges = Partial<
     | "terms_of_service_uri"
     | "authorized_domains"
     | "audience"
+    | "secret_max_lifetime_seconds"
   >
 >;
 

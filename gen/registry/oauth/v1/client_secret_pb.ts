@@ -2,8 +2,8 @@
 // @generated from file registry/oauth/v1/client_secret.proto (package registry.oauth.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.ts";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -13,13 +13,16 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/client_secret.proto.
  */
 export const file_registry_oauth_v1_client_secret: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfc2VjcmV0LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSKqAQoMQ2xpZW50U2VjcmV0Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSGAoLc2VjcmV0X2hpbnQYAyABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEhUKBnNlY3JldBgFIAEoCUID4EEDSABCCwoJcGxhaW50ZXh0YgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("CiVyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfc2VjcmV0LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSLSAgoMQ2xpZW50U2VjcmV0Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSGAoLc2VjcmV0X2hpbnQYAyABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNQoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjoKBnN0YXR1cxgIIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldFN0YXR1c0ID4EEDEhUKBnNlY3JldBgFIAEoCUID4EEDSABCCwoJcGxhaW50ZXh0Kn0KEkNsaWVudFNlY3JldFN0YXR1cxIkCiBDTElFTlRfU0VDUkVUX1NUQVRVU19VTlNQRUNJRklFRBAAEh8KG0NMSUVOVF9TRUNSRVRfU1RBVFVTX0FDVElWRRABEiAKHENMSUVOVF9TRUNSRVRfU1RBVFVTX0VYUElSRUQQAmIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * ClientSecret is a credential of a client. The service keeps only a keyed hash (HMAC-SHA256) of
- * the value: the plaintext is returned once, by CreateClientSecret, and never again. A client
- * holds at most 10 secrets, so that a secret can be rotated without downtime: create a new one,
- * deploy it, delete the old one.
+ * the value: the plaintext is returned once, by CreateClientSecret, and never again.
+ *
+ * A client holds several secrets so that one can be rotated without downtime: create a new one,
+ * move every caller to it (both verify meanwhile), then delete the old one or let it expire. At
+ * most 10 are live (MAX_SECRETS_PER_CLIENT; expired ones do not count) and at most twice that
+ * many in all: an expired secret stays listed, CLIENT_SECRET_STATUS_EXPIRED, until it is deleted.
  *
  * @generated from message registry.oauth.v1.ClientSecret
  */
@@ -53,6 +56,34 @@ export type ClientSecret = Message<"registry.oauth.v1.ClientSecret"> & {
   createdAt?: Timestamp | undefined;
 
   /**
+   * When the secret stops verifying. Nullable: null for a secret that never expires. Set at
+   * creation (CreateClientSecretRequest's expires_at or lifetime_seconds, else the project's
+   * secret_max_lifetime_seconds) and never changed.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * When the secret last authenticated its client: a valid VerifyClientSecret, which the token
+   * service's client authentication is. Nullable: null until its first use. Written at most once
+   * a minute per secret, and the token service, which answers most authentications from memory,
+   * reports a secret's uses at most once a minute: it may trail the latest use by up to two
+   * minutes.
+   *
+   * @generated from field: google.protobuf.Timestamp last_used_at = 7;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * Whether the secret verifies: CLIENT_SECRET_STATUS_EXPIRED from its expires_at on (a suspended
+   * client's secrets are active, yet do not verify: see Client.status).
+   *
+   * @generated from field: registry.oauth.v1.ClientSecretStatus status = 8;
+   */
+  status: ClientSecretStatus;
+
+  /**
    * The plaintext, present only in the response of CreateClientSecret. A member of a oneof, so
    * the JSON gateway leaves the key out, rather than writing `null`, everywhere else.
    *
@@ -75,4 +106,38 @@ export type ClientSecret = Message<"registry.oauth.v1.ClientSecret"> & {
  */
 export const ClientSecretSchema: GenMessage<ClientSecret> = /*@__PURE__*/
   messageDesc(file_registry_oauth_v1_client_secret, 0);
+
+/**
+ * ClientSecretStatus says whether a secret can still verify. JSON: `active`, `expired`.
+ *
+ * @generated from enum registry.oauth.v1.ClientSecretStatus
+ */
+export enum ClientSecretStatus {
+  /**
+   * Not set. Never returned.
+   *
+   * @generated from enum value: CLIENT_SECRET_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The secret verifies (while its client is active).
+   *
+   * @generated from enum value: CLIENT_SECRET_STATUS_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * The secret's expires_at has passed: it never verifies again, and is listed until deleted.
+   *
+   * @generated from enum value: CLIENT_SECRET_STATUS_EXPIRED = 2;
+   */
+  EXPIRED = 2,
+}
+
+/**
+ * Describes the enum registry.oauth.v1.ClientSecretStatus.
+ */
+export const ClientSecretStatusSchema: GenEnum<ClientSecretStatus> = /*@__PURE__*/
+  enumDesc(file_registry_oauth_v1_client_secret, 0);
 
