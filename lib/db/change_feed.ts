@@ -36,7 +36,11 @@ export interface FollowOptions {
   heartbeatMs?: number;
   /** How old the latest heartbeat back may be for the feed to be fresh (default 800 ms). */
   maxLagMs?: number;
-  /** The clock (ms). */
+  /**
+   * The clock the lag is measured on (ms; default `performance.now()`, monotonic: a step of the
+   * wall clock, an NTP correction, must not make the feed look fresh when it is not, which a step
+   * back would for as long as it is, nor stale, which a step forward would, emptying the cache).
+   */
   now?: () => number;
 }
 
@@ -59,7 +63,7 @@ const heartbeatPrefix = "~hb:";
 
 /** Follows `channel` on `sql` (see the module's header). */
 export function followChanges(sql: Sql, channel: string, options: FollowOptions): ChangeFeed {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => performance.now());
   const heartbeatMs = options.heartbeatMs ?? 200;
   const maxLagMs = options.maxLagMs ?? 800;
   const resubscribeMs = Math.max(5_000, maxLagMs * 4);
