@@ -22,6 +22,7 @@ export {
   type AttackSpec,
   cheapAttack,
 } from "./cheap_attacks.ts";
+export { type MovableClock, movableClock } from "./clock.ts";
 export { consentFormFields } from "./consent.ts";
 export {
   containerLogs,

@@ -138,6 +138,8 @@ export interface StackOptions {
   serviceDatabaseUrl?: (url: string) => string;
   /** Extra settings for every component. */
   env?: Record<string, string>;
+  /** Extra settings for one component (over `env`): e.g. a clock of ./clock.ts. */
+  processEnv?: Partial<Record<ProcName, Record<string, string>>>;
   /** Extra `deno run` flags for every component (the benchmark's `--cpu-prof`). */
   denoFlags?: string[];
   /**
@@ -258,6 +260,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         DATABASE_URL: serviceDb,
         GRPC_PORT: `${ports.oauthGrpc}`,
         HTTP_PORT: `${ports.oauthHttp}`,
+        ...options.processEnv?.oauth,
       },
     },
     core: {
@@ -267,6 +270,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         DATABASE_URL: serviceDb,
         GRPC_PORT: `${ports.coreGrpc}`,
         HTTP_PORT: `${ports.coreHttp}`,
+        ...options.processEnv?.core,
       },
     },
     token: {
@@ -279,6 +283,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         ISSUER_URL: gatewayUrl,
         OAUTH_REGISTRY_GRPC_URL: `http://127.0.0.1:${ports.oauthGrpc}`,
         TOKEN_KEY_ENCRYPTION_KEY: randomSecret(),
+        ...options.processEnv?.token,
       },
     },
     gateway: {
@@ -291,6 +296,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         CORE_GRPC_URL: `http://127.0.0.1:${ports.coreGrpc}`,
         TOKEN_SERVICE_GRPC_URL: `http://127.0.0.1:${ports.tokenGrpc}`,
         ISSUER_URL: gatewayUrl,
+        ...options.processEnv?.gateway,
       },
     },
   };

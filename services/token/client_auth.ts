@@ -4,7 +4,8 @@
  * `authorization`. Each method has one rule in {@link clientRules}:
  *
  * - `client`: a confidential client, whose credentials in the request's `client` field verify
- *   through the registry's VerifyClientSecret (else UNAUTHENTICATED, `invalid_client`);
+ *   through the registry's VerifyClientSecret and whose secret has not expired by this service's
+ *   clock (else UNAUTHENTICATED, `invalid_client`);
  * - `client_or_public`: the same, or a public client (`spa`, `native`, which has no secret)
  *   presenting its client_id alone, looked up through the registry's LookupClient; a confidential
  *   client without its secret is `invalid_client`;
@@ -32,7 +33,7 @@ import { authentication, type TokenVerifier } from "../../lib/policy/mod.ts";
 import type { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
 import type { ClientCredentials } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthError } from "./oauth_errors.ts";
-import type { Registry } from "./registry.ts";
+import { expired, type Registry } from "./registry.ts";
 
 /** Who may call a method (see the module's header). */
 export type ClientRule = "client" | "client_or_public" | "user" | "public";
@@ -57,12 +58,16 @@ export function clientOf(ctx: HandlerContext | { values: ContextValues }): Clien
   return client;
 }
 
-/** The interceptor; `rules` must name every method of `service`. */
+/**
+ * The interceptor; `rules` must name every method of `service`. A secret is refused from its
+ * expiry on by `now` (ms since the epoch), the token service's clock.
+ */
 export function clientAuthentication(
   registry: Registry,
   verify: TokenVerifier,
   service: DescService,
   rules: Record<string, ClientRule>,
+  now: () => number,
 ): Interceptor {
   for (const method of service.methods) {
     if (!rules[method.localName]) {
@@ -80,7 +85,7 @@ export function clientAuthentication(
     const credentials = (req.message as { client?: ClientCredentials }).client;
     req.contextValues.set(
       clientKey,
-      await authenticate(registry, credentials, rule === "client_or_public"),
+      await authenticate(registry, credentials, rule === "client_or_public", now),
     );
     return await next(req);
   };
@@ -95,14 +100,18 @@ async function authenticate(
   registry: Registry,
   credentials: ClientCredentials | undefined,
   publicAllowed: boolean,
+  now: () => number,
 ): Promise<Client> {
   if (!credentials || credentials.clientId === "") {
     throw oauthError("invalid_client", "Client authentication is required");
   }
   if (credentials.clientSecret !== "") {
-    const client = await registry.verifySecret(credentials.clientId, credentials.clientSecret);
-    if (!client) throw oauthError("invalid_client", "Client authentication failed");
-    return client;
+    const verified = await registry.verifySecret(credentials.clientId, credentials.clientSecret);
+    // An expired secret fails as a wrong one does, whether the answer is new or remembered.
+    if (!verified || expired(verified, now())) {
+      throw oauthError("invalid_client", "Client authentication failed");
+    }
+    return verified.client;
   }
   if (!publicAllowed) {
     throw oauthError(

@@ -80,6 +80,7 @@ export const tokenService = defineService({
       follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
       maxBytes: config.REGISTRY_CACHE_MIB * 1024 * 1024,
       budget,
+      now,
       // The registry's triggers exist (its migration ran): they are named after the channel, and
       // the catalog says so without this service reading the registry's schema.
       notifies: async () => {
@@ -140,7 +141,7 @@ export const tokenService = defineService({
         metering(metrics),
         deadline(),
         availability(notReady),
-        clientAuthentication(registry, verify, TokenService, clientRules),
+        clientAuthentication(registry, verify, TokenService, clientRules, now),
       ],
     };
   },

@@ -12,6 +12,7 @@
  * @module
  */
 
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
 import type { OAuthConfig } from "../../gen/registry/oauth/v1/config_pb.ts";
@@ -20,13 +21,33 @@ import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry
 import { signToken } from "../../lib/policy/mod.ts";
 import { createGrpcTransport } from "../../lib/rpc/mod.ts";
 
+/** A secret that verified: its client, and when the secret expires. */
+export interface VerifiedSecret {
+  /** The client (active when the answer was given). */
+  client: Client;
+  /** When the secret stops verifying (ms since the epoch); undefined: never. */
+  expiresAt: number | undefined;
+}
+
+/**
+ * Whether a secret that verified has expired at `now` (ms since the epoch): it then authenticates
+ * nobody, however recent the answer. The registry's expiry is kept with the answer and checked at
+ * each use against this service's clock, since nothing notifies the moment it passes.
+ */
+export function expired(verified: VerifiedSecret, now: number): boolean {
+  return verified.expiresAt !== undefined && verified.expiresAt <= now;
+}
+
 /** What the token service asks the registry. */
 export interface Registry {
   /**
-   * The client, when `secret` is one of its live secrets and it is active; undefined for an
-   * unknown client, a wrong secret or a client that is not active.
+   * The client and the secret's expiry, when `secret` is one of the client's live secrets (by the
+   * registry's clock) and the client is active; undefined for an unknown client, a wrong or
+   * expired secret or a client that is not active. The caller checks the answer with
+   * {@link expired} before it trusts it. A valid answer is a use of the secret: the registry
+   * records it (its `last_used_at`, at most once a minute).
    */
-  verifySecret(clientId: string, secret: string): Promise<Client | undefined>;
+  verifySecret(clientId: string, secret: string): Promise<VerifiedSecret | undefined>;
   /** The client of `projectId`, or undefined when it has none of that id (or it was deleted). */
   getClient(projectId: string, clientId: string): Promise<Client | undefined>;
   /** The client of an id in any project, whatever its status; undefined when unknown. */
@@ -98,7 +119,11 @@ export function createRegistry(options: RegistryOptions): Registry {
           { clientId, secret },
           { headers: await authorization() },
         );
-        return res.valid ? res.client : undefined;
+        if (!res.valid || !res.client) return undefined;
+        return {
+          client: res.client,
+          expiresAt: res.expiresAt === undefined ? undefined : timestampMs(res.expiresAt),
+        };
       } catch (error) {
         // Unknown, malformed and out-of-reach ids are all "no such client" to a token caller.
         if (isNoSuchClient(error)) return undefined;

@@ -2,8 +2,8 @@
  * The registry, remembered: what the token service asks the oauth-registry on every grant and
  * introspection (a client and its secret, an installation, a project's config, a browser origin)
  * almost never changes, so each replica keeps the answers in memory, and Postgres keeps them
- * honest. The registry's triggers notify `oauth_registry_changes` when a client, a secret, an
- * installation or a config is updated or deleted, and when a client with JavaScript origins is
+ * honest. The registry's triggers notify `oauth_registry_changes` when a client, an installation
+ * or a config is updated or deleted, a secret deleted, or a client with JavaScript origins
  * created (the registry's migration that adds them names them after the channel); each replica
  * follows the channel (lib/db/change_feed.ts):
  *
@@ -22,6 +22,18 @@
  * process can check a guess against); a wrong secret always goes to the registry. Installations and
  * configs that exist; whether an origin is registered, both ways (bounded like the rest).
  *
+ * Two things about a secret change with no notification, and are kept with its digest:
+ *
+ * - its expiry (the registry's answer carries it): an answer from memory carries it too, and the
+ *   client authentication refuses it from then on (./client_auth.ts, by this service's clock); an
+ *   expired digest is forgotten at its next use;
+ * - its use: the registry records a secret's `last_used_at` when it verifies, which a secret
+ *   answered from memory never does, so a use answered from memory more than
+ *   {@link reportUsesEveryMs} after the last one the registry heard of is reported to it (a
+ *   VerifyClientSecret in the background, whose answer and failure are ignored: the caller's
+ *   answer neither waits for it nor depends on it). The registry's update of `last_used_at`
+ *   notifies nobody, so a report never empties a cache.
+ *
  * Bounded: at most `maxBytes` (estimated as three times each answer's Protobuf size, plus 256 bytes
  * per entry), taken from the process's memory budget as it fills, in the budget's `cache` share;
  * when either is full the oldest entries go first.
@@ -39,7 +51,7 @@ import {
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
 import { idKind, type Lease, type MemoryBudget } from "../../lib/platform/mod.ts";
-import type { Registry } from "./registry.ts";
+import { expired, type Registry, type VerifiedSecret } from "./registry.ts";
 
 /** The channel the registry's triggers notify. */
 export const registryChangesChannel = "oauth_registry_changes";
@@ -58,6 +70,8 @@ export interface RegistryCacheOptions {
    * 250 ms until it says yes.
    */
   notifies(): Promise<boolean>;
+  /** The clock (ms since the epoch; default `Date.now`): secrets expire, and uses are reported, by it. */
+  now?: () => number;
 }
 
 /** The cached registry, with what it holds. */
@@ -69,6 +83,9 @@ export interface RegistryCache extends Registry {
 }
 
 const maxVerifiersPerClient = 10;
+
+/** How often, at most, a secret answered from memory has its use reported to the registry. */
+export const reportUsesEveryMs = 60_000;
 const entryOverhead = 256;
 const verifierBytes = 64;
 
@@ -84,13 +101,22 @@ interface Entry<T> {
   bytes: number;
 }
 
+/** A secret that verified, kept by its digest. */
+interface Verifier {
+  /** When it expires (ms since the epoch); undefined: never. */
+  expiresAt: number | undefined;
+  /** When the registry last heard of a use of it (ms since the epoch, this service's clock). */
+  reportedAt: number;
+}
+
 interface ClientEntry extends Entry<Client> {
-  /** Digests of secrets that verified for this client while it was active. */
-  verifiers: Set<string>;
+  /** Secrets that verified for this client while it was active, by digest. */
+  verifiers: Map<string, Verifier>;
 }
 
 /** Wraps `registry` in a cache that Postgres keeps honest (see the module's header). */
 export function cacheRegistry(registry: Registry, options: RegistryCacheOptions): RegistryCache {
+  const now = options.now ?? Date.now;
   const digestKey = crypto.getRandomValues(new Uint8Array(32));
   const digest = (clientId: string, secret: string) =>
     createHmac("sha256", digestKey).update(clientId).update("\n").update(secret).digest("base64");
@@ -214,8 +240,12 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   const clientEntry = (value: Client, bytes: number): ClientEntry => ({
     value,
     bytes,
-    verifiers: new Set(),
+    verifiers: new Map(),
   });
+  /** Tells the registry of a use answered from memory (see the module's header). */
+  const report = (clientId: string, secret: string) => {
+    registry.verifySecret(clientId, secret).catch(() => {});
+  };
 
   const lookupClient = (clientId: string) =>
     through(
@@ -232,33 +262,49 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       const fresh = key !== undefined && usable();
       const d = digest(key ?? "", secret);
       const entry = fresh ? clients.get(key) : undefined;
-      if (entry?.verifiers.has(d) && entry.value.status === ClientStatus.ACTIVE) {
+      const verifier = entry?.verifiers.get(d);
+      if (verifier && entry!.value.status === ClientStatus.ACTIVE) {
         counts.hits++;
-        return entry.value;
+        const answer: VerifiedSecret = { client: entry!.value, expiresAt: verifier.expiresAt };
+        const at = now();
+        if (expired(answer, at)) {
+          // Refused by its expiry (./client_auth.ts), and forgotten: its place is for a live one.
+          entry!.verifiers.delete(d);
+          entry!.bytes -= verifierBytes;
+          give(verifierBytes);
+        } else if (at - verifier.reportedAt >= reportUsesEveryMs) {
+          verifier.reportedAt = at;
+          report(clientId, secret);
+        }
+        return answer;
       }
       if (fresh) counts.misses++;
       else counts.bypassed++;
       const before = generation;
-      const client = await registry.verifySecret(clientId, secret);
-      if (!client || key === undefined || generation !== before || !usable()) return client;
+      const verified = await registry.verifySecret(clientId, secret);
+      if (!verified || key === undefined || generation !== before || !usable()) return verified;
+      // The registry recorded this use; an answer already expired here is not worth keeping.
+      const at = now();
+      if (expired(verified, at)) return verified;
+      const kept: Verifier = { expiresAt: verified.expiresAt, reportedAt: at };
       // Keep the client, and the digest of the secret that verified (44 characters).
       const known = clients.get(key);
       if (known) {
         if (known.verifiers.size < maxVerifiersPerClient && admit(verifierBytes)) {
           if (clients.get(key) === known) {
-            known.verifiers.add(d);
+            known.verifiers.set(d, kept);
             known.bytes += verifierBytes;
           } else give(verifierBytes); // it was the oldest entry, evicted to make room
         }
       } else {
-        const bytes = clientSize(client) + entryOverhead + verifierBytes;
+        const bytes = clientSize(verified.client) + entryOverhead + verifierBytes;
         if (admit(bytes)) {
-          const added = clientEntry(client, bytes);
-          added.verifiers.add(d);
+          const added = clientEntry(verified.client, bytes);
+          added.verifiers.set(d, kept);
           clients.set(key, added);
         }
       }
-      return client;
+      return verified;
     },
     lookupClient,
     async getClient(projectId, clientId) {

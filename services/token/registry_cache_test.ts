@@ -3,8 +3,8 @@ import { create } from "@bufbuild/protobuf";
 import { ClientSchema, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import type { FollowOptions } from "../../lib/db/mod.ts";
 import { createMemoryBudget, idKind } from "../../lib/platform/mod.ts";
-import type { Registry } from "./registry.ts";
-import { cacheRegistry } from "./registry_cache.ts";
+import { expired, type Registry } from "./registry.ts";
+import { cacheRegistry, reportUsesEveryMs } from "./registry_cache.ts";
 
 const ids = idKind("cli");
 
@@ -12,21 +12,29 @@ const ids = idKind("cli");
 function setup(
   options: { maxBytes?: number; budget?: ReturnType<typeof createMemoryBudget> } = {},
 ) {
-  const clients = new Map<string, { secret: string; status: ClientStatus; projectId: string }>();
+  const clients = new Map<
+    string,
+    { secret: string; status: ClientStatus; projectId: string; expiresAt?: number }
+  >();
   const calls: string[] = [];
   let release: (() => void) | undefined;
+  let failing = false;
+  const clock = { now: Date.UTC(2030, 0, 1) };
   const registry: Registry = {
     async verifySecret(clientId, secret) {
       calls.push(`verify ${clientId}`);
       if (release) await new Promise<void>((r) => (release = r));
+      if (failing) throw new Error("the registry is down");
       const c = clients.get(clientId);
       if (!c || c.secret !== secret || c.status !== ClientStatus.ACTIVE) return undefined;
-      return create(ClientSchema, {
+      if (c.expiresAt !== undefined && c.expiresAt <= clock.now) return undefined;
+      const client = create(ClientSchema, {
         id: clientId,
         projectId: c.projectId,
         status: c.status,
         type: ClientType.WEB,
       });
+      return { client, expiresAt: c.expiresAt };
     },
     lookupClient(clientId) {
       calls.push(`lookup ${clientId}`);
@@ -54,6 +62,7 @@ function setup(
     maxBytes: options.maxBytes ?? 1 << 20,
     budget: options.budget,
     notifies: () => Promise.resolve(true),
+    now: () => clock.now,
   });
   const add = (secret = "s1", projectId = "p1") => {
     const id = ids.generate();
@@ -64,6 +73,9 @@ function setup(
     cache,
     clients,
     calls,
+    clock,
+    /** Makes the registry's calls fail (or succeed again). */
+    fail: (v: boolean) => (failing = v),
     add,
     handlers: () => handlers,
     setFresh: (v: boolean) => (fresh = v),
@@ -83,8 +95,8 @@ Deno.test("registry cache: a verified secret is answered from memory until its c
   const t = setup();
   await Promise.resolve(); // the catalog check answers
   const a = t.add();
-  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.id, a.id);
-  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.id, a.id);
+  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.client.id, a.id);
+  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.client.id, a.id);
   assert.equal((await t.cache.lookupClient(a.id))?.id, a.id);
   assert.deepEqual(t.calls, [`verify ${a.id}`]);
   // A wrong secret always goes to the registry, and is never kept.
@@ -125,7 +137,7 @@ Deno.test("registry cache: an answer read while a change arrived is not kept", a
   await Promise.resolve();
   t.handlers().onChange(`client:${a.uuid}`); // e.g. its secret deleted meanwhile
   go();
-  assert.equal((await answer)?.id, a.id);
+  assert.equal((await answer)?.client.id, a.id);
   assert.equal(t.cache.stats().entries, 0);
 });
 
@@ -169,4 +181,73 @@ Deno.test("registry cache: bounded in bytes, oldest first, and within the memory
   assert.equal(budget.held, b.cache.stats().bytes);
   await b.cache.close();
   assert.equal(budget.held, 0);
+});
+
+Deno.test("registry cache: a secret answered from memory expires at its time, with no notification", async () => {
+  const t = setup();
+  await Promise.resolve();
+  const a = t.add("short");
+  t.clients.get(a.id)!.expiresAt = t.clock.now + 1000;
+  const first = await t.cache.verifySecret(a.id, "short");
+  assert.equal(first?.expiresAt, t.clock.now + 1000);
+  t.clock.now += 999;
+  const remembered = await t.cache.verifySecret(a.id, "short");
+  assert.equal(t.calls.length, 1, "answered from memory");
+  assert.equal(expired(remembered!, t.clock.now), false);
+  t.clock.now += 1; // its expires_at: nothing notified, the answer from memory says it expired
+  const late = await t.cache.verifySecret(a.id, "short");
+  assert.equal(t.calls.length, 1, "still from memory");
+  assert.equal(expired(late!, t.clock.now), true, "client authentication refuses it");
+  // Forgotten: the next use asks the registry, which refuses it too, and nothing is kept.
+  assert.equal(await t.cache.verifySecret(a.id, "short"), undefined);
+  assert.equal(t.calls.length, 2);
+  assert.equal(await t.cache.verifySecret(a.id, "short"), undefined);
+  assert.equal(t.calls.length, 3);
+  // The client's secret without an expiry goes on verifying from memory.
+  t.clients.get(a.id)!.secret = "lasting";
+  delete t.clients.get(a.id)!.expiresAt;
+  assert.equal((await t.cache.verifySecret(a.id, "lasting"))?.expiresAt, undefined);
+  t.clock.now += 10 * 365 * 86_400_000;
+  const later = await t.cache.verifySecret(a.id, "lasting");
+  assert.equal(expired(later!, t.clock.now), false);
+  assert.equal(t.calls.length, 5, "from memory, its use reported (years after the last one)");
+});
+
+Deno.test("registry cache: uses answered from memory are reported at most once a minute, in the background", async () => {
+  const t = setup();
+  await Promise.resolve();
+  const a = t.add();
+  const verifies = () => t.calls.filter((c) => c === `verify ${a.id}`).length;
+  await t.cache.verifySecret(a.id, "s1"); // asked the registry, which recorded the use
+  assert.equal(verifies(), 1);
+  t.clock.now += reportUsesEveryMs - 1;
+  await t.cache.verifySecret(a.id, "s1");
+  assert.equal(verifies(), 1, "within the minute: no report");
+  t.clock.now += 1;
+  // The report waits on the registry; the answer does not.
+  const go = t.hold();
+  const answer = await t.cache.verifySecret(a.id, "s1");
+  assert.equal(answer?.client.id, a.id);
+  assert.equal(verifies(), 2, "a minute since the registry heard of a use: reported");
+  await t.cache.verifySecret(a.id, "s1");
+  assert.equal(verifies(), 2, "reported once, though its answer has not come");
+  go();
+  // A report that fails is dropped: the answer from memory stands, and the next is a minute on.
+  t.clock.now += reportUsesEveryMs;
+  t.fail(true);
+  assert.equal((await t.cache.verifySecret(a.id, "s1"))?.client.id, a.id);
+  assert.equal(verifies(), 3);
+  await new Promise((r) => setTimeout(r, 0)); // the failure settles, unhandled nowhere
+  t.fail(false);
+  await t.cache.verifySecret(a.id, "s1");
+  assert.equal(verifies(), 3);
+  assert.equal(t.cache.stats().hits, 5);
+  // An expired secret's use is not reported.
+  t.clients.get(a.id)!.expiresAt = t.clock.now + reportUsesEveryMs * 3;
+  const b = t.add("s2");
+  t.clients.get(b.id)!.expiresAt = t.clock.now + 10;
+  await t.cache.verifySecret(b.id, "s2");
+  t.clock.now += reportUsesEveryMs;
+  await t.cache.verifySecret(b.id, "s2");
+  assert.equal(t.calls.filter((c) => c === `verify ${b.id}`).length, 1);
 });
