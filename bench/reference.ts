@@ -138,12 +138,12 @@ async function handle(req: Request): Promise<Response> {
     case "POST verify/1": {
       const now = new Date();
       const row = await secrets.clientWithSecrets(ids.client.toUuid(body.client_id)!, now);
-      const i = row === undefined ? -1 : hasher.match(body.secret, row.hashes);
-      const valid = i >= 0 && row!.status === "active";
+      const secret = row?.secrets[hasher.match(body.secret, row.secrets.map((s) => s.hash))];
+      const valid = secret !== undefined && row!.status === "active";
       if (!valid) return Response.json({ valid });
-      await secrets.recordUse(row!.secret_ids[i]!, row!.last_used[i] ?? null, now);
-      const expiresAt = row!.expires[i] ?? null;
-      return Response.json({ valid, client: client(row!), expires_at: expiresAt?.toISOString() });
+      await secrets.recordUse(secret.id, secret.last_used_at, now);
+      const expiresAt = secret.expires_at?.toISOString();
+      return Response.json({ valid, client: client(row!), expires_at: expiresAt });
     }
     case "POST installations/1": {
       const config = await configs.get(body.project_id);

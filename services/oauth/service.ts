@@ -496,18 +496,17 @@ export function createOAuthRegistry(
         if (caller.projects !== "*") throw outOfReach(req.clientId);
         return { valid: false };
       }
-      const i = deps.hasher.match(req.secret, row.hashes);
-      if (i < 0 || row.status !== "active") return { valid: false };
+      const secret = row.secrets[deps.hasher.match(req.secret, row.secrets.map((s) => s.hash))];
+      if (!secret || row.status !== "active") return { valid: false };
       // A use: written at most once a minute per secret (no query at all when the one read is
       // recent), and never at the cost of the answer.
-      await secrets.recordUse(row.secret_ids[i]!, row.last_used[i] ?? null, at).catch((error) =>
+      await secrets.recordUse(secret.id, secret.last_used_at, at).catch((error) =>
         deps.log?.warn("a client secret's use was not recorded", { error })
       );
-      const expiresAt = row.expires[i] ?? null;
       return {
         valid: true,
         client: toClient(row),
-        ...(expiresAt === null ? {} : { expiresAt: timestampFromDate(expiresAt) }),
+        ...(secret.expires_at === null ? {} : { expiresAt: timestampFromDate(secret.expires_at) }),
       };
     },
 

@@ -3,7 +3,7 @@
  * their expiry and when they were last used.
  *
  * A secret is live while its `expires_at` is null or after the time the caller passes (the
- * service's clock): {@link live} is that rule, for every query that needs it.
+ * service's clock): `live` below is that rule, written out once more in the verification's query.
  *
  * @module
  */
@@ -22,15 +22,18 @@ export interface ClientSecretRow {
   last_used_at: Date | null;
 }
 
-/**
- * A client with its live secrets, for verification: for each, in id order, its id, its hash (hex),
- * its expiry and its last use.
- */
+/** A live secret of a client, for verification. */
+export interface LiveSecret {
+  id: string;
+  /** Its keyed hash, in hex. */
+  hash: string;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+}
+
+/** A client with its live secrets (in no particular order), for verification. */
 export interface ClientWithSecrets extends ClientRow {
-  secret_ids: string[];
-  hashes: string[];
-  expires: (Date | null)[];
-  last_used: (Date | null)[];
+  secrets: LiveSecret[];
 }
 
 /** What {@link ClientSecretRepository.create} found. */
@@ -81,6 +84,14 @@ export interface ClientSecretRepository {
    * Notifies nothing (the change feed ignores it: see migration 0005).
    */
   recordUse(id: string, lastUsedAt: Date | null, now: Date): Promise<boolean>;
+}
+
+/** The columns of a live secret in {@link ClientSecretRepository.clientWithSecrets}'s rows. */
+interface SecretColumns {
+  secret_id: string | null;
+  secret_hash: string | null;
+  secret_expires_at: Date | null;
+  secret_last_used_at: Date | null;
 }
 
 /** How fine `last_used_at` is: a secret's use is written at most once this many seconds. */
@@ -136,38 +147,32 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
       return rows.length > 0;
     },
     async clientWithSecrets(clientId, now) {
-      // postgres.js reads a NULL in a timestamptz[] as an Invalid Date: the times come as ms since
-      // the epoch, NaN for none.
-      const [row] = await sql<(ClientRow & Omit<ClientWithSecrets, "expires" | "last_used"> & {
-        expires_ms: number[];
-        last_used_ms: number[];
-      })[]>`
-        select c.*,
-          coalesce(s.secret_ids, '{}') as secret_ids,
-          coalesce(s.hashes, '{}') as hashes,
-          coalesce(s.expires_ms, '{}') as expires_ms,
-          coalesce(s.last_used_ms, '{}') as last_used_ms
+      // One row per live secret, or one without a secret: no aggregate to build (arrays of each
+      // column cost verification about 5% more, measured in process). The rule of `live`, written
+      // out: a fragment is a query object built per call, on the hottest path there is.
+      const rows = await sql<(ClientRow & SecretColumns)[]>`
+        select c.*, s.id as secret_id, encode(s.secret_hash, 'hex') as secret_hash,
+          s.expires_at as secret_expires_at, s.last_used_at as secret_last_used_at
         from oauth.clients c
-        left join lateral (
-          select array_agg(id) as secret_ids, array_agg(encode(secret_hash, 'hex')) as hashes,
-            array_agg(coalesce(extract(epoch from expires_at) * 1000, 'NaN')::float8)
-              as expires_ms,
-            array_agg(coalesce(extract(epoch from last_used_at) * 1000, 'NaN')::float8)
-              as last_used_ms
-          from (
-            select * from oauth.client_secrets
-            where client_id = c.id and ${live(now)}
-            order by id
-          ) as ordered
+        left join (
+          select * from oauth.client_secrets
+          where client_id = ${clientId} and (expires_at is null or expires_at > ${now})
         ) as s on true
         where c.id = ${clientId}`;
-      if (!row) return undefined;
-      const { expires_ms, last_used_ms, ...rest } = row;
-      return {
-        ...rest,
-        expires: expires_ms.map(dateOrNull),
-        last_used: last_used_ms.map(dateOrNull),
-      };
+      const first = rows[0];
+      if (first === undefined) return undefined;
+      const secrets: LiveSecret[] = [];
+      for (const r of rows) {
+        if (r.secret_id === null) continue;
+        secrets.push({
+          id: r.secret_id,
+          hash: r.secret_hash!,
+          expires_at: r.secret_expires_at,
+          last_used_at: r.secret_last_used_at,
+        });
+      }
+      // The first row is the client (its secret's columns, left on it, are never read as such).
+      return Object.assign(first, { secrets });
     },
     async recordUse(id, lastUsedAt, now) {
       const since = new Date(now.getTime() - lastUsedResolutionSeconds * 1000);
@@ -179,8 +184,4 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
       return rows.length > 0;
     },
   };
-}
-
-function dateOrNull(ms: number): Date | null {
-  return Number.isNaN(ms) ? null : new Date(ms);
 }
