@@ -126,6 +126,7 @@ const oauthConfigKeys = [
   "publishing_status",
   "created_at",
   "updated_at",
+  "secret_max_lifetime_seconds",
 ];
 
 // ----- decoding: keys -------------------------------------------------------------------------
@@ -641,7 +642,7 @@ Deno.test("decodeScalarParam: strings, bools, enums and the rest", () => {
 
 // ----- encoding -------------------------------------------------------------------------------
 
-Deno.test("encode: an OAuthConfig has exactly its 12 keys, null for unset optionals", () => {
+Deno.test("encode: an OAuthConfig has exactly its 13 keys, null for unset optionals", () => {
   const config = create(OAuthConfigSchema, {
     projectId: "p1",
     applicationName: "Acme",
@@ -663,6 +664,7 @@ Deno.test("encode: an OAuthConfig has exactly its 12 keys, null for unset option
     publishing_status: null,
     created_at: "2026-11-21T10:00:00.000Z",
     updated_at: null,
+    secret_max_lifetime_seconds: 0,
   });
   // Empty values of set optionals are kept, not nulled.
   const empty = encodeMessage(OAuthConfigSchema, create(OAuthConfigSchema, { supportEmail: "" }));
@@ -685,6 +687,9 @@ Deno.test("encode: a ClientSecret's plaintext key appears only when set", () => 
     client_id: "cli_1",
     secret_hint: "ocs_****abcd",
     created_at: "2026-01-02T03:04:05.678Z",
+    expires_at: null,
+    last_used_at: null,
+    status: null,
   });
   const created = encodeMessage(
     ClientSecretSchema,
@@ -695,6 +700,9 @@ Deno.test("encode: a ClientSecret's plaintext key appears only when set", () => 
     "client_id",
     "secret_hint",
     "created_at",
+    "expires_at",
+    "last_used_at",
+    "status",
     "secret",
   ]);
   assert.equal(created.secret, "ocs_abcd");
