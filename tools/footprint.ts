@@ -316,13 +316,15 @@ try {
   const tasks = JSON.parse(await Deno.readTextFile(`${dir}/deno.json`)).tasks ?? {};
   const deno = Deno.execPath();
 
-  const startInstall = installStep(tasks, "start");
-  await run(deno, startInstall, { cwd: dir });
-  const start = await installed(dir);
-  say(
-    `deno task start installs ${start.packages} packages, ${start.mb} MB ` +
-      `(deno ${startInstall.join(" ")})`,
-  );
+  /** Runs a task's install step in the copy and says what its node_modules then holds. */
+  const measureInstall = async (task: string) => {
+    const step = installStep(tasks, task);
+    await run(deno, step, { cwd: dir });
+    const { packages, mb } = await installed(dir);
+    say(`deno task ${task} installs ${packages} packages, ${mb} MB (deno ${step.join(" ")})`);
+  };
+
+  await measureInstall("start");
   if (largest > 0) {
     for (const line of await largestPackages(dir, largest)) say(`  ${line}`);
   }
@@ -334,13 +336,7 @@ try {
       `${memory.stack + memory.task} MiB with the deno task process)`,
   );
 
-  const testInstall = installStep(tasks, "test");
-  await run(deno, testInstall, { cwd: dir });
-  const all = await installed(dir);
-  say(
-    `deno task test installs ${all.packages} packages, ${all.mb} MB ` +
-      `(deno ${testInstall.join(" ")})`,
-  );
+  await measureInstall("test");
 } catch (error) {
   if (!(error instanceof Failure)) throw error;
   failure = error.message;

@@ -156,7 +156,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         from oauth.clients c
         left join (
           select * from oauth.client_secrets
-          where client_id = ${clientId} and (expires_at is null or expires_at > ${now})
+          where client_id = ${clientId} and ${live(now)}
         ) as s on true
         where c.id = ${clientId}`;
       const first = rows[0];
