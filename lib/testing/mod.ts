@@ -59,6 +59,7 @@ export { type HttpFloodResult } from "./http_flood.ts";
 export {
   freePort,
   type Proc,
+  type ProcEnv,
   readLines,
   spawn,
   type Stack,

@@ -41,20 +41,28 @@ export async function readLines(
   if (rest) onLine(rest);
 }
 
+/** Settings for a process: over this process's environment; `undefined` unsets one. */
+export type ProcEnv = Record<string, string | undefined>;
+
 /**
  * Spawns a component (`services/oauth/main.ts`, `gateway/main.ts`) with the given environment and,
  * optionally, extra `deno run` flags (e.g. `--cpu-prof`).
  */
 export function spawn(
   entry: string,
-  env: Record<string, string>,
+  env: ProcEnv,
   denoFlags: string[] = [],
   keepLines = Infinity,
 ): Proc {
+  const merged: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...Deno.env.toObject(), ...componentEnv, ...env })) {
+    if (v !== undefined) merged[k] = v;
+  }
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", ...componentFlags, ...denoFlags, entry],
     cwd: root,
-    env: { ...componentEnv, ...env },
+    clearEnv: true,
+    env: merged,
     stdout: "piped",
     stderr: "piped",
     stdin: "null",
@@ -124,7 +132,7 @@ export interface Stack {
   /** Starts a stopped process again with the same settings and ports. */
   respawn(name: ProcName): Proc;
   /** The settings a process was started with (to start another replica of it). */
-  envOf(name: ProcName): Record<string, string>;
+  envOf(name: ProcName): ProcEnv;
   /** Stops the processes and drops the database. */
   stop(): Promise<void>;
 }
@@ -139,7 +147,7 @@ export interface StackOptions {
   /** Extra settings for every component. */
   env?: Record<string, string>;
   /** Extra settings for one component (over `env`): e.g. a clock of ./clock.ts. */
-  processEnv?: Partial<Record<ProcName, Record<string, string>>>;
+  processEnv?: Partial<Record<ProcName, ProcEnv>>;
   /** Extra `deno run` flags for every component (the benchmark's `--cpu-prof`). */
   denoFlags?: string[];
   /**
