@@ -13,8 +13,10 @@
  * - 64-bit integers are JSON numbers while they are safe integers, strings beyond; bytes are
  *   base64; `google.protobuf.Timestamp` is an RFC 3339 string (written in UTC with milliseconds),
  *   `google.protobuf.Duration` a `"1.5s"` string, `google.protobuf.FieldMask` a comma-separated
- *   string of snake_case paths, wrapper types their bare value. Struct, Value, ListValue and Any
- *   cannot be read (they are written with the canonical protobuf JSON mapping, Any excepted).
+ *   string of snake_case paths, wrapper types their bare value. `google.protobuf.Struct` is a JSON
+ *   object, read and written as it is: any members, nested at most 16 objects and arrays deep
+ *   (itself included), strings valid Unicode without NUL. Value, ListValue and Any cannot be read
+ *   (Value and ListValue are written with the canonical protobuf JSON mapping).
  *
  * Decoding never throws on bad input: it collects one {@link FieldViolation} per bad field.
  * Lookup tables (fields by name, field behaviours, enum names) are built once per descriptor.
@@ -24,8 +26,10 @@
  * zero value), writes 64-bit integers as strings, omits unset fields, writes timestamps with 0, 3, 6
  * or 9 fraction digits and field masks in camelCase, and throws at the first bad value. Adapting
  * their output field by field would take as much code as writing it, on every response's path.
- * From protobuf-es this uses the descriptors, `create`, its base64 codec, and `toJson` for Struct
- * and Value, whose canonical form is the contract's.
+ * From protobuf-es this uses the descriptors, `create`, its base64 codec, and `toJson` for Value
+ * and ListValue, whose canonical form is the contract's. A Struct needs none of it: protobuf-es
+ * keeps a Struct field (outside a Value) as the JsonObject itself, so that is what is read and
+ * written (`fromJson(StructSchema, ...)` would build the message form, which no field holds).
  *
  * @module
  */
@@ -69,6 +73,8 @@ export interface DecodeResult<T> {
 const maxDepth = 32;
 /** Largest list (and map) accepted before the items are even looked at. */
 const maxItems = 10_000;
+/** Deepest allowed nesting of objects and arrays in a Struct (the Struct itself is level 1). */
+const maxStructDepth = 16;
 
 // ---------------------------------------------------------------------------------------------
 // Per-descriptor plans, built lazily and cached.
@@ -81,6 +87,7 @@ type MessageKind =
   | "field_mask"
   | "wrapper"
   | "struct"
+  | "json_message"
   | "unsupported";
 
 const messageKinds: ReadonlyMap<string, MessageKind> = new Map<string, MessageKind>([
@@ -97,8 +104,8 @@ const messageKinds: ReadonlyMap<string, MessageKind> = new Map<string, MessageKi
   ["google.protobuf.StringValue", "wrapper"],
   ["google.protobuf.BytesValue", "wrapper"],
   ["google.protobuf.Struct", "struct"],
-  ["google.protobuf.Value", "struct"],
-  ["google.protobuf.ListValue", "struct"],
+  ["google.protobuf.Value", "json_message"],
+  ["google.protobuf.ListValue", "json_message"],
   ["google.protobuf.Any", "unsupported"],
 ]);
 
@@ -514,9 +521,88 @@ function decodeNested(
       return message;
     }
     case "struct":
+      return structFromJson(json, path, state);
+    case "json_message":
     case "unsupported":
       return new Bad("unsupported type");
   }
+}
+
+const notJsonValue = new Bad("must hold only JSON values");
+
+/** An object as JSON.parse makes them (not a Date, a Map or another class's instance). */
+function isPlainObject(json: unknown): json is Record<string, unknown> {
+  if (!isObject(json)) return false;
+  const proto = Object.getPrototypeOf(json);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * Reads a google.protobuf.Struct: a JSON object, copied member by member (own properties only,
+ * `__proto__` included, as data) into the JsonObject protobuf-es keeps in a Struct field. Walks
+ * with its own stack, so a hostile depth stops at {@link maxStructDepth} without recursing. Bad
+ * strings (and keys) are reported at their member's path (`meta["a"][0]`) and left out; a depth,
+ * size or type problem is the field's.
+ */
+function structFromJson(json: unknown, path: string, state: Decoding): unknown {
+  if (!isObject(json)) return notObject;
+  if (!isPlainObject(json)) return notJsonValue;
+  const root: Record<string, unknown> = {};
+  // Each entry: a JSON container, the copy to fill, its nesting level, its path.
+  const stack: [unknown, Record<string, unknown> | unknown[], number, string][] = [
+    [json, root, 1, path],
+  ];
+  while (stack.length > 0) {
+    const [source, target, level, at] = stack.pop()!;
+    const entries: [string, string, unknown][] = [];
+    if (Array.isArray(source)) {
+      if (source.length > maxItems) return new Bad(`holds a list of more than ${maxItems} items`);
+      for (let i = 0; i < source.length; i++) entries.push([String(i), `${at}[${i}]`, source[i]]);
+    } else {
+      const keys = Object.keys(source as object);
+      if (keys.length > maxItems) {
+        return new Bad(`holds an object of more than ${maxItems} members`);
+      }
+      for (const key of keys) {
+        const keyPath = `${at}[${JSON.stringify(key)}]`;
+        const checked = checkString(key);
+        if (checked instanceof Bad) {
+          state.violations.push({ field: keyPath, description: `key ${checked.reason}` });
+          continue;
+        }
+        entries.push([key, keyPath, (source as Record<string, unknown>)[key]]);
+      }
+    }
+    for (const [key, itemPath, item] of entries) {
+      let value: unknown;
+      if (item === null || typeof item === "boolean") value = item;
+      else if (typeof item === "number") {
+        if (!Number.isFinite(item)) return notJsonValue;
+        value = item;
+      } else if (typeof item === "string") {
+        const checked = checkString(item);
+        if (checked instanceof Bad) {
+          state.violations.push({ field: itemPath, description: checked.reason });
+          continue;
+        }
+        value = checked;
+      } else if (Array.isArray(item) || isPlainObject(item)) {
+        if (level >= maxStructDepth) {
+          return new Bad(
+            `nested too deeply: at most ${maxStructDepth} levels of objects and arrays`,
+          );
+        }
+        value = Array.isArray(item) ? [] : {};
+        stack.push([item, value as Record<string, unknown> | unknown[], level + 1, itemPath]);
+      } else {
+        return notJsonValue;
+      }
+      if (Array.isArray(target)) target.push(value);
+      else setOwn(target, key, value);
+    }
+  }
+  // Bad strings were reported, and left out.
+  return root;
 }
 
 /**
@@ -813,6 +899,11 @@ function encodeNested(desc: DescMessage, message: Message): unknown {
       return encodeElem(inner.elem, record[inner.localName]);
     }
     case "struct":
+      // A Struct field holds its JsonObject; only a Struct inside a Value is a message.
+      return (message as { $typeName?: string }).$typeName === desc.typeName
+        ? toJson(desc, message)
+        : message;
+    case "json_message":
       return toJson(desc, message);
     case "unsupported":
       throw new Error(`${desc.typeName} cannot be written as JSON by the gateway`);

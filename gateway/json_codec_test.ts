@@ -3,9 +3,11 @@ import {
   create,
   createFileRegistry,
   type DescMessage,
+  fromBinary,
   fromJson,
   type JsonValue,
   type Message,
+  toBinary,
 } from "@bufbuild/protobuf";
 import {
   DescriptorProtoSchema,
@@ -19,8 +21,15 @@ import {
   FileDescriptorProtoSchema,
   timestampFromDate,
   TimestampSchema,
+  ValueSchema,
 } from "@bufbuild/protobuf/wkt";
-import { ClientSchema, ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
+import {
+  ClientSchema,
+  ClientStatus,
+  ClientType,
+  TokenEndpointAuthMethod,
+} from "../gen/registry/oauth/v1/client_pb.ts";
+import { ClientKeySchema, ClientKeyStatus } from "../gen/registry/oauth/v1/client_key_pb.ts";
 import { ClientSecretSchema } from "../gen/registry/oauth/v1/client_secret_pb.ts";
 import { Audience, OAuthConfigSchema } from "../gen/registry/oauth/v1/config_pb.ts";
 import {
@@ -29,6 +38,7 @@ import {
 } from "../gen/registry/oauth/v1/installation_pb.ts";
 import {
   ConsentInstallationRequestSchema,
+  CreateClientKeyRequestSchema,
   ListClientsRequestSchema,
   ListClientsResponseSchema,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
@@ -86,6 +96,8 @@ const sampleFile = fromJson(FileDescriptorProtoSchema, {
       field("flag", 16, "BOOL"),
       field("at", 17, "MESSAGE", { typeName: ".google.protobuf.Timestamp" }),
       field("huge", 18, "UINT64"),
+      field("val", 19, "MESSAGE", { typeName: ".google.protobuf.Value" }),
+      field("metas", 20, "MESSAGE", { ...repeated, typeName: ".google.protobuf.Struct" }),
     ],
     nestedType: [
       mapEntry("CountsEntry", "STRING", "INT32"),
@@ -484,6 +496,137 @@ Deno.test("decode: maps check keys and values", () => {
   ]);
 });
 
+Deno.test("decode: a Struct is a JSON object, read as the JsonObject its field holds", () => {
+  const json = JSON.parse(
+    '{"meta": {"a": 1, "b": [true, null, "x", {"c": -2.5}], "__proto__": {"z": 1}, "": {}}}',
+  );
+  const { message, violations } = decodeLoose(SampleSchema, json);
+  assert.deepEqual(violations, []);
+  const meta = message.meta as Loose;
+  assert.equal(Object.getPrototypeOf(meta), Object.prototype, "a plain object, not a message");
+  assert.equal(JSON.stringify(meta), JSON.stringify(json.meta));
+  assert.notEqual(meta, json.meta, "a copy");
+  assert.ok(Object.hasOwn(meta, "__proto__"), "__proto__ is a member, as data");
+  assert.equal(({} as Loose).z, undefined, "no prototype touched");
+  // It survives the wire as it is (protobuf-es's binary form of a Struct field).
+  const sample = create(SampleSchema) as Message & Loose;
+  Object.assign(sample, { meta });
+  const back = fromBinary(SampleSchema, toBinary(SampleSchema, sample)) as Message & Loose;
+  assert.equal(JSON.stringify(back.meta), JSON.stringify(json.meta));
+  // An empty object is a Struct; null leaves the field unset; lists of Structs too.
+  assert.deepEqual(decodeLoose(SampleSchema, { meta: {} }).message.meta, {});
+  assert.equal(decodeLoose(SampleSchema, { meta: null }).message.meta, undefined);
+  const list = decodeLoose(SampleSchema, { metas: [{ a: 1 }, { b: [2] }] });
+  assert.deepEqual(list.violations, []);
+  assert.deepEqual(list.message.metas, [{ a: 1 }, { b: [2] }]);
+});
+
+Deno.test("decode: a Struct must be an object of JSON values and valid strings", () => {
+  for (const value of [[], [{}], "x", 1, true]) {
+    assert.deepEqual(violationsOf(SampleSchema, { meta: value }), [
+      { field: "meta", description: "must be a JSON object" },
+    ], JSON.stringify(value));
+  }
+  assert.deepEqual(violationsOf(SampleSchema, { metas: [{}, 2, null] }), [
+    { field: "metas[1]", description: "must be a JSON object" },
+    { field: "metas[2]", description: "must not be null" },
+  ]);
+  assert.deepEqual(
+    violationsOf(SampleSchema, {
+      meta: { a: "nul\0", b: ["ok", "\ud800"], "k\0": 1, c: { d: "\udc00x" } },
+    }),
+    [
+      { field: 'meta["k\\u0000"]', description: "key must not contain NUL characters" },
+      { field: 'meta["a"]', description: "must not contain NUL characters" },
+      { field: 'meta["c"]["d"]', description: "must be valid Unicode" },
+      { field: 'meta["b"][1]', description: "must be valid Unicode" },
+    ],
+  );
+  // Not JSON at all (a caller that did not JSON.parse): refused rather than copied.
+  for (const value of [Number.NaN, undefined, () => 1, 1n, new Date(0)]) {
+    assert.deepEqual(violationsOf(SampleSchema, { meta: { a: [value] } }), [
+      { field: "meta", description: "must hold only JSON values" },
+    ]);
+  }
+});
+
+Deno.test("decode: a Struct nests at most 16 objects and arrays deep, without recursing", () => {
+  /** A Struct of `levels` levels, objects and arrays in turn. */
+  function deep(levels: number): Loose {
+    let inner: unknown = "leaf";
+    for (let i = 1; i < levels; i++) inner = i % 2 ? { a: inner } : [inner];
+    return { top: inner };
+  }
+  assert.deepEqual(violationsOf(SampleSchema, { meta: deep(16) }), []);
+  assert.equal(
+    JSON.stringify(decodeLoose(SampleSchema, { meta: deep(16) }).message.meta),
+    JSON.stringify(deep(16)),
+  );
+  const tooDeep = [{
+    field: "meta",
+    description: "nested too deeply: at most 16 levels of objects and arrays",
+  }];
+  assert.deepEqual(violationsOf(SampleSchema, { meta: deep(17) }), tooDeep);
+  assert.deepEqual(violationsOf(SampleSchema, { meta: deep(200_000) }), tooDeep);
+  // A wide Struct is fine, a huge list is refused before its items are read.
+  const wide = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, { v: [i] }]));
+  assert.deepEqual(violationsOf(SampleSchema, { meta: wide }), []);
+  assert.deepEqual(violationsOf(SampleSchema, { meta: { a: new Array(10_001).fill(0) } }), [
+    { field: "meta", description: "holds a list of more than 10000 items" },
+  ]);
+});
+
+Deno.test("CreateClientKeyRequest and ClientKey: jwk in, jwk and private_jwk out", () => {
+  const jwk = { kty: "OKP", crv: "Ed25519", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" };
+  const { message, violations } = decodeMessage(CreateClientKeyRequestSchema, {
+    jwk,
+    expires_at: "2030-01-02T03:04:05Z",
+  });
+  assert.deepEqual(violations, []);
+  assert.deepEqual(message.jwk, jwk);
+  assert.deepEqual(
+    decodeMessage(CreateClientKeyRequestSchema, { generate: "EdDSA" }).violations,
+    [],
+  );
+  assert.deepEqual(violationsOf(CreateClientKeyRequestSchema, { jwk: "x", id: "key_1" }), [
+    { field: "jwk", description: "must be a JSON object" },
+    { field: "id", description: "unknown field" },
+  ]);
+  const key = {
+    id: "key_1",
+    kid: "k1",
+    algorithm: "EdDSA",
+    jwk: { ...jwk, kid: "k1", alg: "EdDSA", use: "sig" },
+    status: ClientKeyStatus.ACTIVE,
+  };
+  const listed = encodeMessage(ClientKeySchema, create(ClientKeySchema, key));
+  assert.deepEqual(Object.keys(listed), [
+    "id",
+    "client_id",
+    "kid",
+    "algorithm",
+    "jwk",
+    "created_at",
+    "expires_at",
+    "last_used_at",
+    "status",
+  ]);
+  assert.deepEqual(listed.jwk, key.jwk);
+  assert.equal(listed.status, "active");
+  const generated = encodeMessage(
+    ClientKeySchema,
+    create(ClientKeySchema, {
+      ...key,
+      privateKey: { case: "privateJwk", value: { ...key.jwk, d: "secret" } },
+    }),
+  );
+  assert.deepEqual(generated.private_jwk, { ...key.jwk, d: "secret" });
+  // Output only: a caller cannot send a key's public JWK back as a resource.
+  assert.deepEqual(violationsOf(ClientKeySchema, { jwk: {} }), [
+    { field: "jwk", description: "is output only and cannot be set" },
+  ]);
+});
+
 Deno.test("decode: one member of a oneof at a time", () => {
   const ok = decodeLoose(SampleSchema, { a: "x" });
   assert.deepEqual(ok.violations, []);
@@ -514,13 +657,13 @@ Deno.test("decode: well-known types", () => {
       ttl: "1.5",
       wrapped: "7",
       mask: "name, type",
-      meta: {},
+      val: 1,
     }),
     [
       { field: "ttl", description: 'must be a duration in seconds such as "1.5s"' },
       { field: "wrapped", description: "must be an integer" },
       { field: "mask", description: "must be a comma-separated list of snake_case field paths" },
-      { field: "meta", description: "unsupported type" },
+      { field: "val", description: "unsupported type" },
     ],
   );
   assert.deepEqual(violationsOf(SampleSchema, { mask: "redirectUris" }), [
@@ -729,6 +872,8 @@ Deno.test("encode: Client and Installation enums, lists and nulls", () => {
     status: "active",
     created_at: null,
     updated_at: null,
+    token_endpoint_auth_method: null,
+    dpop_bound_access_tokens: false,
   });
   const installation = encodeMessage(
     InstallationSchema,
@@ -807,6 +952,8 @@ Deno.test("encode: scalars and well-known types of a synthetic schema", () => {
     "flag",
     "at",
     "huge",
+    "val",
+    "metas",
   ]);
   assert.equal(json.big, "9007199254740992");
   assert.equal(json.huge, 5);
@@ -829,6 +976,17 @@ Deno.test("encode: scalars and well-known types of a synthetic schema", () => {
   assert.equal(json.mask, "a,b.c");
   assert.equal(json.meta, null);
   assert.equal(json.at, null);
+  assert.equal(json.val, null);
+  assert.deepEqual(json.metas, []);
+  // A Struct is written as the object it is; a Value with the canonical mapping.
+  const structs = encodeLoose(SampleSchema, {
+    meta: { a: [1, { b: null }], "": "x" },
+    metas: [{ c: true }],
+    val: create(ValueSchema, { kind: { case: "stringValue", value: "v" } }),
+  });
+  assert.deepEqual(structs.meta, { a: [1, { b: null }], "": "x" });
+  assert.deepEqual(structs.metas, [{ c: true }]);
+  assert.equal(structs.val, "v");
   assert.equal(encodeLoose(SampleSchema, { big: -(2n ** 53n) + 1n }).big, -9007199254740991);
   assert.throws(
     () => encodeLoose(SampleSchema, { at: create(TimestampSchema, { seconds: 253402300800n }) }),
@@ -852,8 +1010,12 @@ Deno.test("encode then decode round-trips an input message", () => {
     redirectUris: ["https://a.example/cb"],
     javascriptOrigins: ["https://a.example"],
     status: ClientStatus.SUSPENDED,
+    tokenEndpointAuthMethod: TokenEndpointAuthMethod.NONE,
+    dpopBoundAccessTokens: true,
   });
   const json = encodeMessage(ClientSchema, original);
+  assert.equal(json.token_endpoint_auth_method, "none");
+  assert.equal(json.dpop_bound_access_tokens, true);
   for (const key of ["id", "project_id", "created_at", "updated_at"]) delete json[key];
   const { message, violations } = decodeMessage(ClientSchema, JSON.parse(JSON.stringify(json)));
   assert.deepEqual(violations, []);

@@ -53,11 +53,27 @@ Deno.test("request bodies leave out output-only fields, and PATCH bodies immutab
   const { schemas } = doc.components;
   // status is refused by a create (new clients are active), though a PATCH may set it.
   assert.deepEqual(Object.keys(schemas.ClientInput.properties).sort(), [
+    "dpop_bound_access_tokens",
     "javascript_origins",
     "name",
     "redirect_uris",
+    "token_endpoint_auth_method",
     "type",
   ]);
+  assert.deepEqual(schemas.ClientInput.properties.token_endpoint_auth_method.enum, [
+    "client_secret_basic",
+    "client_secret_post",
+    "private_key_jwt",
+    "none",
+  ]);
+  // A Struct (a key's JWK) is an object, in requests and in responses; a generated key's
+  // private_jwk, a oneof member, is written only when set.
+  const keyInput = doc.paths["/v1/projects/{project_id}/clients/{client_id}/keys"].post
+    .requestBody.content["application/json"].schema;
+  assert.deepEqual(keyInput.properties.jwk.type, ["object", "null"]);
+  assert.deepEqual(schemas.ClientKey.properties.jwk.type, ["object", "null"]);
+  assert.equal(schemas.ClientKey.properties.private_jwk.type, "object");
+  assert.ok(!schemas.ClientKey.required.includes("private_jwk"));
   assert.ok(schemas.ClientPatch.properties.status);
   // The services' limits, read from their rules.
   assert.equal(schemas.ClientInput.properties.name.maxLength, 120);

@@ -33,6 +33,8 @@ const clientKeys = [
   "status",
   "created_at",
   "updated_at",
+  "token_endpoint_auth_method",
+  "dpop_bound_access_tokens",
 ];
 const installationKeys = [
   "id",

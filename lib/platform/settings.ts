@@ -90,6 +90,12 @@ export const settings = {
     meaning: "live secrets one client may have at once (twice as many in all, expired ones " +
       "included); creating one more answers 409 `failed_precondition`",
   },
+  MAX_KEYS_PER_CLIENT: {
+    usedBy: ["oauth-registry"],
+    default: "`10`",
+    meaning: "live keys (`private_key_jwt`) one client may have at once (twice as many in all, " +
+      "expired ones included); adding one more answers 409 `failed_precondition`",
+  },
   GRPC_PORT: {
     usedBy: services,
     default: "`50051` oauth-registry, `50052` core, `50053` token-service",
@@ -304,6 +310,12 @@ export const settings = {
     meaning: "memory for the registry's answers (clients, verified secrets' digests, " +
       "installations, configs), from the memory budget; `0` keeps nothing in memory and listens " +
       "to nothing",
+  },
+  DPOP_NONCE_REQUIRED: {
+    usedBy: ["token-service"],
+    default: "`false`",
+    meaning: "`true`: a DPoP proof must carry a server nonce (RFC 9449 8), else `use_dpop_nonce` " +
+      "and a `DPoP-Nonce` header; stateless, valid 5 to 10 minutes",
   },
 } as const satisfies Record<string, Setting>;
 

@@ -22,6 +22,8 @@ const client = {
   status: "active",
   created_at: "2026-01-02T03:04:05.678Z",
   updated_at: "2026-01-02T03:04:05.678Z",
+  token_endpoint_auth_method: "client_secret_basic",
+  dpop_bound_access_tokens: false,
 };
 
 function check(method: string, path: string, status: number, body: unknown, headers = json) {

@@ -6,6 +6,7 @@
  */
 
 import {
+  type CreateClientKeyResponse,
   type CreateClientSecretResponse,
   OAuthRegistryService,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
@@ -34,6 +35,7 @@ export const oauthRegistryService = defineService({
   settings: {
     CLIENT_SECRET_HMAC_KEY: required,
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
+    MAX_KEYS_PER_CLIENT: positiveInt(10),
     ...idempotencySettings,
   },
   serve: ({ sql, config, log, metrics, verify, notReady, now }) => ({
@@ -44,6 +46,7 @@ export const oauthRegistryService = defineService({
           sql,
           hasher: createSecretHasher(config.CLIENT_SECRET_HMAC_KEY),
           maxSecretsPerClient: config.MAX_SECRETS_PER_CLIENT,
+          maxKeysPerClient: config.MAX_KEYS_PER_CLIENT,
           now,
           log,
         }),
@@ -66,8 +69,12 @@ export const oauthRegistryService = defineService({
           log,
         }),
         [OAuthRegistryService],
-        // The plaintext of a secret is never stored: a replay has none (it is shown once only).
-        [[OAuthRegistryService.method.createClientSecret, withoutPlaintext]],
+        // The plaintext of a secret, and the private part of a generated key, are never stored: a
+        // replay has none (each is shown once only).
+        [
+          [OAuthRegistryService.method.createClientSecret, withoutPlaintext],
+          [OAuthRegistryService.method.createClientKey, withoutPrivateKey],
+        ],
       ),
     ],
   }),
@@ -76,6 +83,12 @@ export const oauthRegistryService = defineService({
 function withoutPlaintext<T>(res: T): T {
   const secret = (res as CreateClientSecretResponse).clientSecret;
   if (secret) secret.plaintext = { case: undefined };
+  return res;
+}
+
+function withoutPrivateKey<T>(res: T): T {
+  const key = (res as CreateClientKeyResponse).clientKey;
+  if (key) key.privateKey = { case: undefined };
   return res;
 }
 

@@ -51,3 +51,84 @@ Deno.test("0005 (secret expiry, last use) applies over existing secrets and conf
     await db.drop();
   }
 });
+
+Deno.test("0006 (client keys) applies over existing clients; keys notify on insert and delete only", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "test" });
+  try {
+    const files = await readMigrations(new URL("./migrations/", import.meta.url));
+    const before = files.findIndex((f) => f.name === "0006_client_keys.sql");
+    assert.ok(before > 0);
+    await migrate(sql, "oauth", files.slice(0, before));
+    const [web, spa, native] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+    await sql`insert into oauth.configs (project_id, application_name, audience)
+      values ('p', 'Demo', 'external')`;
+    await sql`insert into oauth.clients (id, project_id, name, type) values
+      (${web}, 'p', 'web', 'web'), (${spa}, 'p', 'spa', 'spa'), (${native}, 'p', 'n', 'native')`;
+
+    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    const rows = await sql<{ type: string; m: string; dpop: boolean }[]>`
+      select type, token_endpoint_auth_method as m, dpop_bound_access_tokens as dpop
+      from oauth.clients order by name desc`;
+    assert.deepEqual(rows.map((r) => ({ ...r })), [
+      { type: "web", m: "client_secret_basic", dpop: false },
+      { type: "spa", m: "none", dpop: false },
+      { type: "native", m: "none", dpop: false },
+    ]);
+    // The values are checked, and a public client has no other method than none.
+    await assert.rejects(
+      sql`update oauth.clients set token_endpoint_auth_method = 'tls_client_auth' where id = ${web}`,
+      /check constraint/,
+    );
+    await assert.rejects(
+      sql`update oauth.clients set token_endpoint_auth_method = 'private_key_jwt' where id = ${spa}`,
+      /check constraint/,
+    );
+    await sql`update oauth.clients set token_endpoint_auth_method = 'private_key_jwt'
+      where id = ${web}`;
+    // A client inserted without a method (SQL of before 0006) gets its type's default.
+    const later = crypto.randomUUID();
+    await sql`insert into oauth.clients (id, project_id, name, type)
+      values (${later}, 'p', 'later', 'web')`;
+    const [added] = await sql`select token_endpoint_auth_method as m from oauth.clients
+      where id = ${later}`;
+    assert.equal(added?.m, "client_secret_basic");
+
+    const heard = await listenTo(sql, "oauth_registry_changes");
+    try {
+      const key = crypto.randomUUID();
+      const jwk = { kty: "OKP", crv: "Ed25519", x: "x", kid: "k1", alg: "EdDSA", use: "sig" };
+      await sql`insert into oauth.client_keys (id, client_id, kid, algorithm, jwk)
+        values (${key}, ${web}, 'k1', 'EdDSA', ${sql.json(jwk)})`;
+      assert.deepEqual(await heard.flush(), [`client:${web}`], "a new key is heard");
+      await sql`update oauth.client_keys set last_used_at = now() where id = ${key}`;
+      assert.deepEqual(await heard.flush(), [], "a use is not");
+      await assert.rejects(
+        sql`insert into oauth.client_keys (id, client_id, kid, algorithm, jwk)
+          values (${crypto.randomUUID()}, ${web}, 'k1', 'EdDSA', ${sql.json(jwk)})`,
+        /unique/,
+      );
+      await assert.rejects(
+        sql`insert into oauth.client_keys (id, client_id, kid, algorithm, jwk)
+          values (${crypto.randomUUID()}, ${web}, 'k2', 'EdDSA', ${sql.json({ ...jwk, d: "s" })})`,
+        /check constraint/,
+        "the table keeps no private member",
+      );
+      assert.deepEqual(await heard.flush(), []);
+      await sql`delete from oauth.client_keys where id = ${key}`;
+      assert.deepEqual(await heard.flush(), [`client:${web}`], "a deleted key is heard");
+      // A client's deletion takes its keys.
+      await sql`insert into oauth.client_keys (id, client_id, kid, algorithm, jwk)
+        values (${crypto.randomUUID()}, ${web}, 'k3', 'EdDSA', ${sql.json(jwk)})`;
+      await sql`delete from oauth.clients where id = ${web}`;
+      const [left] = await sql`select count(*)::int as n from oauth.client_keys`;
+      assert.equal(left?.n, 0);
+      assert.deepEqual(await heard.flush(), [`client:${web}`, `client:${web}`]);
+    } finally {
+      await heard.close();
+    }
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});

@@ -3,13 +3,15 @@
  * (lib/policy) checks before idempotency and the handler, so a replayed create is authorized
  * exactly as a first one.
  *
- * - Project resources (config, clients, secrets): callers that administer the project (the token's
- *   `projects` claim lists it, or `*`).
+ * - Project resources (config, clients, secrets, keys): callers that administer the project (the
+ *   token's `projects` claim lists it, or `*`).
  * - VerifyClientSecret: any caller; the handler answers only about clients of projects the caller
  *   administers, and answers unknown and out-of-reach clients alike (PERMISSION_DENIED naming no
  *   project), so the answer never tells that an id exists elsewhere. It has no idempotency key and
  *   so no replay path.
- * - LookupClient: as VerifyClientSecret (the handler answers only about reachable clients).
+ * - LookupClient, LookupClientKeys, RecordClientKeyUse: as VerifyClientSecret (the handlers answer
+ *   only about reachable clients; RecordClientKeyUse ignores a client or key that is gone, and
+ *   has no idempotency key either).
  * - CheckJavaScriptOrigin: any caller; the handler looks only at projects the caller administers.
  * - GetProjectInstallation: callers that administer the project (a token service).
  * - ConsentInstallation: any caller, unless the project's audience is `internal`: then only its own
@@ -65,6 +67,12 @@ export function createOAuthPolicy(
     createClientSecret: projectAdmin,
     listClientSecrets: projectAdmin,
     deleteClientSecret: projectAdmin,
+    createClientKey: projectAdmin,
+    listClientKeys: projectAdmin,
+    getClientKey: projectAdmin,
+    deleteClientKey: projectAdmin,
+    lookupClientKeys: authenticated,
+    recordClientKeyUse: authenticated,
     verifyClientSecret: authenticated,
     lookupClient: authenticated,
     checkJavaScriptOrigin: authenticated,

@@ -14,7 +14,12 @@ import {
   ClientSchema,
   ClientStatusSchema,
   ClientTypeSchema,
+  TokenEndpointAuthMethodSchema,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
+import {
+  type ClientKeySchema,
+  ClientKeyStatus,
+} from "../../gen/registry/oauth/v1/client_key_pb.ts";
 import {
   type ClientSecretSchema,
   ClientSecretStatus,
@@ -30,6 +35,7 @@ import {
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import {
   ConsentInstallationRequestSchema,
+  CreateClientKeyRequestSchema,
   CreateClientRequestSchema,
   CreateClientSecretRequestSchema,
   ListClientsRequestSchema,
@@ -46,6 +52,8 @@ import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts"
 import { idKind } from "../../lib/platform/mod.ts";
 import { resolveMask } from "../../lib/resource/mod.ts";
 import { assertValid, validate } from "../../lib/resource/mod.ts";
+import { checkUploadedJwk, generateClientKey, orderedJwk } from "./client_keys.ts";
+import { type ClientKeyRow, createClientKeyRepository } from "./repository/client_keys.ts";
 import { type ClientSecretRow, createClientSecretRepository } from "./repository/client_secrets.ts";
 import {
   type ClientChanges,
@@ -64,7 +72,9 @@ import {
   configFields,
   consentSchema,
   createClientSchema,
+  createKeySchema,
   createSecretSchema,
+  defaultAuthMethod,
   projectId as projectIdSchema,
 } from "./validation.ts";
 
@@ -72,6 +82,7 @@ import {
 export const ids = {
   client: idKind("cli"),
   secret: idKind("sec"),
+  key: idKind("key"),
   installation: idKind("ins"),
   principal: idKind("prn"),
 } as const;
@@ -83,6 +94,15 @@ export const ids = {
  */
 export const defaultMaxSecretsPerClient = 10;
 
+/**
+ * Most live keys one client may hold at a time, unless MAX_KEYS_PER_CLIENT says otherwise; twice
+ * as many in all, expired ones included (as secrets).
+ */
+export const defaultMaxKeysPerClient = 10;
+
+/** The methods with which a client authenticates with a secret (VerifyClientSecret's). */
+const secretMethods: ReadonlySet<string> = new Set(["client_secret_basic", "client_secret_post"]);
+
 /** What the handlers need. */
 export interface OAuthRegistryDeps {
   /** The pool. */
@@ -91,6 +111,8 @@ export interface OAuthRegistryDeps {
   hasher: SecretHasher;
   /** Most live secrets one client may hold (default 10); twice as many in all. */
   maxSecretsPerClient?: number;
+  /** Most live keys one client may hold (default 10); twice as many in all. */
+  maxKeysPerClient?: number;
   /** The clock (ms since the epoch; default `Date.now`): secrets expire by it. */
   now?: () => number;
   /** Where a failure to record a secret's use is reported (it never fails the verification). */
@@ -112,7 +134,14 @@ const configMask = {
 } as const;
 
 const clientMask = {
-  updatable: ["name", "redirect_uris", "javascript_origins", "status"],
+  updatable: [
+    "name",
+    "redirect_uris",
+    "javascript_origins",
+    "status",
+    "token_endpoint_auth_method",
+    "dpop_bound_access_tokens",
+  ],
   immutable: ["type"],
 } as const;
 
@@ -160,6 +189,8 @@ function toClient(row: ClientRow): MessageInitShape<typeof ClientSchema> {
     status: num(ClientStatusSchema, row.status),
     createdAt: timestampFromDate(row.created_at),
     updatedAt: timestampFromDate(row.updated_at),
+    tokenEndpointAuthMethod: num(TokenEndpointAuthMethodSchema, row.token_endpoint_auth_method),
+    dpopBoundAccessTokens: row.dpop_bound_access_tokens,
   };
 }
 
@@ -177,6 +208,20 @@ function toSecret(row: ClientSecretRow, now: number): MessageInitShape<typeof Cl
     ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
     ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
     status: expired(row.expires_at, now) ? ClientSecretStatus.EXPIRED : ClientSecretStatus.ACTIVE,
+  };
+}
+
+function toKey(row: ClientKeyRow, now: number): MessageInitShape<typeof ClientKeySchema> {
+  return {
+    id: ids.key.fromUuid(row.id),
+    clientId: ids.client.fromUuid(row.client_id),
+    kid: row.kid,
+    algorithm: row.algorithm,
+    jwk: orderedJwk(row.jwk),
+    createdAt: timestampFromDate(row.created_at),
+    ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
+    ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
+    status: expired(row.expires_at, now) ? ClientKeyStatus.EXPIRED : ClientKeyStatus.ACTIVE,
   };
 }
 
@@ -278,8 +323,10 @@ export function createOAuthRegistry(
   const configs = createConfigRepository(deps.sql);
   const clients = createClientRepository(deps.sql);
   const secrets = createClientSecretRepository(deps.sql);
+  const keys = createClientKeyRepository(deps.sql);
   const installations = createInstallationRepository(deps.sql);
   const maxSecretsPerClient = deps.maxSecretsPerClient ?? defaultMaxSecretsPerClient;
+  const maxKeysPerClient = deps.maxKeysPerClient ?? defaultMaxKeysPerClient;
   const now = deps.now ?? Date.now;
 
   /**
@@ -356,6 +403,11 @@ export function createOAuthRegistry(
           type: text(ClientTypeSchema, client.type),
           redirect_uris: client.redirectUris,
           javascript_origins: client.javascriptOrigins,
+          token_endpoint_auth_method: text(
+            TokenEndpointAuthMethodSchema,
+            client.tokenEndpointAuthMethod || defaultAuthMethod(client.type),
+          ),
+          dpop_bound_access_tokens: client.dpopBoundAccessTokens,
         });
         return { client: toClient(row) };
       } catch (error) {
@@ -401,7 +453,11 @@ export function createOAuthRegistry(
       const changes: Record<string, unknown> = {};
       mask.paths.forEach((path, i) => {
         const value = input[keys[i]!];
-        changes[path] = path === "status" ? text(ClientStatusSchema, value as number) : value;
+        changes[path] = path === "status"
+          ? text(ClientStatusSchema, value as number)
+          : path === "token_endpoint_auth_method"
+          ? text(TokenEndpointAuthMethodSchema, value as number)
+          : value;
       });
       const row = await clients.update(req.projectId, uuid, changes as ClientChanges);
       if (!row) throw notFound("client", req.clientId);
@@ -483,6 +539,109 @@ export function createOAuthRegistry(
       return {};
     },
 
+    async createClientKey(req) {
+      project(req.projectId);
+      const clientUuid = pathId("client", req.clientId);
+      const at = now();
+      const input = validate(createKeySchema, CreateClientKeyRequestSchema, req);
+      if (input.expiresAt !== undefined && timestampMs(input.expiresAt) <= at) {
+        throw invalidArgument([{ field: "expires_at", description: "must be in the future" }]);
+      }
+      // A generated key's private part lives in this handler's response only: never stored (the
+      // idempotency store keeps the response without it: ./main.ts), never logged.
+      const key = input.generate !== ""
+        ? await generateClientKey(input.generate)
+        : { ...await checkUploadedJwk(input.jwk), privateJwk: undefined };
+      const id = ids.key.generate();
+      const result = await keys.create(req.projectId, {
+        id: id.uuid,
+        client_id: clientUuid,
+        kid: key.kid,
+        algorithm: key.algorithm,
+        jwk: key.jwk,
+        expires_at: input.expiresAt === undefined ? null : new Date(timestampMs(input.expiresAt)),
+      }, { now: new Date(at), maxLive: maxKeysPerClient, maxAll: 2 * maxKeysPerClient });
+      if (result.kind === "no_client") throw notFound("client", req.clientId);
+      if (result.kind === "public") {
+        throw new ConnectError(
+          `Client ${req.clientId} is a public client (spa or native): it cannot keep a key ` +
+            "(RFC 6749 2.1) and uses PKCE without one",
+          Code.FailedPrecondition,
+        );
+      }
+      if (result.kind === "duplicate") {
+        throw new ConnectError(
+          `Client ${req.clientId} already has a key with kid ${JSON.stringify(key.kid)}`,
+          Code.AlreadyExists,
+        );
+      }
+      if (result.kind === "full") {
+        throw new ConnectError(
+          result.held === "live"
+            ? `Client ${req.clientId} already has ${maxKeysPerClient} live keys; delete one first`
+            : `Client ${req.clientId} already has ${2 * maxKeysPerClient} keys, expired ones ` +
+              "included; delete one first",
+          Code.FailedPrecondition,
+        );
+      }
+      return {
+        clientKey: {
+          ...toKey(result.row, at),
+          ...(key.privateJwk === undefined
+            ? {}
+            : { privateKey: { case: "privateJwk", value: key.privateJwk } }),
+        },
+      };
+    },
+
+    async listClientKeys(req) {
+      project(req.projectId);
+      const rows = await keys.list(req.projectId, pathId("client", req.clientId));
+      if (!rows) throw notFound("client", req.clientId);
+      const at = now();
+      return { data: rows.map((row) => toKey(row, at)), hasMore: false };
+    },
+
+    async getClientKey(req) {
+      project(req.projectId);
+      const clientUuid = pathId("client", req.clientId);
+      const row = await keys.get(req.projectId, clientUuid, pathId("key", req.keyId));
+      if (!row) throw notFound("key", req.keyId);
+      return { clientKey: toKey(row, now()) };
+    },
+
+    async deleteClientKey(req) {
+      project(req.projectId);
+      const clientUuid = pathId("client", req.clientId);
+      if (!(await keys.delete(req.projectId, clientUuid, pathId("key", req.keyId)))) {
+        throw notFound("key", req.keyId);
+      }
+      return {};
+    },
+
+    async lookupClientKeys(req, ctx) {
+      const caller = callerOf(ctx);
+      const uuid = ids.client.toUuid(req.clientId);
+      const at = now();
+      // Only live keys are read: an expired one is as a deleted one.
+      const row = uuid === undefined ? undefined : await keys.clientWithKeys(uuid, new Date(at));
+      if (!row || !administers(caller, row.project_id)) {
+        // As LookupClient: unknown and out-of-reach clients answer alike, naming no project.
+        if (caller.projects !== "*") throw outOfReach(req.clientId);
+        throw notFound("client", req.clientId);
+      }
+      return { client: toClient(row), keys: row.keys.map((k) => toKey(k, at)) };
+    },
+
+    async recordClientKeyUse(req, ctx) {
+      const client = await reachableClient(callerOf(ctx), req.clientId);
+      const keyUuid = ids.key.toUuid(req.keyId);
+      // A client or key that is gone (or an id that names none) is ignored: the use happened.
+      if (client === undefined || keyUuid === undefined) return {};
+      await keys.recordUse(keyUuid, null, new Date(now()), client.id);
+      return {};
+    },
+
     async verifyClientSecret(req, ctx) {
       const caller = callerOf(ctx);
       const uuid = ids.client.toUuid(req.clientId);
@@ -496,8 +655,11 @@ export function createOAuthRegistry(
         if (caller.projects !== "*") throw outOfReach(req.clientId);
         return { valid: false };
       }
+      // Matched whatever the client's method, so that the answer takes the same time.
       const secret = row.secrets[deps.hasher.match(req.secret, row.secrets.map((s) => s.hash))];
       if (!secret || row.status !== "active") return { valid: false };
+      // A client registered for private_key_jwt (or none) never authenticates with a secret.
+      if (!secretMethods.has(row.token_endpoint_auth_method)) return { valid: false };
       // A use: written at most once a minute per secret (no query at all when the one read is
       // recent), and never at the cost of the answer.
       await secrets.recordUse(secret.id, secret.last_used_at, at).catch((error) =>

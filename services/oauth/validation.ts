@@ -7,10 +7,12 @@
  */
 
 import * as v from "valibot";
+import type { JsonObject } from "@bufbuild/protobuf";
 import {
   ClientStatus,
   ClientType,
   ClientTypeSchema,
+  TokenEndpointAuthMethod,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { enumName } from "../../lib/resource/mod.ts";
@@ -75,6 +77,67 @@ export const configFields = {
 
 type ClientTypeName = "web" | "spa" | "native";
 
+const secretMethods = '"client_secret_basic", "client_secret_post"';
+
+/**
+ * The token endpoint authentication methods a client of each type may have, and the first is its
+ * default: a confidential (web) client authenticates with a secret or a key; a public one (spa,
+ * native) keeps no credential (RFC 6749 2.1).
+ */
+export const authMethodsOf: Record<ClientTypeName, readonly TokenEndpointAuthMethod[]> = {
+  web: [
+    TokenEndpointAuthMethod.CLIENT_SECRET_BASIC,
+    TokenEndpointAuthMethod.CLIENT_SECRET_POST,
+    TokenEndpointAuthMethod.PRIVATE_KEY_JWT,
+  ],
+  spa: [TokenEndpointAuthMethod.NONE],
+  native: [TokenEndpointAuthMethod.NONE],
+};
+
+/** Why a method does not suit a client of the type, or undefined when it does. */
+function checkAuthMethod(
+  method: number,
+  typeName: ClientTypeName | "unspecified" | undefined,
+): string | undefined {
+  if (typeName !== "web" && typeName !== "spa" && typeName !== "native") return undefined;
+  if (authMethodsOf[typeName].includes(method)) return undefined;
+  if (typeName === "web") {
+    return `cannot be "none" for a web client (a confidential client authenticates): use ` +
+      `${secretMethods} or "private_key_jwt"`;
+  }
+  return `must be "none" for a ${typeName} client: a public client keeps no secret or key ` +
+    "(RFC 6749 2.1) and uses PKCE";
+}
+
+/**
+ * The rule of token_endpoint_auth_method for a client of the type. With `unsetAllowed` (creation),
+ * the zero value means the type's default.
+ */
+function authMethod(typeName: ClientTypeName | "unspecified" | undefined, unsetAllowed: boolean) {
+  return v.pipe(
+    v.number(),
+    v.check((n) => unsetAllowed || n !== 0, "is required"),
+    v.picklist(
+      [
+        ...(unsetAllowed ? [TokenEndpointAuthMethod.UNSPECIFIED] : []),
+        TokenEndpointAuthMethod.CLIENT_SECRET_BASIC,
+        TokenEndpointAuthMethod.CLIENT_SECRET_POST,
+        TokenEndpointAuthMethod.PRIVATE_KEY_JWT,
+        TokenEndpointAuthMethod.NONE,
+      ],
+      `must be one of ${secretMethods}, "private_key_jwt", "none"`,
+    ),
+    rule((n: number) => n === 0 ? undefined : checkAuthMethod(n, typeName)),
+  );
+}
+
+/** The method a client of the type gets when it asks none (creation). */
+export function defaultAuthMethod(type: ClientType): TokenEndpointAuthMethod {
+  return type === ClientType.WEB
+    ? TokenEndpointAuthMethod.CLIENT_SECRET_BASIC
+    : TokenEndpointAuthMethod.NONE;
+}
+
 /** The rules of each Client field a caller may set, for a client of the given type. */
 export function clientFields(type: ClientType) {
   const typeName = enumName(ClientTypeSchema, type) as ClientTypeName | "unspecified" | undefined;
@@ -98,6 +161,8 @@ export function clientFields(type: ClientType) {
       ),
     ),
     status: enumValue([ClientStatus.ACTIVE, ClientStatus.SUSPENDED], '"active", "suspended"'),
+    tokenEndpointAuthMethod: authMethod(typeName, false),
+    dpopBoundAccessTokens: v.boolean("must be a boolean"),
   };
 }
 
@@ -118,6 +183,11 @@ export function createClientSchema(type: ClientType) {
           ClientStatus.UNSPECIFIED,
           "cannot be set when creating a client; new clients are active",
         ),
+        tokenEndpointAuthMethod: authMethod(
+          enumName(ClientTypeSchema, type) as ClientTypeName | "unspecified" | undefined,
+          true,
+        ),
+        dpopBoundAccessTokens: f.dpopBoundAccessTokens,
       }, "is required"),
     });
   };
@@ -160,5 +230,37 @@ export const createSecretSchema = v.pipe(
       "cannot be given with expires_at: give one or the other",
     ),
     ["lifetimeSeconds"],
+  ),
+);
+
+const isJsonObject = (value: unknown): value is JsonObject =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * The rules of CreateClientKeyRequest that need neither a clock nor WebCrypto: `jwk` or
+ * `generate`, not both. The JWK itself is checked by ./client_keys.ts, and whether expires_at is in
+ * the future by the handler (./service.ts).
+ */
+export const createKeySchema = v.pipe(
+  v.object({
+    projectId,
+    clientId: v.string(),
+    jwk: v.optional(v.custom<JsonObject>(isJsonObject, "must be a JSON object")),
+    generate: v.picklist(["", "EdDSA", "ES256"], 'must be "EdDSA" or "ES256"'),
+    expiresAt: v.optional(timestamp),
+  }),
+  v.forward(
+    v.check(
+      (req) => req.jwk === undefined || req.generate === "",
+      "cannot be given with jwk: give one or the other",
+    ),
+    ["generate"],
+  ),
+  v.forward(
+    v.check(
+      (req) => req.jwk !== undefined || req.generate !== "",
+      'is required: a public JWK to upload, unless generate ("EdDSA" or "ES256") is given',
+    ),
+    ["jwk"],
   ),
 );

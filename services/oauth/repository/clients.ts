@@ -19,17 +19,30 @@ export interface ClientRow {
   status: string;
   created_at: Date;
   updated_at: Date;
+  /** `client_secret_basic`, `client_secret_post`, `private_key_jwt` (web) or `none` (spa, native). */
+  token_endpoint_auth_method: string;
+  dpop_bound_access_tokens: boolean;
 }
 
-/** The columns set when a client is created. */
-export type NewClient = Pick<
-  ClientRow,
-  "id" | "project_id" | "name" | "type" | "redirect_uris" | "javascript_origins"
->;
+/**
+ * The columns set when a client is created. Without a token_endpoint_auth_method, the table gives
+ * the type's default (migrations/0006_client_keys.sql); dpop_bound_access_tokens defaults to false.
+ */
+export type NewClient =
+  & Pick<ClientRow, "id" | "project_id" | "name" | "type" | "redirect_uris" | "javascript_origins">
+  & Partial<Pick<ClientRow, "token_endpoint_auth_method" | "dpop_bound_access_tokens">>;
 
 /** The columns a caller may change. */
 export type ClientChanges = Partial<
-  Pick<ClientRow, "name" | "redirect_uris" | "javascript_origins" | "status">
+  Pick<
+    ClientRow,
+    | "name"
+    | "redirect_uris"
+    | "javascript_origins"
+    | "status"
+    | "token_endpoint_auth_method"
+    | "dpop_bound_access_tokens"
+  >
 >;
 
 /** Reads and writes oauth.clients. */
@@ -46,7 +59,7 @@ export interface ClientRepository {
   isCursor(projectId: string, id: string): Promise<boolean>;
   /** Changes the given columns; returns undefined when there is no such client. */
   update(projectId: string, id: string, changes: ClientChanges): Promise<ClientRow | undefined>;
-  /** Deletes a client (its secrets go with it); returns false when there was none. */
+  /** Deletes a client (its secrets and keys go with it); returns false when there was none. */
   delete(projectId: string, id: string): Promise<boolean>;
   /**
    * Whether an active client registers a JavaScript origin, compared as browsers send it

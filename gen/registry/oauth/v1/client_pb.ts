@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/client.proto.
  */
 export const file_registry_oauth_v1_client: GenFile = /*@__PURE__*/
-  fileDesc("Ch5yZWdpc3RyeS9vYXV0aC92MS9jbGllbnQucHJvdG8SEXJlZ2lzdHJ5Lm9hdXRoLnYxItcCCgZDbGllbnQSDwoCaWQYASABKAlCA+BBAxIXCgpwcm9qZWN0X2lkGAIgASgJQgPgQQMSEQoEbmFtZRgDIAEoCUID4EECEjMKBHR5cGUYBCABKA4yHS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRUeXBlQgbgQQLgQQUSGgoNcmVkaXJlY3RfdXJpcxgFIAMoCUID4EEBEh8KEmphdmFzY3JpcHRfb3JpZ2lucxgGIAMoCUID4EEBEjQKBnN0YXR1cxgHIAEoDjIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFN0YXR1c0ID4EEBEjMKCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSMwoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAyprCgpDbGllbnRUeXBlEhsKF0NMSUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASEwoPQ0xJRU5UX1RZUEVfV0VCEAESEwoPQ0xJRU5UX1RZUEVfU1BBEAISFgoSQ0xJRU5UX1RZUEVfTkFUSVZFEAMqZAoMQ2xpZW50U3RhdHVzEh0KGUNMSUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRDTElFTlRfU1RBVFVTX0FDVElWRRABEhsKF0NMSUVOVF9TVEFUVVNfU1VTUEVOREVEEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("Ch5yZWdpc3RyeS9vYXV0aC92MS9jbGllbnQucHJvdG8SEXJlZ2lzdHJ5Lm9hdXRoLnYxItMDCgZDbGllbnQSDwoCaWQYASABKAlCA+BBAxIXCgpwcm9qZWN0X2lkGAIgASgJQgPgQQMSEQoEbmFtZRgDIAEoCUID4EECEjMKBHR5cGUYBCABKA4yHS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRUeXBlQgbgQQLgQQUSGgoNcmVkaXJlY3RfdXJpcxgFIAMoCUID4EEBEh8KEmphdmFzY3JpcHRfb3JpZ2lucxgGIAMoCUID4EEBEjQKBnN0YXR1cxgHIAEoDjIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFN0YXR1c0ID4EEBEjMKCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSMwoKdXBkYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxJTChp0b2tlbl9lbmRwb2ludF9hdXRoX21ldGhvZBgKIAEoDjIqLnJlZ2lzdHJ5Lm9hdXRoLnYxLlRva2VuRW5kcG9pbnRBdXRoTWV0aG9kQgPgQQESJQoYZHBvcF9ib3VuZF9hY2Nlc3NfdG9rZW5zGAsgASgIQgPgQQEqgQIKF1Rva2VuRW5kcG9pbnRBdXRoTWV0aG9kEioKJlRPS0VOX0VORFBPSU5UX0FVVEhfTUVUSE9EX1VOU1BFQ0lGSUVEEAASMgouVE9LRU5fRU5EUE9JTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9CQVNJQxABEjEKLVRPS0VOX0VORFBPSU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfUE9TVBACEi4KKlRPS0VOX0VORFBPSU5UX0FVVEhfTUVUSE9EX1BSSVZBVEVfS0VZX0pXVBADEiMKH1RPS0VOX0VORFBPSU5UX0FVVEhfTUVUSE9EX05PTkUQBCprCgpDbGllbnRUeXBlEhsKF0NMSUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASEwoPQ0xJRU5UX1RZUEVfV0VCEAESEwoPQ0xJRU5UX1RZUEVfU1BBEAISFgoSQ0xJRU5UX1RZUEVfTkFUSVZFEAMqZAoMQ2xpZW50U3RhdHVzEh0KGUNMSUVOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRDTElFTlRfU1RBVFVTX0FDVElWRRABEhsKF0NMSUVOVF9TVEFUVVNfU1VTUEVOREVEEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * Client is an OAuth client registration of a project, for one kind of runtime (its type).
@@ -94,6 +94,29 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 9;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * How the client authenticates at the token, introspection and revocation endpoints (RFC 7591
+   * 2). CLIENT_TYPE_WEB: TOKEN_ENDPOINT_AUTH_METHOD_CLIENT_SECRET_BASIC (the default) or
+   * TOKEN_ENDPOINT_AUTH_METHOD_CLIENT_SECRET_POST, which both mean "with a secret" and accept
+   * either way of sending it (as Keycloak's "client id and secret" does), or
+   * TOKEN_ENDPOINT_AUTH_METHOD_PRIVATE_KEY_JWT: a JWT signed with one of its ClientKeys (RFC 7523
+   * 2.2). A client registered for private_key_jwt never authenticates with a secret (its secrets
+   * do not verify), and a client registered for a secret never with a key. CLIENT_TYPE_SPA and
+   * CLIENT_TYPE_NATIVE: TOKEN_ENDPOINT_AUTH_METHOD_NONE only (a public client keeps no credential,
+   * RFC 6749 2.1), which is their default. Settable on creation and by UpdateClient.
+   *
+   * @generated from field: registry.oauth.v1.TokenEndpointAuthMethod token_endpoint_auth_method = 10;
+   */
+  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+
+  /**
+   * Whether every access token of the client must be bound to a key with DPoP (RFC 9449 5.2): a
+   * token request without a `DPoP` proof is refused (`invalid_dpop_proof`). Defaults to false.
+   *
+   * @generated from field: bool dpop_bound_access_tokens = 11;
+   */
+  dpopBoundAccessTokens: boolean;
 };
 
 /**
@@ -102,6 +125,56 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
  */
 export const ClientSchema: GenMessage<Client> = /*@__PURE__*/
   messageDesc(file_registry_oauth_v1_client, 0);
+
+/**
+ * TokenEndpointAuthMethod is how a client authenticates to the token service (RFC 7591 2, the
+ * values of RFC 8414's token_endpoint_auth_methods_supported). JSON: `client_secret_basic`,
+ * `client_secret_post`, `private_key_jwt`, `none`.
+ *
+ * @generated from enum registry.oauth.v1.TokenEndpointAuthMethod
+ */
+export enum TokenEndpointAuthMethod {
+  /**
+   * Not set: on creation, the client type's default. Never returned.
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A secret, sent with HTTP Basic (RFC 6749 2.3.1); the form is accepted too.
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_CLIENT_SECRET_BASIC = 1;
+   */
+  CLIENT_SECRET_BASIC = 1,
+
+  /**
+   * A secret, sent in the form (`client_secret`); HTTP Basic is accepted too.
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_CLIENT_SECRET_POST = 2;
+   */
+  CLIENT_SECRET_POST = 2,
+
+  /**
+   * A JWT signed with one of the client's keys (`client_assertion`, RFC 7523 2.2).
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_PRIVATE_KEY_JWT = 3;
+   */
+  PRIVATE_KEY_JWT = 3,
+
+  /**
+   * A public client: its client_id alone, and PKCE.
+   *
+   * @generated from enum value: TOKEN_ENDPOINT_AUTH_METHOD_NONE = 4;
+   */
+  NONE = 4,
+}
+
+/**
+ * Describes the enum registry.oauth.v1.TokenEndpointAuthMethod.
+ */
+export const TokenEndpointAuthMethodSchema: GenEnum<TokenEndpointAuthMethod> = /*@__PURE__*/
+  enumDesc(file_registry_oauth_v1_client, 0);
 
 /**
  * ClientType is the kind of runtime a client runs in. JSON: `web`, `spa`, `native`.
@@ -142,7 +215,7 @@ export enum ClientType {
  * Describes the enum registry.oauth.v1.ClientType.
  */
 export const ClientTypeSchema: GenEnum<ClientType> = /*@__PURE__*/
-  enumDesc(file_registry_oauth_v1_client, 0);
+  enumDesc(file_registry_oauth_v1_client, 1);
 
 /**
  * ClientStatus says whether a client may be used. JSON: `active`, `suspended`.
@@ -176,5 +249,5 @@ export enum ClientStatus {
  * Describes the enum registry.oauth.v1.ClientStatus.
  */
 export const ClientStatusSchema: GenEnum<ClientStatus> = /*@__PURE__*/
-  enumDesc(file_registry_oauth_v1_client, 1);
+  enumDesc(file_registry_oauth_v1_client, 2);
 

@@ -7,22 +7,24 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.ts";
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.ts";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Client } from "./client_pb.ts";
 import { file_registry_oauth_v1_client } from "./client_pb.ts";
+import type { ClientKey } from "./client_key_pb.ts";
+import { file_registry_oauth_v1_client_key } from "./client_key_pb.ts";
 import type { ClientSecret } from "./client_secret_pb.ts";
 import { file_registry_oauth_v1_client_secret } from "./client_secret_pb.ts";
 import type { OAuthConfig } from "./config_pb.ts";
 import { file_registry_oauth_v1_config } from "./config_pb.ts";
 import type { Installation } from "./installation_pb.ts";
 import { file_registry_oauth_v1_installation } from "./installation_pb.ts";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file registry/oauth/v1/oauth_registry_service.proto.
  */
 export const file_registry_oauth_v1_oauth_registry_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci5yZWdpc3RyeS9vYXV0aC92MS9vYXV0aF9yZWdpc3RyeV9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSIwChVHZXRPQXV0aENvbmZpZ1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECIkgKFkdldE9BdXRoQ29uZmlnUmVzcG9uc2USLgoGY29uZmlnGAEgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWcingEKGFVwZGF0ZU9BdXRoQ29uZmlnUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISMwoGY29uZmlnGAIgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWdCA+BBAhI0Cgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJLChlVcGRhdGVPQXV0aENvbmZpZ1Jlc3BvbnNlEi4KBmNvbmZpZxgBIAEoCzIeLnJlZ2lzdHJ5Lm9hdXRoLnYxLk9BdXRoQ29uZmlnIl4KE0NyZWF0ZUNsaWVudFJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEi4KBmNsaWVudBgCIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudEID4EECIkEKFENyZWF0ZUNsaWVudFJlc3BvbnNlEikKBmNsaWVudBgBIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCJDChBHZXRDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAiI+ChFHZXRDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiZAoSTGlzdENsaWVudHNSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIXCgVsaW1pdBgCIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAyABKAlCA+BBAUIICgZfbGltaXQiUAoTTGlzdENsaWVudHNSZXNwb25zZRInCgRkYXRhGAEgAygLMhkucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50EhAKCGhhc19tb3JlGAIgASgIIqwBChNVcGRhdGVDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIuCgZjbGllbnQYAyABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRCA+BBAhI0Cgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJBChRVcGRhdGVDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiRgoTRGVsZXRlQ2xpZW50UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiFgoURGVsZXRlQ2xpZW50UmVzcG9uc2UiugEKGUNyZWF0ZUNsaWVudFNlY3JldFJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEjMKCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQESIgoQbGlmZXRpbWVfc2Vjb25kcxgEIAEoBUID4EEBSACIAQFCEwoRX2xpZmV0aW1lX3NlY29uZHMiVAoaQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2USNgoNY2xpZW50X3NlY3JldBgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldCJLChhMaXN0Q2xpZW50U2VjcmV0c1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECIlwKGUxpc3RDbGllbnRTZWNyZXRzUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldBIQCghoYXNfbW9yZRgCIAEoCCJkChlEZWxldGVDbGllbnRTZWNyZXRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIWCglzZWNyZXRfaWQYAyABKAlCA+BBAiIcChpEZWxldGVDbGllbnRTZWNyZXRSZXNwb25zZSJIChlWZXJpZnlDbGllbnRTZWNyZXRSZXF1ZXN0EhYKCWNsaWVudF9pZBgBIAEoCUID4EECEhMKBnNlY3JldBgCIAEoCUID4EECIoYBChpWZXJpZnlDbGllbnRTZWNyZXRSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIpCgZjbGllbnQYAiABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLQoTTG9va3VwQ2xpZW50UmVxdWVzdBIWCgljbGllbnRfaWQYASABKAlCA+BBAiJBChRMb29rdXBDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiSwocQ2hlY2tKYXZhU2NyaXB0T3JpZ2luUmVxdWVzdBITCgZvcmlnaW4YASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBASIzCh1DaGVja0phdmFTY3JpcHRPcmlnaW5SZXNwb25zZRISCgpyZWdpc3RlcmVkGAEgASgIIkoKGkNvbnNlbnRJbnN0YWxsYXRpb25SZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhITCgZzY29wZXMYAiADKAlCA+BBASJUChtDb25zZW50SW5zdGFsbGF0aW9uUmVzcG9uc2USNQoMaW5zdGFsbGF0aW9uGAEgASgLMh8ucmVnaXN0cnkub2F1dGgudjEuSW5zdGFsbGF0aW9uIjYKFkdldEluc3RhbGxhdGlvblJlcXVlc3QSHAoPaW5zdGFsbGF0aW9uX2lkGAEgASgJQgPgQQIiUAoXR2V0SW5zdGFsbGF0aW9uUmVzcG9uc2USNQoMaW5zdGFsbGF0aW9uGAEgASgLMh8ucmVnaXN0cnkub2F1dGgudjEuSW5zdGFsbGF0aW9uIlYKHUdldFByb2plY3RJbnN0YWxsYXRpb25SZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIcCg9pbnN0YWxsYXRpb25faWQYAiABKAlCA+BBAiJXCh5HZXRQcm9qZWN0SW5zdGFsbGF0aW9uUmVzcG9uc2USNQoMaW5zdGFsbGF0aW9uGAEgASgLMh8ucmVnaXN0cnkub2F1dGgudjEuSW5zdGFsbGF0aW9uIlEKGExpc3RJbnN0YWxsYXRpb25zUmVxdWVzdBIXCgVsaW1pdBgBIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAiABKAlCA+BBAUIICgZfbGltaXQiXAoZTGlzdEluc3RhbGxhdGlvbnNSZXNwb25zZRItCgRkYXRhGAEgAygLMh8ucmVnaXN0cnkub2F1dGgudjEuSW5zdGFsbGF0aW9uEhAKCGhhc19tb3JlGAIgASgIIjkKGVJldm9rZUluc3RhbGxhdGlvblJlcXVlc3QSHAoPaW5zdGFsbGF0aW9uX2lkGAEgASgJQgPgQQIiHAoaUmV2b2tlSW5zdGFsbGF0aW9uUmVzcG9uc2Uy1RUKFE9BdXRoUmVnaXN0cnlTZXJ2aWNlEpcBCg5HZXRPQXV0aENvbmZpZxIoLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldE9BdXRoQ29uZmlnUmVxdWVzdBopLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldE9BdXRoQ29uZmlnUmVzcG9uc2UiMILT5JMCKmIGY29uZmlnEiAvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NvbmZpZxKoAQoRVXBkYXRlT0F1dGhDb25maWcSKy5yZWdpc3RyeS5vYXV0aC52MS5VcGRhdGVPQXV0aENvbmZpZ1JlcXVlc3QaLC5yZWdpc3RyeS5vYXV0aC52MS5VcGRhdGVPQXV0aENvbmZpZ1Jlc3BvbnNlIjiC0+STAjI6BmNvbmZpZ2IGY29uZmlnMiAvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NvbmZpZxKaAQoMQ3JlYXRlQ2xpZW50EiYucmVnaXN0cnkub2F1dGgudjEuQ3JlYXRlQ2xpZW50UmVxdWVzdBonLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNyZWF0ZUNsaWVudFJlc3BvbnNlIjmC0+STAjM6BmNsaWVudGIGY2xpZW50IiEvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMSlQEKCUdldENsaWVudBIjLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldENsaWVudFJlcXVlc3QaJC5yZWdpc3RyeS5vYXV0aC52MS5HZXRDbGllbnRSZXNwb25zZSI9gtPkkwI3YgZjbGllbnQSLS92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cy97Y2xpZW50X2lkfRKHAQoLTGlzdENsaWVudHMSJS5yZWdpc3RyeS5vYXV0aC52MS5MaXN0Q2xpZW50c1JlcXVlc3QaJi5yZWdpc3RyeS5vYXV0aC52MS5MaXN0Q2xpZW50c1Jlc3BvbnNlIimC0+STAiMSIS92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cxKmAQoMVXBkYXRlQ2xpZW50EiYucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlQ2xpZW50UmVxdWVzdBonLnJlZ2lzdHJ5Lm9hdXRoLnYxLlVwZGF0ZUNsaWVudFJlc3BvbnNlIkWC0+STAj86BmNsaWVudGIGY2xpZW50Mi0vdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0SlgEKDERlbGV0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLkRlbGV0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5EZWxldGVDbGllbnRSZXNwb25zZSI1gtPkkwIvKi0vdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0SwgEKEkNyZWF0ZUNsaWVudFNlY3JldBIsLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNyZWF0ZUNsaWVudFNlY3JldFJlcXVlc3QaLS5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRTZWNyZXRSZXNwb25zZSJPgtPkkwJJOgEqYg1jbGllbnRfc2VjcmV0IjUvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0vc2VjcmV0cxKtAQoRTGlzdENsaWVudFNlY3JldHMSKy5yZWdpc3RyeS5vYXV0aC52MS5MaXN0Q2xpZW50U2VjcmV0c1JlcXVlc3QaLC5yZWdpc3RyeS5vYXV0aC52MS5MaXN0Q2xpZW50U2VjcmV0c1Jlc3BvbnNlIj2C0+STAjcSNS92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cy97Y2xpZW50X2lkfS9zZWNyZXRzErwBChJEZWxldGVDbGllbnRTZWNyZXQSLC5yZWdpc3RyeS5vYXV0aC52MS5EZWxldGVDbGllbnRTZWNyZXRSZXF1ZXN0Gi0ucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50U2VjcmV0UmVzcG9uc2UiSYLT5JMCQypBL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9L3NlY3JldHMve3NlY3JldF9pZH0ScQoSVmVyaWZ5Q2xpZW50U2VjcmV0EiwucmVnaXN0cnkub2F1dGgudjEuVmVyaWZ5Q2xpZW50U2VjcmV0UmVxdWVzdBotLnJlZ2lzdHJ5Lm9hdXRoLnYxLlZlcmlmeUNsaWVudFNlY3JldFJlc3BvbnNlEl8KDExvb2t1cENsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxvb2t1cENsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5Mb29rdXBDbGllbnRSZXNwb25zZRJ6ChVDaGVja0phdmFTY3JpcHRPcmlnaW4SLy5yZWdpc3RyeS5vYXV0aC52MS5DaGVja0phdmFTY3JpcHRPcmlnaW5SZXF1ZXN0GjAucmVnaXN0cnkub2F1dGgudjEuQ2hlY2tKYXZhU2NyaXB0T3JpZ2luUmVzcG9uc2USoAEKE0NvbnNlbnRJbnN0YWxsYXRpb24SLS5yZWdpc3RyeS5vYXV0aC52MS5Db25zZW50SW5zdGFsbGF0aW9uUmVxdWVzdBouLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNvbnNlbnRJbnN0YWxsYXRpb25SZXNwb25zZSIqgtPkkwIkOgEqYgxpbnN0YWxsYXRpb24iES92MS9pbnN0YWxsYXRpb25zEqMBCg9HZXRJbnN0YWxsYXRpb24SKS5yZWdpc3RyeS5vYXV0aC52MS5HZXRJbnN0YWxsYXRpb25SZXF1ZXN0GioucmVnaXN0cnkub2F1dGgudjEuR2V0SW5zdGFsbGF0aW9uUmVzcG9uc2UiOYLT5JMCM2IMaW5zdGFsbGF0aW9uEiMvdjEvaW5zdGFsbGF0aW9ucy97aW5zdGFsbGF0aW9uX2lkfRKJAQoRTGlzdEluc3RhbGxhdGlvbnMSKy5yZWdpc3RyeS5vYXV0aC52MS5MaXN0SW5zdGFsbGF0aW9uc1JlcXVlc3QaLC5yZWdpc3RyeS5vYXV0aC52MS5MaXN0SW5zdGFsbGF0aW9uc1Jlc3BvbnNlIhmC0+STAhMSES92MS9pbnN0YWxsYXRpb25zEn0KFkdldFByb2plY3RJbnN0YWxsYXRpb24SMC5yZWdpc3RyeS5vYXV0aC52MS5HZXRQcm9qZWN0SW5zdGFsbGF0aW9uUmVxdWVzdBoxLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldFByb2plY3RJbnN0YWxsYXRpb25SZXNwb25zZRKeAQoSUmV2b2tlSW5zdGFsbGF0aW9uEiwucmVnaXN0cnkub2F1dGgudjEuUmV2b2tlSW5zdGFsbGF0aW9uUmVxdWVzdBotLnJlZ2lzdHJ5Lm9hdXRoLnYxLlJldm9rZUluc3RhbGxhdGlvblJlc3BvbnNlIiuC0+STAiUqIy92MS9pbnN0YWxsYXRpb25zL3tpbnN0YWxsYXRpb25faWR9YgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_registry_oauth_v1_client, file_registry_oauth_v1_client_secret, file_registry_oauth_v1_config, file_registry_oauth_v1_installation]);
+  fileDesc("Ci5yZWdpc3RyeS9vYXV0aC92MS9vYXV0aF9yZWdpc3RyeV9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSIwChVHZXRPQXV0aENvbmZpZ1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECIkgKFkdldE9BdXRoQ29uZmlnUmVzcG9uc2USLgoGY29uZmlnGAEgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWcingEKGFVwZGF0ZU9BdXRoQ29uZmlnUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISMwoGY29uZmlnGAIgASgLMh4ucmVnaXN0cnkub2F1dGgudjEuT0F1dGhDb25maWdCA+BBAhI0Cgt1cGRhdGVfbWFzaxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJLChlVcGRhdGVPQXV0aENvbmZpZ1Jlc3BvbnNlEi4KBmNvbmZpZxgBIAEoCzIeLnJlZ2lzdHJ5Lm9hdXRoLnYxLk9BdXRoQ29uZmlnIl4KE0NyZWF0ZUNsaWVudFJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEi4KBmNsaWVudBgCIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudEID4EECIkEKFENyZWF0ZUNsaWVudFJlc3BvbnNlEikKBmNsaWVudBgBIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudCJDChBHZXRDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAiI+ChFHZXRDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiZAoSTGlzdENsaWVudHNSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIXCgVsaW1pdBgCIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAyABKAlCA+BBAUIICgZfbGltaXQiUAoTTGlzdENsaWVudHNSZXNwb25zZRInCgRkYXRhGAEgAygLMhkucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50EhAKCGhhc19tb3JlGAIgASgIIqwBChNVcGRhdGVDbGllbnRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIuCgZjbGllbnQYAyABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRCA+BBAhI0Cgt1cGRhdGVfbWFzaxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASJBChRVcGRhdGVDbGllbnRSZXNwb25zZRIpCgZjbGllbnQYASABKAsyGS5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnQiRgoTRGVsZXRlQ2xpZW50UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiFgoURGVsZXRlQ2xpZW50UmVzcG9uc2UiugEKGUNyZWF0ZUNsaWVudFNlY3JldFJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEjMKCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQESIgoQbGlmZXRpbWVfc2Vjb25kcxgEIAEoBUID4EEBSACIAQFCEwoRX2xpZmV0aW1lX3NlY29uZHMiVAoaQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2USNgoNY2xpZW50X3NlY3JldBgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldCJLChhMaXN0Q2xpZW50U2VjcmV0c1JlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECIlwKGUxpc3RDbGllbnRTZWNyZXRzUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldBIQCghoYXNfbW9yZRgCIAEoCCJkChlEZWxldGVDbGllbnRTZWNyZXRSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIWCglzZWNyZXRfaWQYAyABKAlCA+BBAiIcChpEZWxldGVDbGllbnRTZWNyZXRSZXNwb25zZSLAAQoWQ3JlYXRlQ2xpZW50S2V5UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQISKQoDandrGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEID4EEBEhUKCGdlbmVyYXRlGAQgASgJQgPgQQESMwoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBASJLChdDcmVhdGVDbGllbnRLZXlSZXNwb25zZRIwCgpjbGllbnRfa2V5GAEgASgLMhwucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50S2V5IkgKFUxpc3RDbGllbnRLZXlzUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQIiVgoWTGlzdENsaWVudEtleXNSZXNwb25zZRIqCgRkYXRhGAEgAygLMhwucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50S2V5EhAKCGhhc19tb3JlGAIgASgIIlsKE0dldENsaWVudEtleVJlcXVlc3QSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEhMKBmtleV9pZBgDIAEoCUID4EECIkgKFEdldENsaWVudEtleVJlc3BvbnNlEjAKCmNsaWVudF9rZXkYASABKAsyHC5yZWdpc3RyeS5vYXV0aC52MS5DbGllbnRLZXkiXgoWRGVsZXRlQ2xpZW50S2V5UmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQISEwoGa2V5X2lkGAMgASgJQgPgQQIiGQoXRGVsZXRlQ2xpZW50S2V5UmVzcG9uc2UiMQoXTG9va3VwQ2xpZW50S2V5c1JlcXVlc3QSFgoJY2xpZW50X2lkGAEgASgJQgPgQQIicQoYTG9va3VwQ2xpZW50S2V5c1Jlc3BvbnNlEikKBmNsaWVudBgBIAEoCzIZLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudBIqCgRrZXlzGAIgAygLMhwucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50S2V5IkgKGVJlY29yZENsaWVudEtleVVzZVJlcXVlc3QSFgoJY2xpZW50X2lkGAEgASgJQgPgQQISEwoGa2V5X2lkGAIgASgJQgPgQQIiHAoaUmVjb3JkQ2xpZW50S2V5VXNlUmVzcG9uc2UiSAoZVmVyaWZ5Q2xpZW50U2VjcmV0UmVxdWVzdBIWCgljbGllbnRfaWQYASABKAlCA+BBAhITCgZzZWNyZXQYAiABKAlCA+BBAiKGAQoaVmVyaWZ5Q2xpZW50U2VjcmV0UmVzcG9uc2USDQoFdmFsaWQYASABKAgSKQoGY2xpZW50GAIgASgLMhkucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50Ei4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIi0KE0xvb2t1cENsaWVudFJlcXVlc3QSFgoJY2xpZW50X2lkGAEgASgJQgPgQQIiQQoUTG9va3VwQ2xpZW50UmVzcG9uc2USKQoGY2xpZW50GAEgASgLMhkucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50IksKHENoZWNrSmF2YVNjcmlwdE9yaWdpblJlcXVlc3QSEwoGb3JpZ2luGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQEiMwodQ2hlY2tKYXZhU2NyaXB0T3JpZ2luUmVzcG9uc2USEgoKcmVnaXN0ZXJlZBgBIAEoCCJKChpDb25zZW50SW5zdGFsbGF0aW9uUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISEwoGc2NvcGVzGAIgAygJQgPgQQEiVAobQ29uc2VudEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiI2ChZHZXRJbnN0YWxsYXRpb25SZXF1ZXN0EhwKD2luc3RhbGxhdGlvbl9pZBgBIAEoCUID4EECIlAKF0dldEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiJWCh1HZXRQcm9qZWN0SW5zdGFsbGF0aW9uUmVxdWVzdBIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQISHAoPaW5zdGFsbGF0aW9uX2lkGAIgASgJQgPgQQIiVwoeR2V0UHJvamVjdEluc3RhbGxhdGlvblJlc3BvbnNlEjUKDGluc3RhbGxhdGlvbhgBIAEoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbiJRChhMaXN0SW5zdGFsbGF0aW9uc1JlcXVlc3QSFwoFbGltaXQYASABKAVCA+BBAUgAiAEBEhIKBWFmdGVyGAIgASgJQgPgQQFCCAoGX2xpbWl0IlwKGUxpc3RJbnN0YWxsYXRpb25zUmVzcG9uc2USLQoEZGF0YRgBIAMoCzIfLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvbhIQCghoYXNfbW9yZRgCIAEoCCI5ChlSZXZva2VJbnN0YWxsYXRpb25SZXF1ZXN0EhwKD2luc3RhbGxhdGlvbl9pZBgBIAEoCUID4EECIhwKGlJldm9rZUluc3RhbGxhdGlvblJlc3BvbnNlMvIcChRPQXV0aFJlZ2lzdHJ5U2VydmljZRKXAQoOR2V0T0F1dGhDb25maWcSKC5yZWdpc3RyeS5vYXV0aC52MS5HZXRPQXV0aENvbmZpZ1JlcXVlc3QaKS5yZWdpc3RyeS5vYXV0aC52MS5HZXRPQXV0aENvbmZpZ1Jlc3BvbnNlIjCC0+STAipiBmNvbmZpZxIgL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jb25maWcSqAEKEVVwZGF0ZU9BdXRoQ29uZmlnEisucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlT0F1dGhDb25maWdSZXF1ZXN0GiwucmVnaXN0cnkub2F1dGgudjEuVXBkYXRlT0F1dGhDb25maWdSZXNwb25zZSI4gtPkkwIyOgZjb25maWdiBmNvbmZpZzIgL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jb25maWcSmgEKDENyZWF0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNyZWF0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRSZXNwb25zZSI5gtPkkwIzOgZjbGllbnRiBmNsaWVudCIhL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzEpUBCglHZXRDbGllbnQSIy5yZWdpc3RyeS5vYXV0aC52MS5HZXRDbGllbnRSZXF1ZXN0GiQucmVnaXN0cnkub2F1dGgudjEuR2V0Q2xpZW50UmVzcG9uc2UiPYLT5JMCN2IGY2xpZW50Ei0vdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0ShwEKC0xpc3RDbGllbnRzEiUucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudHNSZXF1ZXN0GiYucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudHNSZXNwb25zZSIpgtPkkwIjEiEvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMSpgEKDFVwZGF0ZUNsaWVudBImLnJlZ2lzdHJ5Lm9hdXRoLnYxLlVwZGF0ZUNsaWVudFJlcXVlc3QaJy5yZWdpc3RyeS5vYXV0aC52MS5VcGRhdGVDbGllbnRSZXNwb25zZSJFgtPkkwI/OgZjbGllbnRiBmNsaWVudDItL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9EpYBCgxEZWxldGVDbGllbnQSJi5yZWdpc3RyeS5vYXV0aC52MS5EZWxldGVDbGllbnRSZXF1ZXN0GicucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50UmVzcG9uc2UiNYLT5JMCLyotL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9EsIBChJDcmVhdGVDbGllbnRTZWNyZXQSLC5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRTZWNyZXRSZXF1ZXN0Gi0ucmVnaXN0cnkub2F1dGgudjEuQ3JlYXRlQ2xpZW50U2VjcmV0UmVzcG9uc2UiT4LT5JMCSToBKmINY2xpZW50X3NlY3JldCI1L3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9L3NlY3JldHMSrQEKEUxpc3RDbGllbnRTZWNyZXRzEisucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudFNlY3JldHNSZXF1ZXN0GiwucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudFNlY3JldHNSZXNwb25zZSI9gtPkkwI3EjUvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0vc2VjcmV0cxK8AQoSRGVsZXRlQ2xpZW50U2VjcmV0EiwucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50U2VjcmV0UmVxdWVzdBotLnJlZ2lzdHJ5Lm9hdXRoLnYxLkRlbGV0ZUNsaWVudFNlY3JldFJlc3BvbnNlIkmC0+STAkMqQS92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cy97Y2xpZW50X2lkfS9zZWNyZXRzL3tzZWNyZXRfaWR9ErMBCg9DcmVhdGVDbGllbnRLZXkSKS5yZWdpc3RyeS5vYXV0aC52MS5DcmVhdGVDbGllbnRLZXlSZXF1ZXN0GioucmVnaXN0cnkub2F1dGgudjEuQ3JlYXRlQ2xpZW50S2V5UmVzcG9uc2UiSYLT5JMCQzoBKmIKY2xpZW50X2tleSIyL3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9L2tleXMSoQEKDkxpc3RDbGllbnRLZXlzEigucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudEtleXNSZXF1ZXN0GikucmVnaXN0cnkub2F1dGgudjEuTGlzdENsaWVudEtleXNSZXNwb25zZSI6gtPkkwI0EjIvdjEvcHJvamVjdHMve3Byb2plY3RfaWR9L2NsaWVudHMve2NsaWVudF9pZH0va2V5cxKwAQoMR2V0Q2xpZW50S2V5EiYucmVnaXN0cnkub2F1dGgudjEuR2V0Q2xpZW50S2V5UmVxdWVzdBonLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldENsaWVudEtleVJlc3BvbnNlIk+C0+STAkliCmNsaWVudF9rZXkSOy92MS9wcm9qZWN0cy97cHJvamVjdF9pZH0vY2xpZW50cy97Y2xpZW50X2lkfS9rZXlzL3trZXlfaWR9Eq0BCg9EZWxldGVDbGllbnRLZXkSKS5yZWdpc3RyeS5vYXV0aC52MS5EZWxldGVDbGllbnRLZXlSZXF1ZXN0GioucmVnaXN0cnkub2F1dGgudjEuRGVsZXRlQ2xpZW50S2V5UmVzcG9uc2UiQ4LT5JMCPSo7L3YxL3Byb2plY3RzL3twcm9qZWN0X2lkfS9jbGllbnRzL3tjbGllbnRfaWR9L2tleXMve2tleV9pZH0SawoQTG9va3VwQ2xpZW50S2V5cxIqLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxvb2t1cENsaWVudEtleXNSZXF1ZXN0GisucmVnaXN0cnkub2F1dGgudjEuTG9va3VwQ2xpZW50S2V5c1Jlc3BvbnNlEnEKElJlY29yZENsaWVudEtleVVzZRIsLnJlZ2lzdHJ5Lm9hdXRoLnYxLlJlY29yZENsaWVudEtleVVzZVJlcXVlc3QaLS5yZWdpc3RyeS5vYXV0aC52MS5SZWNvcmRDbGllbnRLZXlVc2VSZXNwb25zZRJxChJWZXJpZnlDbGllbnRTZWNyZXQSLC5yZWdpc3RyeS5vYXV0aC52MS5WZXJpZnlDbGllbnRTZWNyZXRSZXF1ZXN0Gi0ucmVnaXN0cnkub2F1dGgudjEuVmVyaWZ5Q2xpZW50U2VjcmV0UmVzcG9uc2USXwoMTG9va3VwQ2xpZW50EiYucmVnaXN0cnkub2F1dGgudjEuTG9va3VwQ2xpZW50UmVxdWVzdBonLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxvb2t1cENsaWVudFJlc3BvbnNlEnoKFUNoZWNrSmF2YVNjcmlwdE9yaWdpbhIvLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNoZWNrSmF2YVNjcmlwdE9yaWdpblJlcXVlc3QaMC5yZWdpc3RyeS5vYXV0aC52MS5DaGVja0phdmFTY3JpcHRPcmlnaW5SZXNwb25zZRKgAQoTQ29uc2VudEluc3RhbGxhdGlvbhItLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNvbnNlbnRJbnN0YWxsYXRpb25SZXF1ZXN0Gi4ucmVnaXN0cnkub2F1dGgudjEuQ29uc2VudEluc3RhbGxhdGlvblJlc3BvbnNlIiqC0+STAiQ6ASpiDGluc3RhbGxhdGlvbiIRL3YxL2luc3RhbGxhdGlvbnMSowEKD0dldEluc3RhbGxhdGlvbhIpLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldEluc3RhbGxhdGlvblJlcXVlc3QaKi5yZWdpc3RyeS5vYXV0aC52MS5HZXRJbnN0YWxsYXRpb25SZXNwb25zZSI5gtPkkwIzYgxpbnN0YWxsYXRpb24SIy92MS9pbnN0YWxsYXRpb25zL3tpbnN0YWxsYXRpb25faWR9EokBChFMaXN0SW5zdGFsbGF0aW9ucxIrLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxpc3RJbnN0YWxsYXRpb25zUmVxdWVzdBosLnJlZ2lzdHJ5Lm9hdXRoLnYxLkxpc3RJbnN0YWxsYXRpb25zUmVzcG9uc2UiGYLT5JMCExIRL3YxL2luc3RhbGxhdGlvbnMSfQoWR2V0UHJvamVjdEluc3RhbGxhdGlvbhIwLnJlZ2lzdHJ5Lm9hdXRoLnYxLkdldFByb2plY3RJbnN0YWxsYXRpb25SZXF1ZXN0GjEucmVnaXN0cnkub2F1dGgudjEuR2V0UHJvamVjdEluc3RhbGxhdGlvblJlc3BvbnNlEp4BChJSZXZva2VJbnN0YWxsYXRpb24SLC5yZWdpc3RyeS5vYXV0aC52MS5SZXZva2VJbnN0YWxsYXRpb25SZXF1ZXN0Gi0ucmVnaXN0cnkub2F1dGgudjEuUmV2b2tlSW5zdGFsbGF0aW9uUmVzcG9uc2UiK4LT5JMCJSojL3YxL2luc3RhbGxhdGlvbnMve2luc3RhbGxhdGlvbl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, file_registry_oauth_v1_client, file_registry_oauth_v1_client_key, file_registry_oauth_v1_client_secret, file_registry_oauth_v1_config, file_registry_oauth_v1_installation]);
 
 /**
  * Request of GetOAuthConfig.
@@ -315,7 +317,8 @@ export type UpdateClientRequest = Message<"registry.oauth.v1.UpdateClientRequest
   client?: Client | undefined;
 
   /**
-   * The fields to change: any of name, redirect_uris, javascript_origins, status. When absent,
+   * The fields to change: any of name, redirect_uris, javascript_origins, status,
+   * token_endpoint_auth_method, dpop_bound_access_tokens. When absent,
    * every field set to a non-default value in client.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
@@ -566,6 +569,334 @@ export const DeleteClientSecretResponseSchema: GenMessage<DeleteClientSecretResp
   messageDesc(file_registry_oauth_v1_oauth_registry_service, 19);
 
 /**
+ * Request of CreateClientKey: `jwk` or `generate`, not both.
+ *
+ * @generated from message registry.oauth.v1.CreateClientKeyRequest
+ */
+export type CreateClientKeyRequest = Message<"registry.oauth.v1.CreateClientKeyRequest"> & {
+  /**
+   * The project that owns the client.
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The client to add a key to.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * A public JWK to upload: members `kty`, `crv`, `x`, `y`, `n`, `e` as its type needs, and
+   * optionally `kid` (1..128 printable ASCII characters), `alg` (the key type's algorithm) and
+   * `use` (`sig`). Nothing private.
+   *
+   * @generated from field: google.protobuf.Struct jwk = 3;
+   */
+  jwk?: JsonObject | undefined;
+
+  /**
+   * Instead of `jwk`: the algorithm of a key pair for the registry to generate, `EdDSA` or
+   * `ES256`.
+   *
+   * @generated from field: string generate = 4;
+   */
+  generate: string;
+
+  /**
+   * When the key stops verifying: a time in the future (RFC 3339 in JSON). Unset: never.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message registry.oauth.v1.CreateClientKeyRequest.
+ * Use `create(CreateClientKeyRequestSchema)` to create a new message.
+ */
+export const CreateClientKeyRequestSchema: GenMessage<CreateClientKeyRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 20);
+
+/**
+ * Response of CreateClientKey.
+ *
+ * @generated from message registry.oauth.v1.CreateClientKeyResponse
+ */
+export type CreateClientKeyResponse = Message<"registry.oauth.v1.CreateClientKeyResponse"> & {
+  /**
+   * The new key, with `private_jwk` when the registry generated it.
+   *
+   * @generated from field: registry.oauth.v1.ClientKey client_key = 1;
+   */
+  clientKey?: ClientKey | undefined;
+};
+
+/**
+ * Describes the message registry.oauth.v1.CreateClientKeyResponse.
+ * Use `create(CreateClientKeyResponseSchema)` to create a new message.
+ */
+export const CreateClientKeyResponseSchema: GenMessage<CreateClientKeyResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 21);
+
+/**
+ * Request of ListClientKeys.
+ *
+ * @generated from message registry.oauth.v1.ListClientKeysRequest
+ */
+export type ListClientKeysRequest = Message<"registry.oauth.v1.ListClientKeysRequest"> & {
+  /**
+   * The project that owns the client.
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The client whose keys to list.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.ListClientKeysRequest.
+ * Use `create(ListClientKeysRequestSchema)` to create a new message.
+ */
+export const ListClientKeysRequestSchema: GenMessage<ListClientKeysRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 22);
+
+/**
+ * Response of ListClientKeys.
+ *
+ * @generated from message registry.oauth.v1.ListClientKeysResponse
+ */
+export type ListClientKeysResponse = Message<"registry.oauth.v1.ListClientKeysResponse"> & {
+  /**
+   * The client's keys, oldest first, without private parts.
+   *
+   * @generated from field: repeated registry.oauth.v1.ClientKey data = 1;
+   */
+  data: ClientKey[];
+
+  /**
+   * Always false: every key of the client is in data.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message registry.oauth.v1.ListClientKeysResponse.
+ * Use `create(ListClientKeysResponseSchema)` to create a new message.
+ */
+export const ListClientKeysResponseSchema: GenMessage<ListClientKeysResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 23);
+
+/**
+ * Request of GetClientKey.
+ *
+ * @generated from message registry.oauth.v1.GetClientKeyRequest
+ */
+export type GetClientKeyRequest = Message<"registry.oauth.v1.GetClientKeyRequest"> & {
+  /**
+   * The project that owns the client.
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The client that holds the key.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * The key's id (`key_...`).
+   *
+   * @generated from field: string key_id = 3;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.GetClientKeyRequest.
+ * Use `create(GetClientKeyRequestSchema)` to create a new message.
+ */
+export const GetClientKeyRequestSchema: GenMessage<GetClientKeyRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 24);
+
+/**
+ * Response of GetClientKey.
+ *
+ * @generated from message registry.oauth.v1.GetClientKeyResponse
+ */
+export type GetClientKeyResponse = Message<"registry.oauth.v1.GetClientKeyResponse"> & {
+  /**
+   * The key.
+   *
+   * @generated from field: registry.oauth.v1.ClientKey client_key = 1;
+   */
+  clientKey?: ClientKey | undefined;
+};
+
+/**
+ * Describes the message registry.oauth.v1.GetClientKeyResponse.
+ * Use `create(GetClientKeyResponseSchema)` to create a new message.
+ */
+export const GetClientKeyResponseSchema: GenMessage<GetClientKeyResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 25);
+
+/**
+ * Request of DeleteClientKey.
+ *
+ * @generated from message registry.oauth.v1.DeleteClientKeyRequest
+ */
+export type DeleteClientKeyRequest = Message<"registry.oauth.v1.DeleteClientKeyRequest"> & {
+  /**
+   * The project that owns the client.
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The client that holds the key.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * The key's id.
+   *
+   * @generated from field: string key_id = 3;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.DeleteClientKeyRequest.
+ * Use `create(DeleteClientKeyRequestSchema)` to create a new message.
+ */
+export const DeleteClientKeyRequestSchema: GenMessage<DeleteClientKeyRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 26);
+
+/**
+ * Response of DeleteClientKey. Empty (HTTP 204 through the gateway).
+ *
+ * @generated from message registry.oauth.v1.DeleteClientKeyResponse
+ */
+export type DeleteClientKeyResponse = Message<"registry.oauth.v1.DeleteClientKeyResponse"> & {
+};
+
+/**
+ * Describes the message registry.oauth.v1.DeleteClientKeyResponse.
+ * Use `create(DeleteClientKeyResponseSchema)` to create a new message.
+ */
+export const DeleteClientKeyResponseSchema: GenMessage<DeleteClientKeyResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 27);
+
+/**
+ * Request of LookupClientKeys.
+ *
+ * @generated from message registry.oauth.v1.LookupClientKeysRequest
+ */
+export type LookupClientKeysRequest = Message<"registry.oauth.v1.LookupClientKeysRequest"> & {
+  /**
+   * The OAuth client_id.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.LookupClientKeysRequest.
+ * Use `create(LookupClientKeysRequestSchema)` to create a new message.
+ */
+export const LookupClientKeysRequestSchema: GenMessage<LookupClientKeysRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 28);
+
+/**
+ * Response of LookupClientKeys.
+ *
+ * @generated from message registry.oauth.v1.LookupClientKeysResponse
+ */
+export type LookupClientKeysResponse = Message<"registry.oauth.v1.LookupClientKeysResponse"> & {
+  /**
+   * The client, whatever its status.
+   *
+   * @generated from field: registry.oauth.v1.Client client = 1;
+   */
+  client?: Client | undefined;
+
+  /**
+   * Its live keys (not expired by the registry's clock), oldest first. A caller that remembers
+   * them must stop honouring each at its expires_at: nothing notifies the moment.
+   *
+   * @generated from field: repeated registry.oauth.v1.ClientKey keys = 2;
+   */
+  keys: ClientKey[];
+};
+
+/**
+ * Describes the message registry.oauth.v1.LookupClientKeysResponse.
+ * Use `create(LookupClientKeysResponseSchema)` to create a new message.
+ */
+export const LookupClientKeysResponseSchema: GenMessage<LookupClientKeysResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 29);
+
+/**
+ * Request of RecordClientKeyUse.
+ *
+ * @generated from message registry.oauth.v1.RecordClientKeyUseRequest
+ */
+export type RecordClientKeyUseRequest = Message<"registry.oauth.v1.RecordClientKeyUseRequest"> & {
+  /**
+   * The client that holds the key.
+   *
+   * @generated from field: string client_id = 1;
+   */
+  clientId: string;
+
+  /**
+   * The key that authenticated it (its id, `key_...`).
+   *
+   * @generated from field: string key_id = 2;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message registry.oauth.v1.RecordClientKeyUseRequest.
+ * Use `create(RecordClientKeyUseRequestSchema)` to create a new message.
+ */
+export const RecordClientKeyUseRequestSchema: GenMessage<RecordClientKeyUseRequest> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 30);
+
+/**
+ * Response of RecordClientKeyUse.
+ *
+ * @generated from message registry.oauth.v1.RecordClientKeyUseResponse
+ */
+export type RecordClientKeyUseResponse = Message<"registry.oauth.v1.RecordClientKeyUseResponse"> & {
+};
+
+/**
+ * Describes the message registry.oauth.v1.RecordClientKeyUseResponse.
+ * Use `create(RecordClientKeyUseResponseSchema)` to create a new message.
+ */
+export const RecordClientKeyUseResponseSchema: GenMessage<RecordClientKeyUseResponse> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 31);
+
+/**
  * Request of VerifyClientSecret.
  *
  * @generated from message registry.oauth.v1.VerifyClientSecretRequest
@@ -591,7 +922,7 @@ export type VerifyClientSecretRequest = Message<"registry.oauth.v1.VerifyClientS
  * Use `create(VerifyClientSecretRequestSchema)` to create a new message.
  */
 export const VerifyClientSecretRequestSchema: GenMessage<VerifyClientSecretRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 20);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 32);
 
 /**
  * Response of VerifyClientSecret.
@@ -627,7 +958,7 @@ export type VerifyClientSecretResponse = Message<"registry.oauth.v1.VerifyClient
  * Use `create(VerifyClientSecretResponseSchema)` to create a new message.
  */
 export const VerifyClientSecretResponseSchema: GenMessage<VerifyClientSecretResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 21);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 33);
 
 /**
  * Request of LookupClient.
@@ -648,7 +979,7 @@ export type LookupClientRequest = Message<"registry.oauth.v1.LookupClientRequest
  * Use `create(LookupClientRequestSchema)` to create a new message.
  */
 export const LookupClientRequestSchema: GenMessage<LookupClientRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 22);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 34);
 
 /**
  * Response of LookupClient.
@@ -669,7 +1000,7 @@ export type LookupClientResponse = Message<"registry.oauth.v1.LookupClientRespon
  * Use `create(LookupClientResponseSchema)` to create a new message.
  */
 export const LookupClientResponseSchema: GenMessage<LookupClientResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 23);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 35);
 
 /**
  * Request of CheckJavaScriptOrigin.
@@ -697,7 +1028,7 @@ export type CheckJavaScriptOriginRequest = Message<"registry.oauth.v1.CheckJavaS
  * Use `create(CheckJavaScriptOriginRequestSchema)` to create a new message.
  */
 export const CheckJavaScriptOriginRequestSchema: GenMessage<CheckJavaScriptOriginRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 24);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 36);
 
 /**
  * Response of CheckJavaScriptOrigin.
@@ -718,7 +1049,7 @@ export type CheckJavaScriptOriginResponse = Message<"registry.oauth.v1.CheckJava
  * Use `create(CheckJavaScriptOriginResponseSchema)` to create a new message.
  */
 export const CheckJavaScriptOriginResponseSchema: GenMessage<CheckJavaScriptOriginResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 25);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 37);
 
 /**
  * Request of ConsentInstallation.
@@ -747,7 +1078,7 @@ export type ConsentInstallationRequest = Message<"registry.oauth.v1.ConsentInsta
  * Use `create(ConsentInstallationRequestSchema)` to create a new message.
  */
 export const ConsentInstallationRequestSchema: GenMessage<ConsentInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 26);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 38);
 
 /**
  * Response of ConsentInstallation.
@@ -768,7 +1099,7 @@ export type ConsentInstallationResponse = Message<"registry.oauth.v1.ConsentInst
  * Use `create(ConsentInstallationResponseSchema)` to create a new message.
  */
 export const ConsentInstallationResponseSchema: GenMessage<ConsentInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 27);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 39);
 
 /**
  * Request of GetInstallation.
@@ -789,7 +1120,7 @@ export type GetInstallationRequest = Message<"registry.oauth.v1.GetInstallationR
  * Use `create(GetInstallationRequestSchema)` to create a new message.
  */
 export const GetInstallationRequestSchema: GenMessage<GetInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 28);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 40);
 
 /**
  * Response of GetInstallation.
@@ -810,7 +1141,7 @@ export type GetInstallationResponse = Message<"registry.oauth.v1.GetInstallation
  * Use `create(GetInstallationResponseSchema)` to create a new message.
  */
 export const GetInstallationResponseSchema: GenMessage<GetInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 29);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 41);
 
 /**
  * Request of GetProjectInstallation.
@@ -838,7 +1169,7 @@ export type GetProjectInstallationRequest = Message<"registry.oauth.v1.GetProjec
  * Use `create(GetProjectInstallationRequestSchema)` to create a new message.
  */
 export const GetProjectInstallationRequestSchema: GenMessage<GetProjectInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 30);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 42);
 
 /**
  * Response of GetProjectInstallation.
@@ -859,7 +1190,7 @@ export type GetProjectInstallationResponse = Message<"registry.oauth.v1.GetProje
  * Use `create(GetProjectInstallationResponseSchema)` to create a new message.
  */
 export const GetProjectInstallationResponseSchema: GenMessage<GetProjectInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 31);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 43);
 
 /**
  * Request of ListInstallations.
@@ -888,7 +1219,7 @@ export type ListInstallationsRequest = Message<"registry.oauth.v1.ListInstallati
  * Use `create(ListInstallationsRequestSchema)` to create a new message.
  */
 export const ListInstallationsRequestSchema: GenMessage<ListInstallationsRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 32);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 44);
 
 /**
  * Response of ListInstallations.
@@ -916,7 +1247,7 @@ export type ListInstallationsResponse = Message<"registry.oauth.v1.ListInstallat
  * Use `create(ListInstallationsResponseSchema)` to create a new message.
  */
 export const ListInstallationsResponseSchema: GenMessage<ListInstallationsResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 33);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 45);
 
 /**
  * Request of RevokeInstallation.
@@ -937,7 +1268,7 @@ export type RevokeInstallationRequest = Message<"registry.oauth.v1.RevokeInstall
  * Use `create(RevokeInstallationRequestSchema)` to create a new message.
  */
 export const RevokeInstallationRequestSchema: GenMessage<RevokeInstallationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 34);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 46);
 
 /**
  * Response of RevokeInstallation. Empty (HTTP 204 through the gateway).
@@ -952,7 +1283,7 @@ export type RevokeInstallationResponse = Message<"registry.oauth.v1.RevokeInstal
  * Use `create(RevokeInstallationResponseSchema)` to create a new message.
  */
 export const RevokeInstallationResponseSchema: GenMessage<RevokeInstallationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_oauth_v1_oauth_registry_service, 35);
+  messageDesc(file_registry_oauth_v1_oauth_registry_service, 47);
 
 /**
  * OAuthRegistryService registers projects' OAuth clients, their consent-screen configuration and
@@ -1102,9 +1433,81 @@ export const OAuthRegistryService: GenService<{
     output: typeof DeleteClientSecretResponseSchema;
   },
   /**
+   * Adds a public key to a confidential client, for `private_key_jwt` (see ClientKey). The body
+   * holds either `jwk`, a public JWK to upload (`OKP`/`Ed25519`, `EC`/`P-256` or `RSA` of at
+   * least 2048 bits; a JWK with private members, `d` and the like, is INVALID_ARGUMENT and never
+   * stored), or `generate` (`EdDSA` or `ES256`): the registry makes the key pair and returns its
+   * private part once, in `private_jwk`. ALREADY_EXISTS when the client has a key of the same
+   * `kid`; FAILED_PRECONDITION for a public client, or one that already holds 10 live keys or 20
+   * in all. A replay under the same idempotency key returns the key without `private_jwk`.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.CreateClientKey
+   */
+  createClientKey: {
+    methodKind: "unary";
+    input: typeof CreateClientKeyRequestSchema;
+    output: typeof CreateClientKeyResponseSchema;
+  },
+  /**
+   * Lists a client's keys, oldest first, expired ones included. A client holds at most 20 keys,
+   * so the list is never cut: has_more is always false.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.ListClientKeys
+   */
+  listClientKeys: {
+    methodKind: "unary";
+    input: typeof ListClientKeysRequestSchema;
+    output: typeof ListClientKeysResponseSchema;
+  },
+  /**
+   * Returns one key of a client.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.GetClientKey
+   */
+  getClientKey: {
+    methodKind: "unary";
+    input: typeof GetClientKeyRequestSchema;
+    output: typeof GetClientKeyResponseSchema;
+  },
+  /**
+   * Deletes a key; it never verifies again.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.DeleteClientKey
+   */
+  deleteClientKey: {
+    methodKind: "unary";
+    input: typeof DeleteClientKeyRequestSchema;
+    output: typeof DeleteClientKeyResponseSchema;
+  },
+  /**
+   * Internal (no /v1 route): the client of a client_id with its live keys (by the registry's
+   * clock), for a token service that checks a client assertion. The same access rules as
+   * LookupClient.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.LookupClientKeys
+   */
+  lookupClientKeys: {
+    methodKind: "unary";
+    input: typeof LookupClientKeysRequestSchema;
+    output: typeof LookupClientKeysResponseSchema;
+  },
+  /**
+   * Internal (no /v1 route): records that a key authenticated its client, for a token service:
+   * sets the key's last_used_at when that is unset or more than a minute old. A key that is gone
+   * is ignored. The same access rules as LookupClient.
+   *
+   * @generated from rpc registry.oauth.v1.OAuthRegistryService.RecordClientKeyUse
+   */
+  recordClientKeyUse: {
+    methodKind: "unary";
+    input: typeof RecordClientKeyUseRequestSchema;
+    output: typeof RecordClientKeyUseResponseSchema;
+  },
+  /**
    * Internal (no /v1 route): checks a client_id and secret pair, for a token service. Compares
    * keyed hashes in constant time. valid is false for an unknown or deleted client, a suspended
-   * client, or a wrong, deleted or expired secret; it never says which. The caller needs access
+   * client, a client registered for private_key_jwt (or none), or a wrong, deleted or expired
+   * secret; it never says which. The caller needs access
    * to the client's project (PERMISSION_DENIED otherwise); unless its token covers every project
    * ("*"), an unknown client is PERMISSION_DENIED too, so the answer never tells whether a client
    * exists in a project the caller cannot see. A valid answer is a use of the secret: it sets the

@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/token/v1/token_service.proto.
  */
 export const file_registry_token_v1_token_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSKBAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQISGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBASKJAwoRSXNzdWVUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhIXCgpncmFudF90eXBlGAIgASgJQgPgQQISEgoFc2NvcGUYAyABKAlCA+BBARIRCgRjb2RlGAQgASgJQgPgQQESGQoMcmVkaXJlY3RfdXJpGAUgASgJQgPgQQESGgoNY29kZV92ZXJpZmllchgGIAEoCUID4EEBEhoKDXJlZnJlc2hfdG9rZW4YByABKAlCA+BBARIaCg1zdWJqZWN0X3Rva2VuGAggASgJQgPgQQESHwoSc3ViamVjdF90b2tlbl90eXBlGAkgASgJQgPgQQESFQoIYXVkaWVuY2UYCiABKAlCA+BBARIhChRyZXF1ZXN0ZWRfdG9rZW5fdHlwZRgLIAEoCUID4EEBEhgKC2FjdG9yX3Rva2VuGAwgASgJQgPgQQESFQoIcmVzb3VyY2UYDSABKAlCA+BBASKTAQoSSXNzdWVUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAMSDQoFc2NvcGUYBCABKAkSFQoNcmVmcmVzaF90b2tlbhgFIAEoCRIZChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCSLOAQoUQXV0aG9yaXphdGlvblJlcXVlc3QSGgoNcmVzcG9uc2VfdHlwZRgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EECEhkKDHJlZGlyZWN0X3VyaRgDIAEoCUID4EEBEhIKBXNjb3BlGAQgASgJQgPgQQESEgoFc3RhdGUYBSABKAlCA+BBARIbCg5jb2RlX2NoYWxsZW5nZRgGIAEoCUID4EEBEiIKFWNvZGVfY2hhbGxlbmdlX21ldGhvZBgHIAEoCUID4EEBIq0CCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCSJaChlTdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECInMKGlN0YXJ0QXV0aG9yaXphdGlvblJlc3BvbnNlEjMKB2NvbnNlbnQYASABKAsyIC5yZWdpc3RyeS50b2tlbi52MS5Db25zZW50U2NyZWVuSAASFQoLcmVkaXJlY3RfdG8YAiABKAlIAEIJCgdvdXRjb21lIqgBChpEZWNpZGVBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAhIyCghkZWNpc2lvbhgCIAEoDjIbLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lzaW9uQgPgQQISFwoKY3NyZl90b2tlbhgDIAEoCUID4EECIjIKG0RlY2lkZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtyZWRpcmVjdF90bxgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi6wEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJIoEBChJSZXZva2VUb2tlblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgV0b2tlbhgCIAEoCUID4EECEhwKD3Rva2VuX3R5cGVfaGludBgDIAEoCUID4EEBIhUKE1Jldm9rZVRva2VuUmVzcG9uc2UiEAoOR2V0Sndrc1JlcXVlc3QiPQoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCRIXCg9tYXhfYWdlX3NlY29uZHMYAiABKAMiRQoWQ2hlY2tDb3JzT3JpZ2luUmVxdWVzdBITCgZvcmlnaW4YASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBASIqChdDaGVja0NvcnNPcmlnaW5SZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIKqoBChBDbGllbnRBdXRoTWV0aG9kEiIKHkNMSUVOVF9BVVRIX01FVEhPRF9VTlNQRUNJRklFRBAAEioKJkNMSUVOVF9BVVRIX01FVEhPRF9DTElFTlRfU0VDUkVUX0JBU0lDEAESKQolQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfUE9TVBACEhsKF0NMSUVOVF9BVVRIX01FVEhPRF9OT05FEAMqSwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAjLWBQoMVG9rZW5TZXJ2aWNlElkKCklzc3VlVG9rZW4SJC5yZWdpc3RyeS50b2tlbi52MS5Jc3N1ZVRva2VuUmVxdWVzdBolLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXNwb25zZRJxChJTdGFydEF1dGhvcml6YXRpb24SLC5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Gi0ucmVnaXN0cnkudG9rZW4udjEuU3RhcnRBdXRob3JpemF0aW9uUmVzcG9uc2USdAoTRGVjaWRlQXV0aG9yaXphdGlvbhItLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Gi4ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEmgKD0ludHJvc3BlY3RUb2tlbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZRJcCgtSZXZva2VUb2tlbhIlLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVxdWVzdBomLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVzcG9uc2USUAoHR2V0SndrcxIhLnJlZ2lzdHJ5LnRva2VuLnYxLkdldEp3a3NSZXF1ZXN0GiIucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1Jlc3BvbnNlEmgKD0NoZWNrQ29yc09yaWdpbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5DaGVja0NvcnNPcmlnaW5SZXNwb25zZWIGcHJvdG8z", [file_google_api_field_behavior]);
+  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSLEAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQESGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBARIiChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBCABKAlCA+BBARIdChBjbGllbnRfYXNzZXJ0aW9uGAUgASgJQgPgQQEiUAoJRHBvcFByb29mEhIKBXByb29mGAEgASgJQgPgQQISGAoLaHR0cF9tZXRob2QYAiABKAlCA+BBAhIVCghodHRwX3VyaRgDIAEoCUID4EECIroDChFJc3N1ZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhcKCmdyYW50X3R5cGUYAiABKAlCA+BBAhISCgVzY29wZRgDIAEoCUID4EEBEhEKBGNvZGUYBCABKAlCA+BBARIZCgxyZWRpcmVjdF91cmkYBSABKAlCA+BBARIaCg1jb2RlX3ZlcmlmaWVyGAYgASgJQgPgQQESGgoNcmVmcmVzaF90b2tlbhgHIAEoCUID4EEBEhoKDXN1YmplY3RfdG9rZW4YCCABKAlCA+BBARIfChJzdWJqZWN0X3Rva2VuX3R5cGUYCSABKAlCA+BBARIVCghhdWRpZW5jZRgKIAEoCUID4EEBEiEKFHJlcXVlc3RlZF90b2tlbl90eXBlGAsgASgJQgPgQQESGAoLYWN0b3JfdG9rZW4YDCABKAlCA+BBARIVCghyZXNvdXJjZRgNIAEoCUID4EEBEi8KBGRwb3AYDiABKAsyHC5yZWdpc3RyeS50b2tlbi52MS5EcG9wUHJvb2ZCA+BBASKnAQoSSXNzdWVUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAMSDQoFc2NvcGUYBCABKAkSFQoNcmVmcmVzaF90b2tlbhgFIAEoCRIZChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCRISCgpkcG9wX25vbmNlGAcgASgJIs4BChRBdXRob3JpemF0aW9uUmVxdWVzdBIaCg1yZXNwb25zZV90eXBlGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQISGQoMcmVkaXJlY3RfdXJpGAMgASgJQgPgQQESEgoFc2NvcGUYBCABKAlCA+BBARISCgVzdGF0ZRgFIAEoCUID4EEBEhsKDmNvZGVfY2hhbGxlbmdlGAYgASgJQgPgQQESIgoVY29kZV9jaGFsbGVuZ2VfbWV0aG9kGAcgASgJQgPgQQEirQIKDUNvbnNlbnRTY3JlZW4SGAoQYXBwbGljYXRpb25fbmFtZRgBIAEoCRITCgtjbGllbnRfbmFtZRgCIAEoCRIQCghsb2dvX3VyaRgDIAEoCRIVCg1zdXBwb3J0X2VtYWlsGAQgASgJEhQKDGhvbWVwYWdlX3VyaRgFIAEoCRIaChJwcml2YWN5X3BvbGljeV91cmkYBiABKAkSHAoUdGVybXNfb2Zfc2VydmljZV91cmkYByABKAkSEgoKdW52ZXJpZmllZBgIIAEoCBIOCgZzY29wZXMYCSADKAkSEgoKYWNjb3VudF9pZBgKIAEoCRIPCgdzdWJqZWN0GAsgASgJEhcKD3JlZGlyZWN0X3RhcmdldBgMIAEoCRISCgpjc3JmX3Rva2VuGA0gASgJIloKGVN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QSPQoHcmVxdWVzdBgBIAEoCzInLnJlZ2lzdHJ5LnRva2VuLnYxLkF1dGhvcml6YXRpb25SZXF1ZXN0QgPgQQIicwoaU3RhcnRBdXRob3JpemF0aW9uUmVzcG9uc2USMwoHY29uc2VudBgBIAEoCzIgLnJlZ2lzdHJ5LnRva2VuLnYxLkNvbnNlbnRTY3JlZW5IABIVCgtyZWRpcmVjdF90bxgCIAEoCUgAQgkKB291dGNvbWUiqAEKGkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQIiMgobRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEhMKC3JlZGlyZWN0X3RvGAEgASgJIoUBChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EjkKBmNsaWVudBgBIAEoCzIkLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudENyZWRlbnRpYWxzQgPgQQISEgoFdG9rZW4YAiABKAlCA+BBAhIcCg90b2tlbl90eXBlX2hpbnQYAyABKAlCA+BBASL8AQoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEg0KBXNjb3BlGAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRISCgp0b2tlbl90eXBlGAQgASgJEgsKA2V4cBgFIAEoAxILCgNpYXQYBiABKAMSCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAEoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhIKCmFjY291bnRfaWQYCyABKAkSFwoPaW5zdGFsbGF0aW9uX2lkGAwgASgJEg8KB2FjdF9zdWIYDSABKAkSDwoHY25mX2prdBgOIAEoCSKBAQoSUmV2b2tlVG9rZW5SZXF1ZXN0EjkKBmNsaWVudBgBIAEoCzIkLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudENyZWRlbnRpYWxzQgPgQQISEgoFdG9rZW4YAiABKAlCA+BBAhIcCg90b2tlbl90eXBlX2hpbnQYAyABKAlCA+BBASIVChNSZXZva2VUb2tlblJlc3BvbnNlIhAKDkdldEp3a3NSZXF1ZXN0Ij0KD0dldEp3a3NSZXNwb25zZRIRCglqd2tzX2pzb24YASABKAkSFwoPbWF4X2FnZV9zZWNvbmRzGAIgASgDIkUKFkNoZWNrQ29yc09yaWdpblJlcXVlc3QSEwoGb3JpZ2luGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQEiKgoXQ2hlY2tDb3JzT3JpZ2luUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCrSAQoQQ2xpZW50QXV0aE1ldGhvZBIiCh5DTElFTlRfQVVUSF9NRVRIT0RfVU5TUEVDSUZJRUQQABIqCiZDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9CQVNJQxABEikKJUNMSUVOVF9BVVRIX01FVEhPRF9DTElFTlRfU0VDUkVUX1BPU1QQAhIbChdDTElFTlRfQVVUSF9NRVRIT0RfTk9ORRADEiYKIkNMSUVOVF9BVVRIX01FVEhPRF9QUklWQVRFX0tFWV9KV1QQBCpLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMtYFCgxUb2tlblNlcnZpY2USWQoKSXNzdWVUb2tlbhIkLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXF1ZXN0GiUucmVnaXN0cnkudG9rZW4udjEuSXNzdWVUb2tlblJlc3BvbnNlEnEKElN0YXJ0QXV0aG9yaXphdGlvbhIsLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QaLS5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRJ0ChNEZWNpZGVBdXRob3JpemF0aW9uEi0ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlcXVlc3QaLi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVBdXRob3JpemF0aW9uUmVzcG9uc2USaAoPSW50cm9zcGVjdFRva2VuEikucmVnaXN0cnkudG9rZW4udjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlc3BvbnNlElwKC1Jldm9rZVRva2VuEiUucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXF1ZXN0GiYucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXNwb25zZRJQCgdHZXRKd2tzEiEucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1JlcXVlc3QaIi5yZWdpc3RyeS50b2tlbi52MS5HZXRKd2tzUmVzcG9uc2USaAoPQ2hlY2tDb3JzT3JpZ2luEikucmVnaXN0cnkudG9rZW4udjEuQ2hlY2tDb3JzT3JpZ2luUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlc3BvbnNlYgZwcm90bzM", [file_google_api_field_behavior]);
 
 /**
  * The calling client's credentials.
@@ -20,14 +20,15 @@ export const file_registry_token_v1_token_service: GenFile = /*@__PURE__*/
  */
 export type ClientCredentials = Message<"registry.token.v1.ClientCredentials"> & {
   /**
-   * The OAuth client_id (the registry's client id, `cli_...`).
+   * The OAuth client_id (the registry's client id, `cli_...`). With a client assertion it may be
+   * empty (the assertion's `sub` names the client); when given, it must be the assertion's `sub`.
    *
    * @generated from field: string client_id = 1;
    */
   clientId: string;
 
   /**
-   * The client secret; empty for a public client.
+   * The client secret; empty for a public client and with a client assertion.
    *
    * @generated from field: string client_secret = 2;
    */
@@ -39,6 +40,27 @@ export type ClientCredentials = Message<"registry.token.v1.ClientCredentials"> &
    * @generated from field: registry.token.v1.ClientAuthMethod method = 3;
    */
   method: ClientAuthMethod;
+
+  /**
+   * `urn:ietf:params:oauth:client-assertion-type:jwt-bearer` with a client assertion (RFC 7521
+   * 4.2); anything else is `invalid_request`.
+   *
+   * @generated from field: string client_assertion_type = 4;
+   */
+  clientAssertionType: string;
+
+  /**
+   * The client assertion (`private_key_jwt`, RFC 7523 2.2 and 3): a JWS signed with one of the
+   * client's live keys, `alg` the key's (EdDSA keys also as `Ed25519`; never `none` or HS*);
+   * `iss` and `sub` the client_id; `aud` the issuer (or the token endpoint's URL); `exp` present
+   * and at most 5 minutes ahead; `iat` and `nbf`, when present, not in the future; `jti` present
+   * and used once (remembered in Postgres until `exp`, so a replay fails in every replica). A
+   * clock skew of 30 seconds is allowed each way. Every failure is `invalid_client` with one and
+   * the same description.
+   *
+   * @generated from field: string client_assertion = 5;
+   */
+  clientAssertion: string;
 };
 
 /**
@@ -47,6 +69,45 @@ export type ClientCredentials = Message<"registry.token.v1.ClientCredentials"> &
  */
 export const ClientCredentialsSchema: GenMessage<ClientCredentials> = /*@__PURE__*/
   messageDesc(file_registry_token_v1_token_service, 0);
+
+/**
+ * A DPoP proof (RFC 9449 4) of a token request, with what it must match: the HTTP request it came
+ * with, as the client addressed it.
+ *
+ * @generated from message registry.token.v1.DpopProof
+ */
+export type DpopProof = Message<"registry.token.v1.DpopProof"> & {
+  /**
+   * The `DPoP` header's value: a JWS with `typ` `dpop+jwt`, `alg` `EdDSA` (or `Ed25519`) or
+   * `ES256`, a public `jwk` in its header, and claims `jti`, `htm`, `htu`, `iat` (and `nonce`
+   * when the server requires one).
+   *
+   * @generated from field: string proof = 1;
+   */
+  proof: string;
+
+  /**
+   * The request's method, `POST`.
+   *
+   * @generated from field: string http_method = 2;
+   */
+  httpMethod: string;
+
+  /**
+   * The endpoint's URL as the client addressed it, without query and fragment (the gateway gives
+   * its public URL).
+   *
+   * @generated from field: string http_uri = 3;
+   */
+  httpUri: string;
+};
+
+/**
+ * Describes the message registry.token.v1.DpopProof.
+ * Use `create(DpopProofSchema)` to create a new message.
+ */
+export const DpopProofSchema: GenMessage<DpopProof> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 1);
 
 /**
  * Request of IssueToken: the token request's parameters (RFC 6749 4.1.3, 4.4.2, 6; RFC 8693
@@ -147,6 +208,16 @@ export type IssueTokenRequest = Message<"registry.token.v1.IssueTokenRequest"> &
    * @generated from field: string resource = 13;
    */
   resource: string;
+
+  /**
+   * A DPoP proof (RFC 9449): binds the access token (and a public client's refresh token) to the
+   * proof's key. A bad proof is `invalid_dpop_proof`; when the server requires nonces, a proof
+   * without the current one is `use_dpop_nonce`, with the nonce to use in the ErrorInfo's
+   * metadata `dpop_nonce` (the gateway's `DPoP-Nonce` header).
+   *
+   * @generated from field: registry.token.v1.DpopProof dpop = 14;
+   */
+  dpop?: DpopProof | undefined;
 };
 
 /**
@@ -154,7 +225,7 @@ export type IssueTokenRequest = Message<"registry.token.v1.IssueTokenRequest"> &
  * Use `create(IssueTokenRequestSchema)` to create a new message.
  */
 export const IssueTokenRequestSchema: GenMessage<IssueTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 1);
+  messageDesc(file_registry_token_v1_token_service, 2);
 
 /**
  * Response of IssueToken (RFC 6749 5.1).
@@ -170,7 +241,8 @@ export type IssueTokenResponse = Message<"registry.token.v1.IssueTokenResponse">
   accessToken: string;
 
   /**
-   * Always `Bearer`.
+   * `DPoP` for a token bound to a DPoP key (its `cnf.jkt` claim, RFC 9449 6.1), `Bearer`
+   * otherwise.
    *
    * @generated from field: string token_type = 2;
    */
@@ -203,6 +275,14 @@ export type IssueTokenResponse = Message<"registry.token.v1.IssueTokenResponse">
    * @generated from field: string issued_token_type = 6;
    */
   issuedTokenType: string;
+
+  /**
+   * The DPoP nonce the client uses in its next proof (the gateway's `DPoP-Nonce` header), when the
+   * server requires nonces; empty otherwise.
+   *
+   * @generated from field: string dpop_nonce = 7;
+   */
+  dpopNonce: string;
 };
 
 /**
@@ -210,7 +290,7 @@ export type IssueTokenResponse = Message<"registry.token.v1.IssueTokenResponse">
  * Use `create(IssueTokenResponseSchema)` to create a new message.
  */
 export const IssueTokenResponseSchema: GenMessage<IssueTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 2);
+  messageDesc(file_registry_token_v1_token_service, 3);
 
 /**
  * An OAuth authorization request's parameters (RFC 6749 4.1.1, RFC 7636 4.3), as the client
@@ -277,7 +357,7 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
  * Use `create(AuthorizationRequestSchema)` to create a new message.
  */
 export const AuthorizationRequestSchema: GenMessage<AuthorizationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 3);
+  messageDesc(file_registry_token_v1_token_service, 4);
 
 /**
  * What the consent page shows: the project's branding (its OAuthConfig) and the request.
@@ -385,7 +465,7 @@ export type ConsentScreen = Message<"registry.token.v1.ConsentScreen"> & {
  * Use `create(ConsentScreenSchema)` to create a new message.
  */
 export const ConsentScreenSchema: GenMessage<ConsentScreen> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 4);
+  messageDesc(file_registry_token_v1_token_service, 5);
 
 /**
  * Request of StartAuthorization.
@@ -406,7 +486,7 @@ export type StartAuthorizationRequest = Message<"registry.token.v1.StartAuthoriz
  * Use `create(StartAuthorizationRequestSchema)` to create a new message.
  */
 export const StartAuthorizationRequestSchema: GenMessage<StartAuthorizationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 5);
+  messageDesc(file_registry_token_v1_token_service, 6);
 
 /**
  * Response of StartAuthorization: a page to show, or an error to send back to the client.
@@ -443,7 +523,7 @@ export type StartAuthorizationResponse = Message<"registry.token.v1.StartAuthori
  * Use `create(StartAuthorizationResponseSchema)` to create a new message.
  */
 export const StartAuthorizationResponseSchema: GenMessage<StartAuthorizationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 6);
+  messageDesc(file_registry_token_v1_token_service, 7);
 
 /**
  * Request of DecideAuthorization.
@@ -478,7 +558,7 @@ export type DecideAuthorizationRequest = Message<"registry.token.v1.DecideAuthor
  * Use `create(DecideAuthorizationRequestSchema)` to create a new message.
  */
 export const DecideAuthorizationRequestSchema: GenMessage<DecideAuthorizationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 7);
+  messageDesc(file_registry_token_v1_token_service, 8);
 
 /**
  * Response of DecideAuthorization.
@@ -500,7 +580,7 @@ export type DecideAuthorizationResponse = Message<"registry.token.v1.DecideAutho
  * Use `create(DecideAuthorizationResponseSchema)` to create a new message.
  */
 export const DecideAuthorizationResponseSchema: GenMessage<DecideAuthorizationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 8);
+  messageDesc(file_registry_token_v1_token_service, 9);
 
 /**
  * Request of IntrospectToken (RFC 7662 2.1).
@@ -535,7 +615,7 @@ export type IntrospectTokenRequest = Message<"registry.token.v1.IntrospectTokenR
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 9);
+  messageDesc(file_registry_token_v1_token_service, 10);
 
 /**
  * Response of IntrospectToken (RFC 7662 2.2). Every field but `active` is empty for an inactive
@@ -566,7 +646,7 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
   clientId: string;
 
   /**
-   * `Bearer`.
+   * `DPoP` for a token bound to a DPoP key, `Bearer` otherwise.
    *
    * @generated from field: string token_type = 4;
    */
@@ -634,6 +714,15 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
    * @generated from field: string act_sub = 13;
    */
   actSub: string;
+
+  /**
+   * A DPoP-bound token's confirmation (RFC 9449 6.2, `cnf.jkt`): the base64url SHA-256
+   * thumbprint (RFC 7638) of the key a resource server must see a proof of; empty for a bearer
+   * token.
+   *
+   * @generated from field: string cnf_jkt = 14;
+   */
+  cnfJkt: string;
 };
 
 /**
@@ -641,7 +730,7 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 10);
+  messageDesc(file_registry_token_v1_token_service, 11);
 
 /**
  * Request of RevokeToken (RFC 7009 2.1).
@@ -676,7 +765,7 @@ export type RevokeTokenRequest = Message<"registry.token.v1.RevokeTokenRequest">
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 11);
+  messageDesc(file_registry_token_v1_token_service, 12);
 
 /**
  * Response of RevokeToken: empty (HTTP 200 with no content, RFC 7009 2.2).
@@ -691,7 +780,7 @@ export type RevokeTokenResponse = Message<"registry.token.v1.RevokeTokenResponse
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 12);
+  messageDesc(file_registry_token_v1_token_service, 13);
 
 /**
  * Request of GetJwks.
@@ -706,7 +795,7 @@ export type GetJwksRequest = Message<"registry.token.v1.GetJwksRequest"> & {
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 13);
+  messageDesc(file_registry_token_v1_token_service, 14);
 
 /**
  * Response of GetJwks.
@@ -735,7 +824,7 @@ export type GetJwksResponse = Message<"registry.token.v1.GetJwksResponse"> & {
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 14);
+  messageDesc(file_registry_token_v1_token_service, 15);
 
 /**
  * Request of CheckCorsOrigin.
@@ -763,7 +852,7 @@ export type CheckCorsOriginRequest = Message<"registry.token.v1.CheckCorsOriginR
  * Use `create(CheckCorsOriginRequestSchema)` to create a new message.
  */
 export const CheckCorsOriginRequestSchema: GenMessage<CheckCorsOriginRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 15);
+  messageDesc(file_registry_token_v1_token_service, 16);
 
 /**
  * Response of CheckCorsOrigin.
@@ -785,7 +874,7 @@ export type CheckCorsOriginResponse = Message<"registry.token.v1.CheckCorsOrigin
  * Use `create(CheckCorsOriginResponseSchema)` to create a new message.
  */
 export const CheckCorsOriginResponseSchema: GenMessage<CheckCorsOriginResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 16);
+  messageDesc(file_registry_token_v1_token_service, 17);
 
 /**
  * How the client presented its credentials (RFC 6749 2.3.1, RFC 8414
@@ -821,6 +910,13 @@ export enum ClientAuthMethod {
    * @generated from enum value: CLIENT_AUTH_METHOD_NONE = 3;
    */
   NONE = 3,
+
+  /**
+   * `client_assertion`, a JWT signed with one of the client's keys (RFC 7523 2.2).
+   *
+   * @generated from enum value: CLIENT_AUTH_METHOD_PRIVATE_KEY_JWT = 4;
+   */
+  PRIVATE_KEY_JWT = 4,
 }
 
 /**
