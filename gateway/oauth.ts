@@ -25,6 +25,11 @@
  * description kept to RFC 6749's characters, and never quoting the request) with the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
  * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer.
  *
+ * DPoP (RFC 9449): the token endpoint passes the `DPoP` header's proof (more than one header is
+ * `invalid_dpop_proof`) with the endpoint's public URL to the token service, and sends the nonce
+ * it answers in `DPoP-Nonce` (on success, and with `use_dpop_nonce` and `invalid_dpop_proof`);
+ * introspection shows a bound token's `cnf.jkt`.
+ *
  * @module
  */
 
@@ -38,22 +43,17 @@ import {
 } from "../gen/registry/token/v1/token_service_pb.ts";
 import { type AuthorizationParams, consentPage, errorPage } from "./consent_page.ts";
 import {
+  assertionSigningAlgs,
+  dpopSigningAlgs,
   type Logger,
   type MemoryBudget,
   oauthDescription,
+  oauthPaths,
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
 import { createCors } from "./cors.ts";
 
-/** The paths of the endpoints (the metadata tells clients; these are ours to choose). */
-export const oauthPaths = {
-  metadata: "/.well-known/oauth-authorization-server",
-  authorize: "/oauth2/authorize",
-  jwks: "/oauth2/jwks",
-  token: "/oauth2/token",
-  introspect: "/oauth2/introspect",
-  revoke: "/oauth2/revoke",
-} as const;
+export { oauthPaths };
 
 /** The grant types the token service runs. */
 const grantTypes = [
@@ -93,8 +93,11 @@ const tokenParams = {
   resource: "resource",
 } as const;
 
+/** How clients authenticate (RFC 8414 `*_endpoint_auth_methods_supported`). */
+const authMethods = ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"];
+
 /** The parameters each form of the endpoints knows, to name in an error (never an unknown one). */
-const clientParams = ["client_id", "client_secret"];
+const clientParams = ["client_id", "client_secret", "client_assertion", "client_assertion_type"];
 const knownParams = {
   token: new Set([...Object.keys(tokenParams), ...clientParams]),
   tokenForm: new Set(["token", "token_type_hint", ...clientParams]),
@@ -176,14 +179,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
     code_challenge_methods_supported: ["S256"],
-    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
-    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post"],
-    revocation_endpoint_auth_methods_supported: [
-      "client_secret_basic",
-      "client_secret_post",
-      "none",
-    ],
+    token_endpoint_auth_methods_supported: authMethods,
+    token_endpoint_auth_signing_alg_values_supported: assertionSigningAlgs,
+    introspection_endpoint_auth_methods_supported: authMethods.filter((m) => m !== "none"),
+    introspection_endpoint_auth_signing_alg_values_supported: assertionSigningAlgs,
+    revocation_endpoint_auth_methods_supported: authMethods,
+    revocation_endpoint_auth_signing_alg_values_supported: assertionSigningAlgs,
     authorization_response_iss_parameter_supported: true,
+    dpop_signing_alg_values_supported: dpopSigningAlgs,
   });
   let jwks: { body: string; until: number } | undefined;
 
@@ -438,7 +441,11 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           const fields = Object.fromEntries(
             Object.entries(tokenParams).map(([name, field]) => [field, params.get(name) ?? ""]),
           ) as Record<(typeof tokenParams)[keyof typeof tokenParams], string>;
-          const res = await tokens.issueToken({ client, ...fields }, {
+          const proof = dpopHeader(req.headers);
+          const dpop = proof === undefined
+            ? {}
+            : { dpop: { proof, httpMethod: "POST", httpUri: issuer + oauthPaths.token } };
+          const res = await tokens.issueToken({ client, ...fields, ...dpop }, {
             timeoutMs: options.rpcTimeoutMs,
             headers: headersOf(c),
           });
@@ -450,7 +457,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           if (res.scope !== "") body.scope = res.scope;
           if (res.refreshToken !== "") body.refresh_token = res.refreshToken;
           if (res.issuedTokenType !== "") body.issued_token_type = res.issuedTokenType;
-          return json(body);
+          return json(body, 200, res.dpopNonce === "" ? {} : { "dpop-nonce": res.dpopNonce });
         });
       case oauthPaths.introspect:
         return await form(req, endpoints.introspect, c, async (params, client) => {
@@ -476,6 +483,8 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             account_id: res.accountId,
             installation_id: res.installationId,
             ...(res.actSub !== "" ? { act: { sub: res.actSub } } : {}),
+            // RFC 9449 6.2: the key a DPoP-bound token's proofs must be made with.
+            ...(res.cnfJkt !== "" ? { cnf: { jkt: res.cnfJkt } } : {}),
           };
           // A member without a value is left out (RFC 7662 2.2 members are all optional).
           for (const [name, value] of Object.entries(body)) {
@@ -498,6 +507,19 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         return undefined;
     }
   };
+}
+
+/**
+ * The `DPoP` header's proof (RFC 9449 4.1), or undefined without one. More than one `DPoP` header
+ * (which Fetch joins with `, `, never found in a JWS) is `invalid_dpop_proof` (RFC 9449 4.3).
+ */
+function dpopHeader(headers: Headers): string | undefined {
+  const value = headers.get("dpop");
+  if (value === null) return undefined;
+  if (value.includes(",")) {
+    throw new OAuthHttpError(400, "invalid_dpop_proof", "Send one DPoP header, not more");
+  }
+  return value;
 }
 
 function missing(name: string): OAuthHttpError {
@@ -620,7 +642,9 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 /**
  * The client's credentials: HTTP Basic (RFC 6749 2.3.1: id and secret form-urlencoded, then
  * base64; a raw id or secret, as curl `-u` sends, decodes to itself unless it holds `%` or `+`),
- * or `client_id` and `client_secret` in the form. Using both is refused (RFC 6749 2.3).
+ * `client_id` and `client_secret` in the form, or a client assertion (`client_assertion_type` and
+ * `client_assertion`, RFC 7521 4.2, with `client_id` optional). Using two is refused (RFC 6749
+ * 2.3). The token service checks the assertion (its type included).
  */
 export function clientCredentials(
   authorization: string | null,
@@ -628,7 +652,27 @@ export function clientCredentials(
 ): ClientCredentials {
   const formId = params.get("client_id");
   const formSecret = params.get("client_secret");
-  if (authorization !== null && /^basic /i.test(authorization)) {
+  const assertion = params.get("client_assertion");
+  const assertionType = params.get("client_assertion_type");
+  const basicAuth = authorization !== null && /^basic /i.test(authorization);
+  if (assertion !== undefined || assertionType !== undefined) {
+    if (basicAuth || formSecret !== undefined) {
+      throw new OAuthHttpError(
+        400,
+        "invalid_request",
+        "Use one client authentication method: a client assertion, HTTP Basic or client_secret, not two",
+      );
+    }
+    return {
+      $typeName: "registry.token.v1.ClientCredentials",
+      clientId: formId ?? "",
+      clientSecret: "",
+      method: ClientAuthMethod.PRIVATE_KEY_JWT,
+      clientAssertion: assertion ?? "",
+      clientAssertionType: assertionType ?? "",
+    };
+  }
+  if (basicAuth) {
     const unauthorized = (description: string) =>
       new OAuthHttpError(401, "invalid_client", description, {
         "www-authenticate": 'Basic realm="oauth2", charset="UTF-8"',
@@ -672,6 +716,8 @@ export function clientCredentials(
       clientId: id,
       clientSecret: secret,
       method: ClientAuthMethod.CLIENT_SECRET_BASIC,
+      clientAssertion: "",
+      clientAssertionType: "",
     };
   }
   return {
@@ -679,6 +725,8 @@ export function clientCredentials(
     clientId: formId ?? "",
     clientSecret: formSecret ?? "",
     method: formSecret === undefined ? ClientAuthMethod.NONE : ClientAuthMethod.CLIENT_SECRET_POST,
+    clientAssertion: "",
+    clientAssertionType: "",
   };
 }
 
@@ -695,7 +743,14 @@ function fromRpc(error: unknown, basic: boolean, log: Logger, requestId: string)
         basic ? { "www-authenticate": 'Basic realm="oauth2", charset="UTF-8"' } : {},
       );
     }
-    return new OAuthHttpError(400, info.reason, err.rawMessage);
+    // RFC 9449 8: the nonce to use next (use_dpop_nonce, and any DPoP error when nonces are on).
+    const nonce = info.metadata.dpop_nonce;
+    return new OAuthHttpError(
+      400,
+      info.reason,
+      err.rawMessage,
+      nonce === undefined ? {} : { "dpop-nonce": nonce },
+    );
   }
   switch (err.code) {
     case Code.Unavailable:

@@ -28,7 +28,8 @@ const oauthError: Json = {
       type: "string",
       description: "The RFC 6749 error code, e.g. `invalid_request`, `invalid_client`, " +
         "`invalid_grant`, `unauthorized_client`, `unsupported_grant_type`, `invalid_scope`, " +
-        "`invalid_target`, `temporarily_unavailable`, `server_error`.",
+        "`invalid_target`, `invalid_dpop_proof`, `use_dpop_nonce` (RFC 9449), " +
+        "`temporarily_unavailable`, `server_error`.",
     },
     error_description: string("What went wrong, for the developer."),
   },
@@ -131,13 +132,36 @@ function errors(statuses: string[], extraHeaders: Record<string, Json> = {}): Re
 
 const formErrors = ["400", "401", "405", "413", "500", "503"];
 
+/** RFC 9449 8: the nonce a client's next DPoP proof must carry. */
+const dpopNonce: Record<string, Json> = {
+  "DPoP-Nonce": {
+    description: "When the server requires DPoP nonces (DPOP_NONCE_REQUIRED): the nonce to put " +
+      "in the next DPoP proof (on every success, and with `use_dpop_nonce` and " +
+      "`invalid_dpop_proof`).",
+    schema: { type: "string", pattern: "^[A-Za-z0-9_-]+$" },
+  },
+};
+
 /**
- * The client's credentials in the form: `client_secret_post`, or `client_id` alone for a public
- * client (`none`).
+ * The client's credentials in the form: `client_secret_post`, a client assertion
+ * (`private_key_jwt`), or `client_id` alone for a public client (`none`).
  */
 const clientFields: Record<string, Json> = {
-  client_id: string("The client's id, when it does not authenticate with HTTP Basic."),
+  client_id: string(
+    "The client's id, when it does not authenticate with HTTP Basic (optional with a client " +
+      "assertion, whose `sub` names the client).",
+  ),
   client_secret: string("The client's secret, with `client_secret_post`."),
+  client_assertion_type: {
+    type: "string",
+    enum: ["urn:ietf:params:oauth:client-assertion-type:jwt-bearer"],
+    description: "With `private_key_jwt` (RFC 7523 2.2).",
+  },
+  client_assertion: string(
+    "`private_key_jwt`: a JWT signed with one of the client's keys; `iss` and `sub` the " +
+      "client_id, `aud` the issuer (or this endpoint's URL), `exp` at most 5 minutes ahead, a " +
+      "`jti` used once.",
+  ),
 };
 
 function form(properties: Record<string, Json>, required: string[]): Json {
@@ -234,7 +258,11 @@ export function oauthOpenApiPaths(): Record<string, Json> {
                     token_endpoint_auth_methods_supported: strings,
                     introspection_endpoint_auth_methods_supported: strings,
                     revocation_endpoint_auth_methods_supported: strings,
+                    token_endpoint_auth_signing_alg_values_supported: strings,
+                    introspection_endpoint_auth_signing_alg_values_supported: strings,
+                    revocation_endpoint_auth_signing_alg_values_supported: strings,
                     authorization_response_iss_parameter_supported: { type: "boolean" },
+                    dpop_signing_alg_values_supported: strings,
                   },
                   additionalProperties: false,
                 },
@@ -355,9 +383,22 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         description: "RFC 6749 3.2: `authorization_code` (with `code_verifier`), " +
           "`refresh_token` (rotated: each use returns a new one; reusing an old one revokes the " +
           "family), `client_credentials`, and token exchange (RFC 8693). Confidential clients " +
-          "authenticate with HTTP Basic or `client_secret_post`; public clients send `client_id` " +
-          "alone. A browser app may call it from a registered JavaScript origin (CORS).",
+          "authenticate with HTTP Basic, `client_secret_post` or `private_key_jwt`; public " +
+          "clients send `client_id` " +
+          "alone. A browser app may call it from a registered JavaScript origin (CORS). With a " +
+          "`DPoP` proof (RFC 9449), the access token is bound to the proof's key (`token_type` " +
+          "`DPoP`, claim `cnf.jkt`), and so is a public client's refresh token.",
         security: clientAuth,
+        parameters: [{
+          name: "DPoP",
+          in: "header",
+          required: false,
+          description: "A DPoP proof (RFC 9449 4): a JWT of `typ` `dpop+jwt`, `alg` `EdDSA`, " +
+            "`Ed25519` or `ES256`, with the public `jwk` in its header, and claims `jti`, `htm` " +
+            "(`POST`), `htu` (this endpoint's URL), `iat` (at most 300 s old, 30 s ahead) and " +
+            "`nonce` when the server requires one. Once only.",
+          schema: { type: "string" },
+        }],
         requestBody: form({
           grant_type: {
             type: "string",
@@ -383,7 +424,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         responses: {
           "200": {
             description: "The token (RFC 6749 5.1).",
-            headers: { ...noStore, ...corsHeaders },
+            headers: { ...noStore, ...corsHeaders, ...dpopNonce },
             content: {
               "application/json": {
                 schema: {
@@ -391,7 +432,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
                   required: ["access_token", "token_type", "expires_in"],
                   properties: {
                     access_token: string("A JWT signed with EdDSA."),
-                    token_type: { type: "string", enum: ["Bearer", "N_A"] },
+                    token_type: { type: "string", enum: ["Bearer", "DPoP", "N_A"] },
                     expires_in: { type: "integer", minimum: 0 },
                     scope: { type: "string" },
                     refresh_token: { type: "string" },
@@ -402,7 +443,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
               },
             },
           },
-          ...errors(formErrors, corsHeaders),
+          ...errors(formErrors, { ...corsHeaders, ...dpopNonce }),
         },
       },
       options: preflight("tokenPreflight", "token endpoint"),
@@ -445,6 +486,14 @@ export function oauthOpenApiPaths(): Record<string, Json> {
                       type: "object",
                       properties: { sub: { type: "string" } },
                       required: ["sub"],
+                      additionalProperties: false,
+                    },
+                    cnf: {
+                      type: "object",
+                      description: "A DPoP-bound token's key (RFC 9449 6.2): `jkt`, its RFC 7638 " +
+                        "thumbprint; `token_type` is then `DPoP`.",
+                      properties: { jkt: { type: "string" } },
+                      required: ["jkt"],
                       additionalProperties: false,
                     },
                   },

@@ -63,11 +63,13 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       assert.deepEqual(as.token_endpoint_auth_methods_supported, [
         "client_secret_basic",
         "client_secret_post",
+        "private_key_jwt",
         "none",
       ]);
       assert.deepEqual(as.introspection_endpoint_auth_methods_supported, [
         "client_secret_basic",
         "client_secret_post",
+        "private_key_jwt",
       ]);
       assert.equal(as.authorization_response_iss_parameter_supported, true);
     });

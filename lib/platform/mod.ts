@@ -60,3 +60,4 @@ export { createLogger, type Logger } from "./log.ts";
 export { createMetrics, type Metrics, registerBudgetMetrics } from "./metrics.ts";
 export { componentEnv, componentFlags } from "./run_flags.ts";
 export { formatTraceparent, parseTraceparent, requestIdOf, startSpan } from "./trace.ts";
+export { assertionSigningAlgs, dpopSigningAlgs, oauthPaths } from "./oauth_metadata.ts";

@@ -28,12 +28,17 @@ export interface AccessClaims extends JWTPayload {
   installation_id?: string;
   /** A token from a token exchange: the client that acts (RFC 8693 4.1). */
   act?: { sub: string };
+  /**
+   * A DPoP-bound token (RFC 9449 6.1): the RFC 7638 thumbprint of the key whose proofs must come
+   * with it.
+   */
+  cnf?: { jkt: string };
 }
 
 /** What a new token's claims are made of; the rest (`iss`, times, `jti`) is added. */
 export type NewAccessToken = Pick<
   AccessClaims,
-  "sub" | "aud" | "client_id" | "scope" | "account_id" | "installation_id" | "act"
+  "sub" | "aud" | "client_id" | "scope" | "account_id" | "installation_id" | "act" | "cnf"
 >;
 
 /** A signed token. */
@@ -92,6 +97,7 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
       if (claims.account_id !== undefined) payload.account_id = claims.account_id;
       if (claims.installation_id !== undefined) payload.installation_id = claims.installation_id;
       if (claims.act !== undefined) payload.act = claims.act;
+      if (claims.cnf !== undefined) payload.cnf = { jkt: claims.cnf.jkt };
       Object.assign(payload, { iss: issuer, sub: claims.sub, aud: claims.aud, iat, exp, jti });
       const jwt = signJwt({ alg: key.alg, typ: "at+jwt", kid: key.kid }, payload, key.privateKey!);
       return { jwt, jti, expiresIn: exp - iat, expiresAt: new Date(exp * 1000) };

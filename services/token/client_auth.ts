@@ -3,9 +3,10 @@
  * the signed-in user. This interceptor stands where a platform service has `authentication` and
  * `authorization`. Each method has one rule in {@link clientRules}:
  *
- * - `client`: a confidential client, whose credentials in the request's `client` field verify
- *   through the registry's VerifyClientSecret and whose secret has not expired by this service's
- *   clock (else UNAUTHENTICATED, `invalid_client`);
+ * - `client`: a confidential client, whose credentials in the request's `client` field verify:
+ *   a secret through the registry's VerifyClientSecret, not expired by this service's clock, of a
+ *   client registered for a secret; or a client assertion (`private_key_jwt`,
+ *   ./client_assertion.ts) of a client registered for it. Else UNAUTHENTICATED, `invalid_client`;
  * - `client_or_public`: the same, or a public client (`spa`, `native`, which has no secret)
  *   presenting its client_id alone, looked up through the registry's LookupClient; a confidential
  *   client without its secret is `invalid_client`;
@@ -28,10 +29,16 @@ import {
   type HandlerContext,
   type Interceptor,
 } from "@connectrpc/connect";
-import { type Client, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import {
+  type Client,
+  ClientStatus,
+  ClientType,
+  TokenEndpointAuthMethod,
+} from "../../gen/registry/oauth/v1/client_pb.ts";
 import { authentication, type TokenVerifier } from "../../lib/policy/mod.ts";
 import type { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
 import type { ClientCredentials } from "../../gen/registry/token/v1/token_service_pb.ts";
+import { type AssertionVerifier, jwtBearerAssertionType } from "./client_assertion.ts";
 import { oauthError } from "./oauth_errors.ts";
 import { expired, type Registry } from "./registry.ts";
 
@@ -58,17 +65,24 @@ export function clientOf(ctx: HandlerContext | { values: ContextValues }): Clien
   return client;
 }
 
-/**
- * The interceptor; `rules` must name every method of `service`. A secret is refused from its
- * expiry on by `now` (ms since the epoch), the token service's clock.
- */
-export function clientAuthentication(
-  registry: Registry,
-  verify: TokenVerifier,
-  service: DescService,
-  rules: Record<string, ClientRule>,
-  now: () => number,
-): Interceptor {
+/** Options of {@link clientAuthentication}. */
+export interface ClientAuthOptions {
+  /** The registry (cached or not). */
+  registry: Registry;
+  /** Checks client assertions (`private_key_jwt`). */
+  assertions: AssertionVerifier;
+  /** Verifies users' platform tokens. */
+  verify: TokenVerifier;
+  /** The service, and the rule of each of its methods (every one must have one). */
+  service: DescService;
+  rules: Record<string, ClientRule>;
+  /** The clock (ms since the epoch): a secret is refused from its expiry on by it. */
+  now: () => number;
+}
+
+/** The interceptor; `rules` must name every method of `service`. */
+export function clientAuthentication(options: ClientAuthOptions): Interceptor {
+  const { service, rules, verify } = options;
   for (const method of service.methods) {
     if (!rules[method.localName]) {
       throw new Error(`No client rule for ${service.typeName}/${method.name}`);
@@ -85,7 +99,7 @@ export function clientAuthentication(
     const credentials = (req.message as { client?: ClientCredentials }).client;
     req.contextValues.set(
       clientKey,
-      await authenticate(registry, credentials, rule === "client_or_public", now),
+      await authenticate(options, credentials, rule === "client_or_public"),
     );
     return await next(req);
   };
@@ -96,19 +110,52 @@ export function isPublic(client: Client): boolean {
   return client.type !== ClientType.WEB;
 }
 
+/**
+ * Whether a client is registered to authenticate with a secret (either way of sending it; a
+ * registry that predates the field says nothing, which meant a secret).
+ */
+function usesSecret(client: Client): boolean {
+  const method = client.tokenEndpointAuthMethod;
+  return method !== TokenEndpointAuthMethod.PRIVATE_KEY_JWT &&
+    method !== TokenEndpointAuthMethod.NONE;
+}
+
 async function authenticate(
-  registry: Registry,
+  { registry, assertions, now }: ClientAuthOptions,
   credentials: ClientCredentials | undefined,
   publicAllowed: boolean,
-  now: () => number,
 ): Promise<Client> {
+  if (
+    credentials && (credentials.clientAssertion !== "" || credentials.clientAssertionType !== "")
+  ) {
+    if (credentials.clientAssertionType !== jwtBearerAssertionType) {
+      throw oauthError(
+        "invalid_request",
+        `client_assertion_type must be ${jwtBearerAssertionType}`,
+      );
+    }
+    if (credentials.clientAssertion === "") {
+      throw oauthError(
+        "invalid_request",
+        "client_assertion is required with client_assertion_type",
+      );
+    }
+    if (credentials.clientSecret !== "") {
+      throw oauthError(
+        "invalid_request",
+        "Use one client authentication method: a client assertion or a secret, not both",
+      );
+    }
+    return await assertions(credentials.clientAssertion, credentials.clientId);
+  }
   if (!credentials || credentials.clientId === "") {
     throw oauthError("invalid_client", "Client authentication is required");
   }
   if (credentials.clientSecret !== "") {
     const verified = await registry.verifySecret(credentials.clientId, credentials.clientSecret);
-    // An expired secret fails as a wrong one does, whether the answer is new or remembered.
-    if (!verified || expired(verified, now())) {
+    // An expired secret fails as a wrong one does, whether the answer is new or remembered; so
+    // does a client registered for another method (the registry refuses it too).
+    if (!verified || expired(verified, now()) || !usesSecret(verified.client)) {
       throw oauthError("invalid_client", "Client authentication failed");
     }
     return verified.client;
@@ -116,7 +163,7 @@ async function authenticate(
   if (!publicAllowed) {
     throw oauthError(
       "invalid_client",
-      "This endpoint needs a confidential client's secret (client_secret_basic or client_secret_post)",
+      "This endpoint needs a confidential client's credentials (a secret or a client assertion)",
     );
   }
   // A public client presents its client_id alone (token_endpoint_auth_method `none`).
@@ -127,7 +174,9 @@ async function authenticate(
   if (!isPublic(client)) {
     throw oauthError(
       "invalid_client",
-      "A confidential client authenticates with its secret (client_secret_basic or client_secret_post)",
+      client.tokenEndpointAuthMethod === TokenEndpointAuthMethod.PRIVATE_KEY_JWT
+        ? "This client authenticates with a client assertion (private_key_jwt)"
+        : "A confidential client authenticates with its secret (client_secret_basic or client_secret_post)",
     );
   }
   return client;

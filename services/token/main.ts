@@ -9,10 +9,17 @@
 
 import * as v from "valibot";
 import { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { nonNegativeInt, optionalString, positiveInt, required } from "../../lib/platform/mod.ts";
+import {
+  nonNegativeInt,
+  oauthPaths,
+  optionalString,
+  positiveInt,
+  required,
+} from "../../lib/platform/mod.ts";
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
 import { clientAuthentication, clientRules } from "./client_auth.ts";
+import { createAssertionVerifier } from "./client_assertion.ts";
 import { createKeyRing } from "./keys.ts";
 import { createRegistry } from "./registry.ts";
 import { cacheRegistry, type RegistryCache, registryChangesChannel } from "./registry_cache.ts";
@@ -21,10 +28,22 @@ import { createRevocations, revocationsChannel, uncachedRevocations } from "./re
 import { followChanges } from "../../lib/db/mod.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { deriveCsrfKey } from "./authorization.ts";
+import { createDpop, deriveDpopNonceKey } from "./dpop.ts";
 import { createGrantRepository } from "./repository/grants.ts";
+import { createUsedJtis } from "./repository/used_jtis.ts";
 import { createTokenService } from "./service.ts";
 
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
+/** A `true`/`false` setting with a default. */
+const flag = (fallback: boolean) =>
+  v.optional(
+    v.pipe(
+      v.string(),
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((s) => s === "true"),
+    ),
+    String(fallback),
+  );
 
 /** How often each replica re-reads the signing keys and deletes what has expired. */
 const refreshEveryMs = 60_000;
@@ -55,6 +74,11 @@ export const tokenService = defineService({
      * connection, and a listener would need its own).
      */
     REGISTRY_CACHE_MIB: nonNegativeInt(4),
+    /**
+     * Whether every DPoP proof must carry a nonce of this server's (RFC 9449 8): stateless, made
+     * from TOKEN_KEY_ENCRYPTION_KEY, so every replica makes and takes the same (./dpop.ts).
+     */
+    DPOP_NONCE_REQUIRED: flag(false),
   },
   serve: ({ sql, config, log, metrics, notReady, verify, budget, now }) => {
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
@@ -99,11 +123,13 @@ export const tokenService = defineService({
       })
       : uncachedRevocations(sql);
     const grants = createGrantRepository(sql);
+    const usedJtis = createUsedJtis(sql);
     const tick = setInterval(async () => {
       if (notReady() !== undefined) return;
       try {
         await keys.refresh();
         await grants.purge(new Date(now()));
+        await usedJtis.purge(new Date(now()));
         await revocations.reload();
       } catch (error) {
         log.warn("signing keys not refreshed", { error });
@@ -112,6 +138,13 @@ export const tokenService = defineService({
     Deno.unrefTimer(tick);
     const issuer = config.ISSUER_URL.replace(/\/$/, "");
     const csrfKey = deriveCsrfKey(config.TOKEN_KEY_ENCRYPTION_KEY);
+    const dpop = createDpop({
+      usedJtis,
+      nonceKey: config.DPOP_NONCE_REQUIRED
+        ? deriveDpopNonceKey(config.TOKEN_KEY_ENCRYPTION_KEY)
+        : undefined,
+      now,
+    });
     return {
       services: [
         bind(
@@ -131,6 +164,7 @@ export const tokenService = defineService({
             refreshTokenTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
             jwksMaxAgeSeconds: 300,
             csrfKey,
+            dpop,
             now,
           }),
         ),
@@ -141,7 +175,20 @@ export const tokenService = defineService({
         metering(metrics),
         deadline(),
         availability(notReady),
-        clientAuthentication(registry, verify, TokenService, clientRules, now),
+        clientAuthentication({
+          registry,
+          assertions: createAssertionVerifier({
+            registry,
+            usedJtis,
+            audiences: [issuer, issuer + oauthPaths.token],
+            now,
+            onReportError: (error) => log.warn("key use not reported", { error }),
+          }),
+          verify,
+          service: TokenService,
+          rules: clientRules,
+          now,
+        }),
       ],
     };
   },

@@ -15,7 +15,8 @@ export const oauthErrorDomain = "oauth2";
 
 /**
  * The error codes this server answers: RFC 6749 5.2 (token endpoint) and 4.1.2.1 (authorization
- * endpoint), RFC 7009 2.2.1 and RFC 8693 2.2.2.
+ * endpoint), RFC 7009 2.2.1, RFC 8693 2.2.2 and RFC 9449 (`invalid_dpop_proof` 5, `use_dpop_nonce`
+ * 8).
  */
 export type OAuthErrorCode =
   | "invalid_request"
@@ -27,7 +28,9 @@ export type OAuthErrorCode =
   | "unsupported_token_type"
   | "unsupported_response_type"
   | "access_denied"
-  | "invalid_target";
+  | "invalid_target"
+  | "invalid_dpop_proof"
+  | "use_dpop_nonce";
 
 const codes: Record<OAuthErrorCode, Code> = {
   invalid_request: Code.InvalidArgument,
@@ -40,14 +43,22 @@ const codes: Record<OAuthErrorCode, Code> = {
   unsupported_response_type: Code.InvalidArgument,
   access_denied: Code.PermissionDenied,
   invalid_target: Code.InvalidArgument,
+  invalid_dpop_proof: Code.InvalidArgument,
+  use_dpop_nonce: Code.InvalidArgument,
 };
 
 /**
  * An OAuth error with its description, which becomes the RFC's `error_description`: kept to its
- * characters by lib/platform's oauthDescription, and never quoting what the client sent.
+ * characters by lib/platform's oauthDescription, and never quoting what the client sent. Its
+ * `metadata` goes in the ErrorInfo: `dpop_nonce`, the DPoP nonce the client is to use next (the
+ * gateway's `DPoP-Nonce` header, RFC 9449 8).
  */
-export function oauthError(error: OAuthErrorCode, description: string): ConnectError {
+export function oauthError(
+  error: OAuthErrorCode,
+  description: string,
+  metadata: { dpop_nonce?: string } = {},
+): ConnectError {
   return new ConnectError(oauthDescription(description), codes[error], undefined, [
-    { desc: ErrorInfoSchema, value: { reason: error, domain: oauthErrorDomain } },
+    { desc: ErrorInfoSchema, value: { reason: error, domain: oauthErrorDomain, metadata } },
   ]);
 }

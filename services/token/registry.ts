@@ -15,6 +15,7 @@
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
+import type { ClientKey } from "../../gen/registry/oauth/v1/client_key_pb.ts";
 import type { OAuthConfig } from "../../gen/registry/oauth/v1/config_pb.ts";
 import type { Installation } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
@@ -38,6 +39,17 @@ export function expired(verified: VerifiedSecret, now: number): boolean {
   return verified.expiresAt !== undefined && verified.expiresAt <= now;
 }
 
+/** A client with its live keys, for a client assertion (`private_key_jwt`). */
+export interface ClientKeys {
+  /** The client, whatever its status. */
+  client: Client;
+  /**
+   * Its keys that were live by the registry's clock when asked; each stops verifying at its
+   * `expiresAt`, which the caller checks by its own clock.
+   */
+  keys: ClientKey[];
+}
+
 /** What the token service asks the registry. */
 export interface Registry {
   /**
@@ -48,6 +60,13 @@ export interface Registry {
    * records it (its `last_used_at`, at most once a minute).
    */
   verifySecret(clientId: string, secret: string): Promise<VerifiedSecret | undefined>;
+  /** A client with its live keys; undefined when the client is unknown. */
+  lookupClientKeys(clientId: string): Promise<ClientKeys | undefined>;
+  /**
+   * Tells the registry that a key authenticated its client (its `last_used_at`); the caller
+   * reports a key at most about once a minute.
+   */
+  recordKeyUse(clientId: string, keyId: string): Promise<void>;
   /** The client of `projectId`, or undefined when it has none of that id (or it was deleted). */
   getClient(projectId: string, clientId: string): Promise<Client | undefined>;
   /** The client of an id in any project, whatever its status; undefined when unknown. */
@@ -127,6 +146,25 @@ export function createRegistry(options: RegistryOptions): Registry {
       } catch (error) {
         // Unknown, malformed and out-of-reach ids are all "no such client" to a token caller.
         if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async lookupClientKeys(clientId) {
+      try {
+        const res = await client.lookupClientKeys({ clientId }, {
+          headers: await authorization(),
+        });
+        return res.client ? { client: res.client, keys: res.keys } : undefined;
+      } catch (error) {
+        if (isNoSuchClient(error)) return undefined;
+        throw unavailable(error);
+      }
+    },
+    async recordKeyUse(clientId, keyId) {
+      try {
+        await client.recordClientKeyUse({ clientId, keyId }, { headers: await authorization() });
+      } catch (error) {
+        if (isNoSuchClient(error)) return;
         throw unavailable(error);
       }
     },

@@ -3,13 +3,13 @@
  * introspection (a client and its secret, an installation, a project's config, a browser origin)
  * almost never changes, so each replica keeps the answers in memory, and Postgres keeps them
  * honest. The registry's triggers notify `oauth_registry_changes` when a client, an installation
- * or a config is updated or deleted, a secret deleted, or a client with JavaScript origins
- * created (the registry's migration that adds them names them after the channel); each replica
- * follows the channel (lib/db/change_feed.ts):
+ * or a config is updated or deleted, a secret deleted, a key added or deleted, or a client with
+ * JavaScript origins created (the registry's migration that adds them names them after the
+ * channel); each replica follows the channel (lib/db/change_feed.ts):
  *
- * - a notification drops what it names (a client with its verified secrets and every answer about
- *   browser origins, an installation, a config; `origins`: the answers about browser origins); a
- *   payload it does not know and a lost listening connection drop all;
+ * - a notification drops what it names (a client with its verified secrets and its keys, and every
+ *   answer about browser origins, an installation, a config; `origins`: the answers about browser
+ *   origins); a payload it does not know and a lost listening connection drop all;
  * - an answer is served from memory only while the feed is fresh (every change committed more than
  *   800 ms ago applied), so suspending or deleting a client, deleting a secret or revoking an
  *   installation takes effect in every replica within a second; while the feed is not fresh every
@@ -20,7 +20,9 @@
  * with), and for each at most 10 secrets that verified, as HMAC-SHA256 digests under a key made at
  * start-up and never stored (a memory dump shows no secret, and digests that nothing outside this
  * process can check a guess against); a wrong secret always goes to the registry. Installations and
- * configs that exist; whether an origin is registered, both ways (bounded like the rest).
+ * configs that exist; whether an origin is registered, both ways (bounded like the rest); a client's
+ * live public keys (for client assertions, ./client_assertion.ts), each refused from its expiry on
+ * by this service's clock, as a secret is.
  *
  * Two things about a secret change with no notification, and are kept with its digest:
  *
@@ -41,9 +43,10 @@
  * @module
  */
 
-import { toBinary } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { createHmac } from "node:crypto";
 import { type Client, ClientSchema, ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { LookupClientKeysResponseSchema } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { type OAuthConfig, OAuthConfigSchema } from "../../gen/registry/oauth/v1/config_pb.ts";
 import {
   type Installation,
@@ -51,7 +54,7 @@ import {
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
 import { idKind, type Lease, type MemoryBudget } from "../../lib/platform/mod.ts";
-import { expired, type Registry, type VerifiedSecret } from "./registry.ts";
+import { type ClientKeys, expired, type Registry, type VerifiedSecret } from "./registry.ts";
 
 /** The channel the registry's triggers notify. */
 export const registryChangesChannel = "oauth_registry_changes";
@@ -126,7 +129,8 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   const installations = new Map<string, Entry<Installation>>();
   const configs = new Map<string, Entry<OAuthConfig>>();
   const origins = new Map<string, Entry<boolean>>();
-  const maps: Map<string, Entry<unknown>>[] = [clients, installations, configs, origins];
+  const keySets = new Map<string, Entry<ClientKeys>>();
+  const maps: Map<string, Entry<unknown>>[] = [clients, installations, configs, origins, keySets];
   let bytes = 0;
   let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
   /** Counts every change applied; an answer read across one is not kept. */
@@ -184,6 +188,7 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       const key = payload.slice(colon + 1);
       if (kind === "client") {
         drop(clients, key);
+        drop(keySets, key);
         empty(origins);
       } else if (kind === "installation") {
         drop(installations, key);
@@ -307,6 +312,19 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       return verified;
     },
     lookupClient,
+    lookupClientKeys(clientId) {
+      return through(
+        keySets,
+        ids.client.toUuid(clientId),
+        () => registry.lookupClientKeys(clientId),
+        (k) =>
+          toBinary(LookupClientKeysResponseSchema, create(LookupClientKeysResponseSchema, k))
+            .length * 3,
+      );
+    },
+    recordKeyUse(clientId, keyId) {
+      return registry.recordKeyUse(clientId, keyId);
+    },
     async getClient(projectId, clientId) {
       // The same entry as lookupClient's: a client of another project is none of this one.
       const client = await lookupClient(clientId);

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { ClientKeySchema } from "../../gen/registry/oauth/v1/client_key_pb.ts";
 import { create } from "@bufbuild/protobuf";
 import { ClientSchema, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import type { FollowOptions } from "../../lib/db/mod.ts";
@@ -42,6 +43,20 @@ function setup(
       return Promise.resolve(
         c && create(ClientSchema, { id: clientId, projectId: c.projectId, status: c.status }),
       );
+    },
+    lookupClientKeys(clientId) {
+      calls.push(`keys ${clientId}`);
+      const c = clients.get(clientId);
+      return Promise.resolve(
+        c && {
+          client: create(ClientSchema, { id: clientId, projectId: c.projectId, status: c.status }),
+          keys: [create(ClientKeySchema, { id: "key_1", clientId, kid: "k1", algorithm: "EdDSA" })],
+        },
+      );
+    },
+    recordKeyUse(_clientId, keyId) {
+      calls.push(`key used ${keyId}`);
+      return Promise.resolve();
     },
     getClient: () => Promise.reject(new Error("not used by the cache")),
     getConfig: () => Promise.resolve(undefined),
@@ -109,6 +124,27 @@ Deno.test("registry cache: a verified secret is answered from memory until its c
   assert.equal(await t.cache.verifySecret(a.id, "s1"), undefined);
   assert.equal((await t.cache.lookupClient(a.id))?.status, ClientStatus.SUSPENDED);
   assert.equal(t.cache.stats().hits, 2);
+});
+
+Deno.test("registry cache: a client's keys are answered from memory until a key or the client changes", async () => {
+  const t = setup();
+  await Promise.resolve();
+  const a = t.add();
+  assert.equal((await t.cache.lookupClientKeys(a.id))?.keys[0]?.kid, "k1");
+  assert.equal((await t.cache.lookupClientKeys(a.id))?.keys[0]?.kid, "k1");
+  assert.deepEqual(t.calls, [`keys ${a.id}`]);
+  // A key added or deleted notifies its client (the registry's trigger): the list goes.
+  t.handlers().onChange(`client:${a.uuid}`);
+  await t.cache.lookupClientKeys(a.id);
+  assert.deepEqual(t.calls, [`keys ${a.id}`, `keys ${a.id}`]);
+  // An unknown client is never kept.
+  const unknown = "cli_01jd0000000000000000000009";
+  await t.cache.lookupClientKeys(unknown);
+  await t.cache.lookupClientKeys(unknown);
+  assert.equal(t.calls.filter((c) => c === `keys ${unknown}`).length, 2);
+  // Uses are passed on (client_assertion.ts throttles them).
+  await t.cache.recordKeyUse(a.id, "key_1");
+  assert.equal(t.calls.at(-1), "key used key_1");
 });
 
 Deno.test("registry cache: nothing from memory while the feed is not fresh, and a reset empties it", async () => {

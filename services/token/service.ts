@@ -19,6 +19,7 @@ import {
   startAuthorization,
 } from "./authorization.ts";
 import { clientOf } from "./client_auth.ts";
+import type { Dpop } from "./dpop.ts";
 import { authorizationCode } from "./grants/authorization_code.ts";
 import { clientCredentials } from "./grants/client_credentials.ts";
 import type { Grant, GrantDeps } from "./grants/context.ts";
@@ -51,6 +52,8 @@ export interface TokenServiceDeps {
   jwksMaxAgeSeconds: number;
   /** The HMAC key of the consent page's CSRF tokens. */
   csrfKey: Promise<CryptoKey>;
+  /** Checks DPoP proofs (RFC 9449) and makes their nonces. */
+  dpop: Dpop;
   /** The clock (ms since the epoch). */
   now: () => number;
 }
@@ -128,7 +131,6 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       active: true,
       scope: claims.scope ?? "",
       clientId: claims.client_id,
-      tokenType: "Bearer",
       exp: BigInt(claims.exp),
       iat: BigInt(claims.iat),
       sub: claims.sub,
@@ -138,6 +140,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       accountId: claims.account_id ?? "",
       installationId: claims.installation_id ?? "",
       actSub: claims.act?.sub ?? "",
+      // RFC 9449 6.2: a bound token's key, which a resource server must see a proof of.
+      tokenType: claims.cnf?.jkt !== undefined ? "DPoP" : "Bearer",
+      cnfJkt: claims.cnf?.jkt ?? "",
     };
   }
 
@@ -154,7 +159,18 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
             : "Unknown grant_type",
         );
       }
-      return await grant(grantDeps, client, req);
+      // DPoP (RFC 9449): the proof is checked (and its jti spent) before the grant runs, so that
+      // a bad proof spends no code or refresh token.
+      const jkt = req.dpop ? await deps.dpop.verify(req.dpop) : undefined;
+      if (jkt === undefined && client.dpopBoundAccessTokens) {
+        // RFC 9449 5.2: such a client's token requests must carry a proof.
+        throw await deps.dpop.error(
+          "invalid_dpop_proof",
+          "This client's access tokens must be DPoP-bound: send a DPoP proof",
+        );
+      }
+      const issued = await grant(grantDeps, client, req, jkt);
+      return { ...issued, dpopNonce: await deps.dpop.nonce() };
     },
 
     async startAuthorization(req, ctx) {

@@ -20,7 +20,7 @@ import { type Grant, issueInFamily, replayed } from "./context.ts";
 const reused = "The code was already used; the tokens it was exchanged for are revoked";
 
 /** Runs the grant. */
-export const authorizationCode: Grant = async (deps, client, req) => {
+export const authorizationCode: Grant = async (deps, client, req, jkt) => {
   if (req.code === "") throw oauthError("invalid_request", "code is required");
   if (req.codeVerifier === "") {
     throw oauthError("invalid_request", "code_verifier is required (PKCE)");
@@ -52,5 +52,6 @@ export const authorizationCode: Grant = async (deps, client, req) => {
     { family, spent: { codeHash: hash }, replayed: reused },
     { principalId: code.principal_id, accountId: code.account_id },
     code.scopes,
+    jkt,
   );
 };

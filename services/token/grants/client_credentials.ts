@@ -8,10 +8,10 @@
 import { isPublic } from "../client_auth.ts";
 import { oauthError } from "../oauth_errors.ts";
 import { parseScope } from "../scope.ts";
-import type { Grant } from "./context.ts";
+import { confirmation, type Grant, tokenType } from "./context.ts";
 
 /** Runs the grant. */
-export const clientCredentials: Grant = async (deps, client, req) => {
+export const clientCredentials: Grant = async (deps, client, req, jkt) => {
   if (isPublic(client)) {
     throw oauthError(
       "unauthorized_client",
@@ -24,13 +24,15 @@ export const clientCredentials: Grant = async (deps, client, req) => {
     aud: client.projectId,
     client_id: client.id,
     scope: scope.join(" "),
+    ...confirmation(jkt),
   });
   return {
     accessToken: token.jwt,
-    tokenType: "Bearer",
+    tokenType: tokenType(jkt),
     expiresIn: BigInt(token.expiresIn),
     scope: scope.join(" "),
     refreshToken: "",
     issuedTokenType: "",
+    dpopNonce: "",
   };
 };

@@ -16,6 +16,7 @@ import type { Registry } from "../registry.ts";
 import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_pb.ts";
 import type { FamilyRow, GrantRepository, Spent } from "../repository/grants.ts";
 import { oauthError } from "../oauth_errors.ts";
+import { isPublic } from "../client_auth.ts";
 
 /** What a grant needs. */
 export interface GrantDeps {
@@ -33,12 +34,27 @@ export interface GrantDeps {
   now: () => number;
 }
 
-/** A grant: runs a token request of its type for an authenticated client. */
+/**
+ * A grant: runs a token request of its type for an authenticated client. `jkt` is the thumbprint
+ * of the key of the request's DPoP proof, checked (../dpop.ts), when it had one: the access token
+ * is bound to it (`cnf.jkt`, RFC 9449 6.1), and so is a public client's refresh token (RFC 9449 5).
+ */
 export type Grant = (
   deps: GrantDeps,
   client: Client,
   req: IssueTokenRequest,
+  jkt?: string,
 ) => Promise<Omit<IssueTokenResponse, "$typeName">>;
+
+/** The `token_type` of an access token (RFC 9449 5): `DPoP` when bound to a key. */
+export function tokenType(jkt: string | undefined): string {
+  return jkt === undefined ? "Bearer" : "DPoP";
+}
+
+/** The `cnf` claim of an access token bound to `jkt` (RFC 9449 6.1); nothing when unbound. */
+export function confirmation(jkt: string | undefined): { cnf?: { jkt: string } } {
+  return jkt === undefined ? {} : { cnf: { jkt } };
+}
 
 /** Who an installation's token acts as. */
 export interface Principal {
@@ -54,6 +70,7 @@ export async function principalToken(
   principal: Principal,
   scopes: string[],
   act?: { sub: string },
+  jkt?: string,
 ): Promise<SignedAccessToken> {
   return await deps.accessTokens.sign({
     sub: principal.principalId,
@@ -63,6 +80,7 @@ export async function principalToken(
     account_id: principal.accountId,
     installation_id: principal.installationId,
     ...(act ? { act } : {}),
+    ...confirmation(jkt),
   });
 }
 
@@ -73,6 +91,11 @@ export async function principalToken(
  * token (GrantRepository.issue). When another request spent it first, this one is a replay: the
  * family is revoked (RFC 6749 4.1.2, RFC 9700 4.14.2) and the answer is `invalid_grant` with
  * `replayed` as its description.
+ *
+ * With a DPoP proof's `jkt`, the access token is bound to its key, and so is the refresh token
+ * when the client is public (RFC 9449 5: a confidential client's refresh token is bound to its
+ * authentication instead). A public client's request without a proof gets an unbound refresh
+ * token (the refresh grant has already refused one whose token was bound).
  */
 export async function issueInFamily(
   deps: GrantDeps,
@@ -80,6 +103,7 @@ export async function issueInFamily(
   grant: { family: FamilyRow; spent: Spent; replayed: string },
   holder: { principalId: string; accountId: string },
   scopes: string[],
+  jkt?: string,
 ): Promise<Omit<IssueTokenResponse, "$typeName">> {
   const { family } = grant;
   const installation = await deps.registry.getInstallation(
@@ -90,7 +114,7 @@ export async function issueInFamily(
     throw oauthError("invalid_grant", "The installation was revoked");
   }
   const principal = { installationId: installation.id, ...holder };
-  const access = await principalToken(deps, client, principal, scopes);
+  const access = await principalToken(deps, client, principal, scopes, undefined, jkt);
   const refresh = randomToken("ort_");
   const at = deps.now();
   const outcome = await deps.grants.issue(family.id, grant.spent, new Date(at), {
@@ -104,17 +128,19 @@ export async function issueInFamily(
       principal_id: principal.principalId,
       created_at: new Date(at),
       expires_at: new Date(at + deps.refreshTtlMs),
+      dpop_jkt: jkt !== undefined && isPublic(client) ? jkt : null,
     },
   });
   if (outcome === "spent") await replayed(deps, family.id, grant.replayed);
   if (outcome === "revoked") throw oauthError("invalid_grant", "The grant was revoked");
   return {
     accessToken: access.jwt,
-    tokenType: "Bearer",
+    tokenType: tokenType(jkt),
     expiresIn: BigInt(access.expiresIn),
     scope: scopes.join(" "),
     refreshToken: refresh,
     issuedTokenType: "",
+    dpopNonce: "",
   };
 }
 

@@ -17,13 +17,22 @@ import {
   InstallationStatus,
 } from "../../../gen/registry/oauth/v1/installation_pb.ts";
 import { IssueTokenRequestSchema } from "../../../gen/registry/token/v1/token_service_pb.ts";
-import type { AccessTokens } from "../access_tokens.ts";
+import type { AccessClaims, AccessTokens, NewAccessToken } from "../access_tokens.ts";
 import { sha256 } from "../opaque_tokens.ts";
 import type { Registry } from "../registry.ts";
-import type { CodeRow, FamilyRow, GrantRepository, RefreshRow } from "../repository/grants.ts";
+import type {
+  CodeRow,
+  FamilyRow,
+  GrantRepository,
+  Issued,
+  RefreshRow,
+  Spent,
+} from "../repository/grants.ts";
 import { authorizationCode } from "./authorization_code.ts";
 import type { GrantDeps } from "./context.ts";
 import { refreshToken } from "./refresh_token.ts";
+import { accessTokenType, tokenExchange } from "./token_exchange.ts";
+import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
 
 const verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
 const challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
@@ -131,6 +140,7 @@ function refreshRow(): RefreshRow {
     created_at: new Date(t0),
     expires_at: new Date(t0 + 1000),
     spent_at: null,
+    dpop_jkt: null,
   };
 }
 
@@ -194,4 +204,137 @@ Deno.test("refresh_token: a refused refresh writes nothing; only its own client'
   const byOther = await attempt({ refresh: spent, by: other });
   assert.deepEqual(byOther.writes, [], "another client's presentation of a spent token");
   assert.deepEqual((await attempt({ refresh: refreshRow() })).writes, ["issue"]);
+});
+
+/** Grant deps that keep what was signed and issued, for the DPoP bindings. */
+function recordingDeps(rows: { code?: CodeRow; refresh?: RefreshRow }, subject?: AccessClaims) {
+  const writes: Writes = [];
+  const base = deps({ now: t0 }, rows, writes);
+  const signed: NewAccessToken[] = [];
+  const issued: Issued[] = [];
+  const grants = {
+    ...base.grants,
+    issue: (_f: string, _s: Spent, _at: Date, what: Issued) => (
+      writes.push("issue"), issued.push(what), Promise.resolve("issued")
+    ),
+  } as unknown as GrantRepository;
+  const accessTokens: AccessTokens = {
+    sign: (claims) => (signed.push(claims), base.accessTokens.sign(claims)),
+    verify: () => Promise.resolve(subject),
+  };
+  const registry = {
+    getInstallation: () =>
+      Promise.resolve(
+        create(InstallationSchema, {
+          id: "ins_1",
+          status: InstallationStatus.ACTIVE,
+          scopes: ["a"],
+          accountId: "acct",
+          principalId: "prn_1",
+        }),
+      ),
+  } as unknown as Registry;
+  return {
+    grantDeps: { ...base, grants, accessTokens, registry } satisfies GrantDeps,
+    writes,
+    signed,
+    issued,
+  };
+}
+
+/** The OAuth error code of a refusal. */
+const reasonOf = (e: unknown) =>
+  e instanceof ConnectError ? e.findDetails(ErrorInfoSchema)[0]?.reason : String(e);
+
+const spa = create(ClientSchema, { ...client, type: ClientType.SPA });
+const jkt = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
+
+Deno.test("DPoP: a proof binds the access token, and a public client's refresh token only", async () => {
+  const code = { ...(await codeRow()), expires_at: new Date(t0 + 60_000) };
+  const request = create(IssueTokenRequestSchema, {
+    grantType: "authorization_code",
+    code: "oac_x",
+    redirectUri: "https://app.example/cb",
+    codeVerifier: verifier,
+  });
+  for (const [who, c, refreshJkt] of [["web", client, null], ["spa", spa, jkt]] as const) {
+    const r = recordingDeps({ code: { ...code, client_id: c.id } });
+    const res = await authorizationCode(r.grantDeps, c, request, jkt);
+    assert.equal(res.tokenType, "DPoP", who);
+    assert.deepEqual(r.signed[0]!.cnf, { jkt }, who);
+    assert.equal(r.issued[0]!.refresh.dpop_jkt, refreshJkt, who);
+  }
+  const bearer = recordingDeps({ code: { ...code, client_id: spa.id } });
+  const res = await authorizationCode(bearer.grantDeps, spa, request);
+  assert.equal(res.tokenType, "Bearer");
+  assert.equal(bearer.signed[0]!.cnf, undefined);
+  assert.equal(bearer.issued[0]!.refresh.dpop_jkt, null);
+});
+
+Deno.test("DPoP: a bound refresh token needs a proof of its key, and refusing it writes nothing", async () => {
+  const request = create(IssueTokenRequestSchema, {
+    grantType: "refresh_token",
+    refreshToken: "ort_x",
+  });
+  const bound = { ...refreshRow(), dpop_jkt: jkt };
+  const without = recordingDeps({ refresh: bound });
+  assert.equal(
+    await refreshToken(without.grantDeps, spa, request).then(() => "issued", reasonOf),
+    "invalid_dpop_proof",
+  );
+  const other = recordingDeps({ refresh: bound });
+  assert.equal(
+    await refreshToken(other.grantDeps, spa, request, "another-key").then(() => "issued", reasonOf),
+    "invalid_grant",
+  );
+  // Nobody without the key learns that a bound token was spent, nor revokes its family.
+  const spent = recordingDeps({ refresh: { ...bound, spent_at: new Date(t0 - 1) } });
+  assert.equal(
+    await refreshToken(spent.grantDeps, spa, request, "another-key").then(() => "issued", reasonOf),
+    "invalid_grant",
+  );
+  assert.deepEqual([...without.writes, ...other.writes, ...spent.writes], []);
+  const same = recordingDeps({ refresh: bound });
+  const res = await refreshToken(same.grantDeps, spa, request, jkt);
+  assert.equal(res.tokenType, "DPoP");
+  assert.equal(same.issued[0]!.refresh.dpop_jkt, jkt, "the new refresh token stays bound");
+  assert.deepEqual(same.signed[0]!.cnf, { jkt });
+  // A confidential client's refresh token is not bound: refreshed with or without a proof.
+  const web = recordingDeps({ refresh: refreshRow() });
+  assert.equal((await refreshToken(web.grantDeps, client, request, jkt)).tokenType, "DPoP");
+  assert.equal(web.issued[0]!.refresh.dpop_jkt, null);
+  const webBearer = recordingDeps({ refresh: refreshRow() });
+  assert.equal((await refreshToken(webBearer.grantDeps, client, request)).tokenType, "Bearer");
+});
+
+Deno.test("DPoP: token exchange keeps a subject token's binding", async () => {
+  const subject = (cnf?: { jkt: string }): AccessClaims => ({
+    sub: "cli_a",
+    aud: "p",
+    exp: t0 / 1000 + 900,
+    iat: t0 / 1000,
+    jti: crypto.randomUUID(),
+    client_id: "cli_a",
+    scope: "",
+    ...(cnf ? { cnf } : {}),
+  });
+  const request = create(IssueTokenRequestSchema, {
+    grantType: "urn:ietf:params:oauth:grant-type:token-exchange",
+    subjectToken: "jwt",
+    subjectTokenType: accessTokenType,
+    audience: "ins_1",
+  });
+  const boundSubject = subject({ jkt });
+  const exchange = (s: AccessClaims, key?: string) => {
+    const r = recordingDeps({}, s);
+    return tokenExchange(r.grantDeps, client, request, key).then(
+      (res) => ({ type: res.tokenType, cnf: r.signed[0]!.cnf }),
+      (e) => reasonOf(e),
+    );
+  };
+  assert.equal(await exchange(boundSubject), "invalid_dpop_proof");
+  assert.equal(await exchange(boundSubject, "another-key"), "invalid_grant");
+  assert.deepEqual(await exchange(boundSubject, jkt), { type: "DPoP", cnf: { jkt } });
+  assert.deepEqual(await exchange(subject()), { type: "Bearer", cnf: undefined });
+  assert.deepEqual(await exchange(subject(), jkt), { type: "DPoP", cnf: { jkt } });
 });

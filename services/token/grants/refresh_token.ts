@@ -10,6 +10,12 @@
  * it is told nothing and changes nothing, so a leaked token and any client's credentials cannot end
  * its user's session, nor can a client's mistaken scope.
  *
+ * DPoP (RFC 9449 5): a refresh token bound to a key (a public client's, issued with a proof) is
+ * used only with a proof of that key: without a proof the request is `invalid_dpop_proof`, with
+ * another key's `invalid_grant` (the proof is valid; the grant is not the prover's, as
+ * node-oidc-provider answers). Both are checked before the token's state, so that nobody without
+ * the key learns it or, by presenting a spent token, revokes its family.
+ *
  * @module
  */
 
@@ -21,7 +27,7 @@ import { type Grant, issueInFamily, replayed } from "./context.ts";
 const reused = "The refresh token was already used; every token of its grant is revoked";
 
 /** Runs the grant. */
-export const refreshToken: Grant = async (deps, client, req) => {
+export const refreshToken: Grant = async (deps, client, req, jkt) => {
   if (req.refreshToken === "") throw oauthError("invalid_request", "refresh_token is required");
   const hash = await sha256(req.refreshToken);
   const found = await deps.grants.findRefreshToken(hash);
@@ -29,6 +35,15 @@ export const refreshToken: Grant = async (deps, client, req) => {
     throw oauthError("invalid_grant", "The refresh token is not valid");
   }
   const { token, family } = found;
+  if (token.dpop_jkt !== null && jkt === undefined) {
+    throw oauthError(
+      "invalid_dpop_proof",
+      "The refresh token is DPoP-bound: send a DPoP proof of its key",
+    );
+  }
+  if (token.dpop_jkt !== null && token.dpop_jkt !== jkt) {
+    throw oauthError("invalid_grant", "The refresh token is bound to another DPoP key");
+  }
   if (token.spent_at !== null) return await replayed(deps, family.id, reused);
   if (family.revoked_at !== null) {
     throw oauthError("invalid_grant", "The refresh token was revoked");
@@ -43,5 +58,6 @@ export const refreshToken: Grant = async (deps, client, req) => {
     { family, spent: { refreshTokenHash: hash }, replayed: reused },
     { principalId: token.principal_id, accountId: token.account_id },
     scopes,
+    jkt,
   );
 };

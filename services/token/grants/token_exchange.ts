@@ -6,6 +6,12 @@
  * `{"sub": "<client_id>"}` (RFC 8693 4.1): it acts for the installation. No refresh token: the
  * client exchanges again when it needs to.
  *
+ * DPoP (RFC 9449): a subject token bound to a key (`cnf.jkt`) is exchanged only with a proof of
+ * that key, and the new token is bound to it too; without a proof the request is
+ * `invalid_dpop_proof`, with another key's `invalid_grant` (as for a bound refresh token): a
+ * bound token is of use only to the key's holder, and exchanging must not unbind it. A bearer
+ * subject token exchanged with a proof gives a token bound to the proof's key.
+ *
  * @module
  */
 
@@ -13,13 +19,13 @@ import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_
 import { isPublic } from "../client_auth.ts";
 import { oauthError } from "../oauth_errors.ts";
 import { narrowScope } from "../scope.ts";
-import { type Grant, principalToken } from "./context.ts";
+import { type Grant, principalToken, tokenType } from "./context.ts";
 
 /** RFC 8693 3: the URI of an access token. */
 export const accessTokenType = "urn:ietf:params:oauth:token-type:access_token";
 
 /** Runs the grant. */
-export const tokenExchange: Grant = async (deps, client, req) => {
+export const tokenExchange: Grant = async (deps, client, req, jkt) => {
   if (isPublic(client)) {
     throw oauthError(
       "unauthorized_client",
@@ -55,6 +61,16 @@ export const tokenExchange: Grant = async (deps, client, req) => {
       "subject_token must be an active access token this client got from client_credentials",
     );
   }
+  const bound = subject.cnf?.jkt;
+  if (bound !== undefined && jkt === undefined) {
+    throw oauthError(
+      "invalid_dpop_proof",
+      "subject_token is DPoP-bound: send a DPoP proof of its key",
+    );
+  }
+  if (bound !== undefined && bound !== jkt) {
+    throw oauthError("invalid_grant", "subject_token is bound to another DPoP key");
+  }
   const installation = await deps.registry.getInstallation(client.projectId, req.audience);
   if (!installation || installation.status !== InstallationStatus.ACTIVE) {
     throw oauthError("invalid_target", "audience is not an active installation of the project");
@@ -70,13 +86,15 @@ export const tokenExchange: Grant = async (deps, client, req) => {
     },
     scopes,
     { sub: client.id },
+    jkt,
   );
   return {
     accessToken: token.jwt,
-    tokenType: "Bearer",
+    tokenType: tokenType(jkt),
     expiresIn: BigInt(token.expiresIn),
     scope: scopes.join(" "),
     refreshToken: "",
     issuedTokenType: accessTokenType,
+    dpopNonce: "",
   };
 };

@@ -47,6 +47,11 @@ export interface RefreshRow {
   created_at: Date;
   expires_at: Date;
   spent_at: Date | null;
+  /**
+   * The thumbprint of the DPoP key it is bound to (a public client's, RFC 9449 5), whose proof
+   * every use needs; null when it is not bound.
+   */
+  dpop_jkt: string | null;
 }
 
 /** What issuing from a code or a refresh token spends: the code's hash, or the token's. */

@@ -1,0 +1,342 @@
+/**
+ * DPoP proofs (RFC 9449 4.3) against an injected clock and an in-memory stand-in for
+ * token.used_jtis: what is accepted, each way a proof is refused, and the nonces of RFC 9449 8.
+ */
+
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { ConnectError } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import { DpopProofSchema } from "../../gen/registry/token/v1/token_service_pb.ts";
+import {
+  createDpop,
+  deriveDpopNonceKey,
+  type Dpop,
+  nonceWindowSeconds,
+  normalizedHtu,
+  proofFutureSeconds,
+  proofMaxAgeSeconds,
+} from "./dpop.ts";
+
+const htu = "https://as.example.com/oauth2/token";
+const t0 = Date.UTC(2030, 0, 1, 12, 0, 0);
+
+/** An in-memory used_jtis: the same rule as the table's (a row counts until it expires). */
+function memoryJtis() {
+  const rows = new Map<string, number>();
+  return {
+    rows,
+    use(scope: string, jti: string, expiresAt: Date, now: Date) {
+      const key = `${scope}\u0000${jti}`;
+      const until = rows.get(key);
+      if (until !== undefined && until >= now.getTime()) return Promise.resolve(false);
+      rows.set(key, expiresAt.getTime());
+      return Promise.resolve(true);
+    },
+  };
+}
+
+const ed = await generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true });
+const ec = await generateKeyPair("ES256", { extractable: true });
+const edJwk = await exportJWK(ed.publicKey);
+const ecJwk = await exportJWK(ec.publicKey);
+
+interface ProofOptions {
+  alg?: string;
+  typ?: string;
+  jwk?: JWK;
+  key?: Parameters<SignJWT["sign"]>[0];
+  claims?: Record<string, unknown>;
+}
+
+/** A proof signed with the Ed25519 key (or as told), `iat` from the clock. */
+async function proof(clock: { now: number }, options: ProofOptions = {}): Promise<string> {
+  return await new SignJWT({
+    jti: crypto.randomUUID(),
+    htm: "POST",
+    htu,
+    iat: Math.floor(clock.now / 1000),
+    ...options.claims,
+  })
+    .setProtectedHeader({
+      alg: options.alg ?? "EdDSA",
+      typ: options.typ ?? "dpop+jwt",
+      jwk: options.jwk ?? edJwk,
+    })
+    .sign(options.key ?? ed.privateKey);
+}
+
+/** A JWS made by hand (for what jose will not sign: `none`, odd headers). */
+function handMade(header: unknown, claims: unknown, signature = ""): string {
+  const part = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+  return `${part(header)}.${part(claims)}.${signature}`;
+}
+
+const request = (proof: string, uri = htu, method = "POST") =>
+  create(DpopProofSchema, { proof, httpMethod: method, httpUri: uri });
+
+/** The OAuth error a verification failed with, and its ErrorInfo's metadata. */
+async function refusal(dpop: Dpop, p: string, uri = htu, method = "POST") {
+  const error = await dpop.verify(request(p, uri, method)).then(
+    () => assert.fail("the proof was accepted"),
+    (e) => e,
+  );
+  assert.ok(error instanceof ConnectError, String(error));
+  const info = error.findDetails(ErrorInfoSchema)[0]!;
+  return { error: info.reason, description: error.rawMessage, metadata: info.metadata };
+}
+
+function setup(nonces = false) {
+  const clock = { now: t0 };
+  const jtis = memoryJtis();
+  const dpop = createDpop({
+    usedJtis: jtis,
+    nonceKey: nonces ? deriveDpopNonceKey("x".repeat(32)) : undefined,
+    now: () => clock.now,
+  });
+  return { clock, jtis, dpop };
+}
+
+Deno.test("a valid proof gives its key's RFC 7638 thumbprint, with EdDSA, Ed25519 and ES256", async () => {
+  const { clock, dpop } = setup();
+  const edJkt = await calculateJwkThumbprint(edJwk, "sha256");
+  assert.equal(await dpop.verify(request(await proof(clock))), edJkt);
+  assert.equal(
+    await dpop.verify(request(await proof(clock, { alg: "Ed25519" }))),
+    edJkt,
+    "RFC 9864's name of the algorithm",
+  );
+  assert.equal(
+    await dpop.verify(
+      request(await proof(clock, { alg: "ES256", jwk: ecJwk, key: ec.privateKey })),
+    ),
+    await calculateJwkThumbprint(ecJwk, "sha256"),
+  );
+  // Members beyond the key's are allowed and left out of the thumbprint.
+  assert.equal(
+    await dpop.verify(request(await proof(clock, { jwk: { ...edJwk, kid: "k1", use: "sig" } }))),
+    edJkt,
+  );
+  assert.equal(await dpop.nonce(), "", "no nonce unless required");
+});
+
+Deno.test("htu is compared without query and fragment, after RFC 3986 normalisation", async () => {
+  const { clock, dpop } = setup();
+  for (
+    const claim of [
+      "https://as.example.com/oauth2/token?x=1",
+      "https://as.example.com/oauth2/token#f",
+      "HTTPS://AS.Example.COM/oauth2/token",
+      "https://as.example.com:443/oauth2/token",
+      "https://as.example.com/oauth2/%74oken",
+      "https://as.example.com/oauth2/x/../token",
+    ]
+  ) {
+    assert.equal(
+      typeof await dpop.verify(request(await proof(clock, { claims: { htu: claim } }))),
+      "string",
+      claim,
+    );
+  }
+  assert.equal(normalizedHtu("http://h.example:80"), "http://h.example/");
+  assert.equal(normalizedHtu("http://h.example/a%2fb"), "http://h.example/a%2Fb");
+  assert.equal(normalizedHtu("ftp://h.example/"), undefined);
+  assert.equal(normalizedHtu("/oauth2/token"), undefined);
+  for (
+    const claim of [
+      "https://as.example.com/oauth2/revoke",
+      "https://as.example.com:8443/oauth2/token",
+      "http://as.example.com/oauth2/token",
+      "https://other.example.com/oauth2/token",
+      "https://as.example.com/oauth2/Token",
+      "/oauth2/token",
+      "https://user@as.example.com/oauth2/token",
+    ]
+  ) {
+    const r = await refusal(dpop, await proof(clock, { claims: { htu: claim } }));
+    assert.equal(r.error, "invalid_dpop_proof", claim);
+    assert.match(r.description, /htu/, claim);
+  }
+  const notString = await refusal(dpop, await proof(clock, { claims: { htu: 1 } }));
+  assert.match(notString.description, /htu/);
+});
+
+Deno.test("iat: at most 300 s old and 30 s ahead", async () => {
+  const { clock, dpop } = setup();
+  const iat = (seconds: number) => ({ claims: { iat: Math.floor(t0 / 1000) + seconds } });
+  assert.ok(await dpop.verify(request(await proof(clock, iat(-proofMaxAgeSeconds)))));
+  assert.ok(await dpop.verify(request(await proof(clock, iat(proofFutureSeconds)))));
+  const old = await refusal(dpop, await proof(clock, iat(-proofMaxAgeSeconds - 1)));
+  assert.deepEqual([old.error, old.description], [
+    "invalid_dpop_proof",
+    "The DPoP proof is too old (iat)",
+  ]);
+  const ahead = await refusal(dpop, await proof(clock, iat(proofFutureSeconds + 1)));
+  assert.match(ahead.description, /future/);
+  for (const bad of ["1", null, undefined]) {
+    const r = await refusal(dpop, await proof(clock, { claims: { iat: bad } }));
+    assert.match(r.description, /iat/, String(bad));
+  }
+});
+
+Deno.test("jti: once per key, remembered until the proof could no longer be accepted", async () => {
+  const { clock, jtis, dpop } = setup();
+  const p = await proof(clock, { claims: { jti: "j1" } });
+  await dpop.verify(request(p));
+  const replay = await refusal(dpop, p);
+  assert.deepEqual([replay.error, replay.description], [
+    "invalid_dpop_proof",
+    "The DPoP proof was already used (jti)",
+  ]);
+  // Another key's proof may use the same jti (the scope is the key).
+  await dpop.verify(
+    request(
+      await proof(clock, { alg: "ES256", jwk: ecJwk, key: ec.privateKey, claims: { jti: "j1" } }),
+    ),
+  );
+  const [until] = [...jtis.rows.values()];
+  assert.equal(until, t0 + (proofMaxAgeSeconds + 1) * 1000);
+  // Until then, still a replay, even though the proof is nearly too old.
+  clock.now = t0 + proofMaxAgeSeconds * 1000;
+  assert.equal((await refusal(dpop, p)).description, "The DPoP proof was already used (jti)");
+  clock.now += 1000;
+  assert.equal((await refusal(dpop, p)).description, "The DPoP proof is too old (iat)");
+  for (const jti of ["", "x".repeat(257), 5]) {
+    const clock2 = { now: t0 };
+    const r = await refusal(dpop, await proof(clock2, { claims: { jti } }));
+    assert.match(r.description, /jti/);
+  }
+  clock.now = t0;
+  assert.ok(await dpop.verify(request(await proof(clock, { claims: { jti: "y".repeat(256) } }))));
+});
+
+Deno.test("htm must be the request's method", async () => {
+  const { clock, dpop } = setup();
+  const r = await refusal(dpop, await proof(clock, { claims: { htm: "GET" } }));
+  assert.match(r.description, /htm/);
+  const lower = await refusal(dpop, await proof(clock, { claims: { htm: "post" } }));
+  assert.match(lower.description, /htm/);
+  const missing = await refusal(dpop, await proof(clock, { claims: { htm: undefined } }));
+  assert.match(missing.description, /htm/);
+});
+
+Deno.test("header: typ, alg, a public jwk of the alg, no crit", async () => {
+  const { clock, dpop } = setup();
+  const cases: [string, Promise<string> | string, RegExp][] = [
+    ["typ JWT", proof(clock, { typ: "JWT" }), /typ/],
+    ["typ application/dpop+jwt", proof(clock, { typ: "application/dpop+jwt" }), /typ/],
+    ["ES256 alg, Ed25519 key", proof(clock, { alg: "ES256", key: ec.privateKey }), /jwk/],
+    ["EdDSA alg, EC key", proof(clock, { jwk: ecJwk }), /jwk/],
+    [
+      "the private jwk",
+      (async () => proof(clock, { jwk: await exportJWK(ed.privateKey) }))(),
+      /public/,
+    ],
+    ["a symmetric jwk", proof(clock, { jwk: { ...edJwk, k: "AAAA" } }), /public/],
+    ["no jwk", handMade({ alg: "EdDSA", typ: "dpop+jwt" }, {}, "AAAA"), /jwk/],
+    ["alg none", handMade({ alg: "none", typ: "dpop+jwt", jwk: edJwk }, {}, "x"), /alg/],
+    [
+      "crit",
+      handMade({ alg: "EdDSA", typ: "dpop+jwt", jwk: edJwk, crit: ["b64"], b64: true }, {}, "x"),
+      /crit/,
+    ],
+    ["a bad x", proof(clock, { jwk: { ...edJwk, x: "AAAA" } }), /jwk/],
+  ];
+  for (const [what, p, pattern] of cases) {
+    const r = await refusal(dpop, await p);
+    assert.equal(r.error, "invalid_dpop_proof", what);
+    assert.match(r.description, pattern, what);
+  }
+  const hmacKey = new Uint8Array(32);
+  const hs = await new SignJWT({ jti: "h", htm: "POST", htu, iat: Math.floor(t0 / 1000) })
+    .setProtectedHeader({ alg: "HS256", typ: "dpop+jwt", jwk: edJwk })
+    .sign(hmacKey);
+  assert.match((await refusal(dpop, hs)).description, /alg/);
+  const rsa = await generateKeyPair("RS256", { extractable: true });
+  const rs = await new SignJWT({ jti: "r", htm: "POST", htu, iat: Math.floor(t0 / 1000) })
+    .setProtectedHeader({ alg: "RS256", typ: "dpop+jwt", jwk: await exportJWK(rsa.publicKey) })
+    .sign(rsa.privateKey);
+  assert.match((await refusal(dpop, rs)).description, /alg/);
+});
+
+Deno.test("the signature must verify with the header's jwk", async () => {
+  const { clock, dpop } = setup();
+  const other = await generateKeyPair("EdDSA", { crv: "Ed25519" });
+  const r = await refusal(dpop, await proof(clock, { key: other.privateKey }));
+  assert.match(r.description, /signature/);
+  const good = await proof(clock);
+  const [h, p] = good.split(".");
+  const tampered = `${h}.${
+    Buffer.from(JSON.stringify({ jti: "z", htm: "POST", htu, iat: Math.floor(t0 / 1000) }))
+      .toString("base64url")
+  }.${good.split(".")[2]}`;
+  assert.match((await refusal(dpop, tampered)).description, /signature/);
+  assert.match((await refusal(dpop, `${h}.${p}.`)).description, /one compact JWS/);
+  for (const bad of ["", "a.b", `${good}.x`, `${good}, ${good}`, `${good} `, "x".repeat(5000)]) {
+    assert.match((await refusal(dpop, bad)).description, /one compact JWS/, bad.slice(0, 20));
+  }
+  assert.match((await refusal(dpop, "a.b.c")).description, /compact JWS of a JWT/);
+  const ecOther = await generateKeyPair("ES256");
+  const ecBad = await proof(clock, { alg: "ES256", jwk: ecJwk, key: ecOther.privateKey });
+  assert.match((await refusal(dpop, ecBad)).description, /signature/);
+});
+
+Deno.test("nonces: required when set, the current and the previous window's accepted", async () => {
+  const { clock, dpop } = setup(true);
+  const nonce = await dpop.nonce();
+  assert.match(nonce, /^[A-Za-z0-9_-]{54}$/);
+  assert.equal(await dpop.nonce(), nonce, "the same within a window");
+  const missing = await refusal(dpop, await proof(clock));
+  assert.deepEqual([missing.error, missing.metadata.dpop_nonce], ["use_dpop_nonce", nonce]);
+  const wrong = await refusal(dpop, await proof(clock, { claims: { nonce: "abc" } }));
+  assert.deepEqual([wrong.error, wrong.metadata.dpop_nonce], ["use_dpop_nonce", nonce]);
+  // A nonce made with another key (another installation) is not one of ours.
+  const foreign = createDpop({
+    usedJtis: memoryJtis(),
+    nonceKey: deriveDpopNonceKey("y".repeat(32)),
+    now: () => clock.now,
+  });
+  const theirs = await foreign.nonce();
+  assert.notEqual(theirs, nonce);
+  assert.equal(
+    (await refusal(dpop, await proof(clock, { claims: { nonce: theirs } }))).error,
+    "use_dpop_nonce",
+  );
+  // A replica made from the same secret makes and accepts the same nonces.
+  const replica = createDpop({
+    usedJtis: memoryJtis(),
+    nonceKey: deriveDpopNonceKey("x".repeat(32)),
+    now: () => clock.now,
+  });
+  assert.equal(await replica.nonce(), nonce);
+  assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce } }))));
+  // Next window: the new nonce is given, the old one still taken; the one after, not.
+  const start = Math.floor(t0 / (nonceWindowSeconds * 1000)) * nonceWindowSeconds * 1000;
+  clock.now = start + nonceWindowSeconds * 1000;
+  const next = await dpop.nonce();
+  assert.notEqual(next, nonce);
+  assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce } }))));
+  assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce: next } }))));
+  clock.now = start + 2 * nonceWindowSeconds * 1000;
+  const stale = await refusal(dpop, await proof(clock, { claims: { nonce } }));
+  assert.deepEqual([stale.error, stale.metadata.dpop_nonce], [
+    "use_dpop_nonce",
+    await dpop.nonce(),
+  ]);
+  // An invalid proof is invalid_dpop_proof, with the nonce too; a nonce does not save it.
+  const badTyp = await refusal(dpop, await proof(clock, { typ: "JWT", claims: { nonce: next } }));
+  assert.deepEqual([badTyp.error, badTyp.metadata.dpop_nonce], [
+    "invalid_dpop_proof",
+    await dpop.nonce(),
+  ]);
+});
+
+Deno.test("a use_dpop_nonce refusal does not spend the proof's jti", async () => {
+  const { clock, dpop } = setup(true);
+  const p = await proof(clock, { claims: { jti: "n1" } });
+  assert.equal((await refusal(dpop, p)).error, "use_dpop_nonce");
+  const nonce = await dpop.nonce();
+  assert.ok(await dpop.verify(request(await proof(clock, { claims: { jti: "n1", nonce } }))));
+});

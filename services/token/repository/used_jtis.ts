@@ -1,0 +1,106 @@
+/**
+ * The token schema's `used_jtis` table (migrations/0005_used_jtis.sql): a JWT that may be used
+ * once (a client assertion, a DPoP proof) is recorded on first use under the SHA-256 of its scope
+ * and `jti`; a second use, in any replica, finds the row and is refused. Postgres decides, not
+ * memory: two replicas that see the same JWT at once cannot both accept it.
+ *
+ * Uses that arrive while earlier ones are being written are written together, in one multi-row
+ * INSERT (at most {@link maxBatch} rows, {@link maxInFlight} statements at a time): under load a
+ * row costs a fraction of a statement, and a lone use is written at once. A batch is one
+ * statement, so each row is decided by the primary key exactly as alone; the same key twice in a
+ * batch is written once, and its second use is a replay.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { createHash } from "node:crypto";
+import type { Sql } from "../../../lib/db/mod.ts";
+
+/** Records single-use JWT ids. */
+export interface UsedJtis {
+  /**
+   * Records `jti` under `scope` (e.g. `assertion:<client_id>`, `dpop:<jkt>`) until `expiresAt`;
+   * true when it was new, false when it had been used (a replay). Rows are kept until
+   * `expiresAt`, when the JWT itself is no longer accepted; a row past its expiry at `now` (the
+   * service's clock) counts as absent.
+   */
+  use(scope: string, jti: string, expiresAt: Date, now: Date): Promise<boolean>;
+  /** Deletes rows past their expiry (at most `limit` per call); returns how many. */
+  purge(at: Date, limit?: number): Promise<number>;
+}
+
+/** The most rows one INSERT writes. */
+export const maxBatch = 200;
+/** The most INSERTs at once (each holds a connection of the pool). */
+export const maxInFlight = 2;
+
+/** A use waiting to be written. */
+interface Pending {
+  key: Buffer;
+  expiresAt: Date;
+  now: Date;
+  resolve: (fresh: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+/** The repository over a pool. */
+export function createUsedJtis(sql: Sql): UsedJtis {
+  const queue: Pending[] = [];
+  let inFlight = 0;
+
+  /** Writes one batch and answers each of its uses. */
+  async function write(batch: Pending[]): Promise<void> {
+    // The same key twice: the first is written, the others are replays whatever it finds.
+    const first = new Map<string, Pending>();
+    const replays: Pending[] = [];
+    for (const p of batch) {
+      const hex = p.key.toString("hex");
+      if (first.has(hex)) replays.push(p);
+      else first.set(hex, p);
+    }
+    const rows = [...first.values()].map((p) => ({ key: p.key, expires_at: p.expiresAt }));
+    const now = new Date(Math.max(...batch.map((p) => p.now.getTime())));
+    try {
+      // A row past its expiry is as good as absent (the purge may not have run yet): it is taken
+      // over. The JWT it stood for is no longer accepted by then, so nothing is replayed.
+      const written = await sql<{ key: Uint8Array }[]>`
+        insert into token.used_jtis ${sql(rows, "key", "expires_at")}
+        on conflict (key) do update set expires_at = excluded.expires_at
+          where token.used_jtis.expires_at < ${now}
+        returning key`;
+      const fresh = new Set(written.map((r) => Buffer.from(r.key).toString("hex")));
+      for (const [hex, p] of first) p.resolve(fresh.has(hex));
+      for (const p of replays) p.resolve(false);
+    } catch (error) {
+      for (const p of batch) p.reject(error);
+    }
+  }
+
+  async function drain(): Promise<void> {
+    inFlight++;
+    try {
+      while (queue.length > 0) await write(queue.splice(0, maxBatch));
+    } finally {
+      inFlight--;
+    }
+  }
+
+  return {
+    use(scope, jti, expiresAt, now) {
+      const key = createHash("sha256").update(`${scope}\u0000${jti}`).digest();
+      return new Promise<boolean>((resolve, reject) => {
+        queue.push({ key, expiresAt, now, resolve, reject });
+        if (inFlight < maxInFlight) void drain();
+      });
+    },
+    async purge(at, limit = 1000) {
+      const rows = await sql`
+        delete from token.used_jtis where key in (
+          select key from token.used_jtis where expires_at < ${at} limit ${limit}
+        )
+        returning 1`;
+      return rows.length;
+    },
+  };
+}
