@@ -4,8 +4,10 @@
  * descriptors list them, including the RPCs the gateway does not route (VerifyClientSecret). The
  * cases are those of tests/authorization_test.ts, with gRPC codes: UNAUTHENTICATED,
  * PERMISSION_DENIED, NOT_FOUND, and a foreign `after` cursor answering exactly like a nonexistent
- * one. Mass assignment over gRPC: output-only fields of a resource are ignored (AIP-203) or refused
- * (INVALID_ARGUMENT), never stored; an update mask naming one is INVALID_ARGUMENT. The bad
+ * one (a foreign reference that the RPC ignores, as RecordClientKeyUse ignores a key that is gone,
+ * answers as a nonexistent one and leaves the foreign record unchanged). Mass assignment over
+ * gRPC: output-only fields of a resource are ignored (AIP-203) or refused (INVALID_ARGUMENT),
+ * never stored; an update mask naming one is INVALID_ARGUMENT. The bad
  * credentials are also sent to each service's Connect listener (the gateway's way in), which must
  * refuse them just the same.
  */
@@ -87,6 +89,14 @@ function hostileProto(field: DescField, world: World, kind: Kind | undefined): u
     }
   }
   throw new Error(`no hostile value for ${field.name}: extend the matrix`);
+}
+
+/** The RPC that gets one record by the request field `name` (GetClientKey for `key_id`). */
+function getterOf(method: DescMethodUnary, name: string): DescMethodUnary | undefined {
+  return method.parent.methods.find((m) =>
+    m.name.startsWith("Get") &&
+    m.input.fields.some((f) => f.name === name && behaviors(f).includes(FieldBehavior.REQUIRED))
+  ) as DescMethodUnary | undefined;
 }
 
 Deno.test("authorization matrix over gRPC: every RPC x every case", async () => {
@@ -275,10 +285,35 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
       if (slot.cursor && world.foreign.deleted[slot.kind]) {
         foreignIds.push(world.foreign.deleted[slot.kind]!);
       }
+      // An RPC that ignores a reference naming nothing (RecordClientKeyUse ignores a key that is
+      // gone) must ignore a foreign record alike: the same answer, and the record unchanged as
+      // its own tenant sees it (read with the RPC that gets one record of the kind).
+      const ignores = !slot.cursor && nothing.code === code.ok;
+      const reader = ignores ? getterOf(method, slot.name) : undefined;
+      if (ignores && !reader) {
+        throw new Error(
+          `${method.name} ignores a ${slot.kind} that names nothing, and no RPC ` +
+            "reads one: the matrix cannot check a foreign one is left alone",
+        );
+      }
+      const foreignView = async () => {
+        const res = await call(
+          reader!,
+          toGrpc(baseCall(reader!, world.foreign)),
+          bearer(world.foreign.token),
+        );
+        assert.equal(res.code, code.ok, `the foreign tenant reads its ${slot.kind}`);
+        return stringify(res.response);
+      };
       for (const id of foreignIds) {
+        const was = ignores ? await foreignView() : undefined;
         const res = await call(method, toGrpc(withSlot(base, slot, id)), token);
         const what = `a foreign ${slot.kind} as ${slot.name}: ${describe(res)}`;
-        if (slot.cursor) {
+        if (ignores) {
+          assert.equal(res.code, code.ok, `${what} vs nonexistent: ${describe(nothing)}`);
+          assert.equal(stringify(res.response), stringify(nothing.response), what);
+          assert.equal(await foreignView(), was, `${what}: the foreign ${slot.kind} changed`);
+        } else if (slot.cursor) {
           assert.equal(res.code, code.invalidArgument, what);
           assert.equal(res.code, nothing.code, `${what} vs nonexistent: ${describe(nothing)}`);
           assert.equal(res.failure!.details, nothing.failure!.details, what);

@@ -92,11 +92,12 @@ export function caseRunner(
 }
 
 /** Kinds of record a request can name. */
-export type Kind = "client" | "secret" | "installation" | "role" | "journey" | "unit";
+export type Kind = "client" | "secret" | "key" | "installation" | "role" | "journey" | "unit";
 
 const prefixes: Record<Kind, string> = {
   client: "cli",
   secret: "sec",
+  key: "key",
   installation: "ins",
   role: "role",
   journey: "journey",
@@ -112,6 +113,7 @@ export function nonexistent(kind: Kind): string {
 const refKinds: Record<string, Kind> = {
   client_id: "client",
   secret_id: "secret",
+  key_id: "key",
   installation_id: "installation",
   role_id: "role",
   journey_id: "journey",
@@ -128,6 +130,10 @@ export const protectedNames = [
   "updated_at",
   "secret",
   "secret_hint",
+  "private_jwk",
+  "kid",
+  "algorithm",
+  "last_used_at",
   "account_id",
   "originator",
   "object",
@@ -257,6 +263,13 @@ function valueOf(t: Tenant, name: string, method: DescMethodUnary): string {
   throw new Error(`no fixture for field ${name} of ${method.name}: extend the matrix`);
 }
 
+/**
+ * OPTIONAL request fields of which a valid request needs one, by name, with the value the matrix
+ * gives them: CreateClientKey takes `jwk` or `generate` (not both), and the matrix asks the
+ * registry to generate the key.
+ */
+const choices: Record<string, string> = { generate: "EdDSA" };
+
 /** A request before it is rendered for HTTP or gRPC. */
 export interface Call {
   /** The RPC. */
@@ -267,13 +280,14 @@ export interface Call {
   resource: Resource | undefined;
 }
 
-function isFieldMask(field: DescField): boolean {
-  return field.message?.typeName === "google.protobuf.FieldMask";
-}
-
-/** The request field that carries a resource, if any. */
+/**
+ * The request field that carries a resource, if any: a message field of the API's own types (not
+ * an update mask, nor an `expires_at` Timestamp or a `jwk` Struct, which are plain inputs).
+ */
 export function resourceField(method: DescMethodUnary): DescField | undefined {
-  return method.input.fields.find((f) => f.fieldKind === "message" && !isFieldMask(f));
+  return method.input.fields.find((f) =>
+    f.fieldKind === "message" && !f.message.typeName.startsWith("google.protobuf.")
+  );
 }
 
 /** The owner's valid request: every REQUIRED field filled from the tenant's records. */
@@ -288,6 +302,12 @@ export function baseCall(method: DescMethodUnary, t: Tenant): Call {
       fields.set(f.name, valueOf(t, f.name, method));
     } else {
       throw new Error(`no fixture for ${f.fieldKind} field ${f.name} of ${method.name}`);
+    }
+  }
+  for (const f of method.input.fields) {
+    const choice = choices[f.name];
+    if (choice !== undefined && f.fieldKind === "scalar" && !fields.has(f.name)) {
+      fields.set(f.name, choice);
     }
   }
   return { method, fields, resource };
@@ -589,7 +609,7 @@ async function tenantOf(
     project: `${name}-project`,
     space: `${name}-space`,
     token: "",
-    ids: { client: "", secret: "", installation: "", role: "", journey: "", unit: "" },
+    ids: { client: "", secret: "", key: "", installation: "", role: "", journey: "", unit: "" },
     unitJourney: "",
     deleted: {},
     secret: "",
@@ -618,6 +638,8 @@ async function tenantOf(
     const secret = await call("POST", `${p}/clients/${t.ids.client}/secrets`);
     t.ids.secret = secret.id;
     t.secret = secret.secret;
+    t.ids.key = (await call("POST", `${p}/clients/${t.ids.client}/keys`, { generate: "EdDSA" }))
+      .id;
     t.ids.installation =
       (await call("POST", "/v1/installations", { project_id: t.project, scopes: ["openid"] })).id;
   } else {

@@ -147,7 +147,11 @@ const concatBytes = (a: Uint8Array, b: Uint8Array) => {
 interface Rpc {
   service: DescService;
   method: DescMethodUnary;
-  /** Reads change nothing: they may answer OK to a hostile request (e.g. `valid: false`). */
+  /**
+   * Reads change nothing: they may answer OK to a hostile request (e.g. `valid: false`), and so may
+   * RecordClientKeyUse, which ignores a key_id that names no key (its contract): a hostile one
+   * must then write nothing, as a read's.
+   */
   readOnly: boolean;
   /** The request message field that holds the resource body, if any (e.g. `client`). */
   body: DescField | undefined;
@@ -158,6 +162,7 @@ interface Rpc {
 interface Fixture {
   clientId: string;
   secretId: string;
+  keyId: string;
   installationId: string;
   roleId: string;
   journeyId: string;
@@ -185,6 +190,12 @@ function validRequest(name: string, fx: Fixture): Record<string, unknown> {
     CreateClientSecret: c,
     ListClientSecrets: c,
     DeleteClientSecret: { ...c, secretId: fx.secretId },
+    CreateClientKey: { ...c, generate: "EdDSA" },
+    ListClientKeys: c,
+    GetClientKey: { ...c, keyId: fx.keyId },
+    DeleteClientKey: { ...c, keyId: fx.keyId },
+    LookupClientKeys: { clientId: fx.clientId },
+    RecordClientKeyUse: { clientId: fx.clientId, keyId: fx.keyId },
     VerifyClientSecret: { clientId: fx.clientId, secret: "ocs_wrong" },
     LookupClient: { clientId: fx.clientId },
     CheckJavaScriptOrigin: { origin: "https://app.example.com", clientId: fx.clientId },
@@ -225,7 +236,7 @@ function rpcsOf(fx: Fixture): Rpc[] {
       out.push({
         service,
         method,
-        readOnly: /^(Get|List|Verify|Lookup|Check)/.test(method.name),
+        readOnly: /^(Get|List|Verify|Lookup|Check|Record)/.test(method.name),
         body,
         valid: validRequest(method.name, fx),
       });
@@ -698,6 +709,11 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
       { projectId: "p1", clientId: client!.id },
       auth,
     );
+    const { clientKey } = await oauth.call(
+      o.createClientKey,
+      { projectId: "p1", clientId: client!.id, generate: "EdDSA" },
+      auth,
+    );
     const { installation } = await oauth.call(o.consentInstallation, { projectId: "p1" }, auth);
     const { role } = await core.call(c.createRole, {
       role: { name: "Fixture", resourceType: "project" },
@@ -709,6 +725,7 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
     const fx: Fixture = {
       clientId: client!.id,
       secretId: clientSecret!.id,
+      keyId: clientKey!.id,
       installationId: installation!.id,
       roleId: role!.id,
       journeyId: journey!.id,

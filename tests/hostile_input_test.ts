@@ -226,6 +226,10 @@ function wrongValue(f: DescField): fc.Arbitrary<string> {
     return fc.oneof(anyString, anyNumber, anyBool, anyObject, nonStringArray, ...nul);
   }
   if (f.fieldKind === "message") {
+    // Any JSON object is a google.protobuf.Struct (CreateClientKey's `jwk`): not a wrong type.
+    if (f.message.typeName === "google.protobuf.Struct") {
+      return fc.oneof(anyNumber, anyBool, anyArray, badTimestamps);
+    }
     return fc.oneof(anyNumber, anyBool, anyArray, anyObject, badTimestamps);
   }
   if (f.fieldKind === "enum") {
@@ -296,6 +300,20 @@ interface Fixture {
   token: string;
 }
 
+/**
+ * Public keys to upload (RFC 8037 A.2's Ed25519 key, RFC 7515 A.3's P-256 key). A client holds a
+ * `kid` once, so only the first create of each succeeds: a second is ALREADY_EXISTS, a 4xx.
+ */
+const publicJwks = [
+  { kty: "OKP", crv: "Ed25519", x: "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo" },
+  {
+    kty: "EC",
+    crv: "P-256",
+    x: "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+    y: "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0",
+  },
+];
+
 /** Valid bodies per route: each hostile case breaks exactly one thing of such a body. */
 function validBody(route: RouteInfo, fx: Fixture): fc.Arbitrary<Record<string, unknown>> {
   switch (keyOf(route)) {
@@ -329,6 +347,18 @@ function validBody(route: RouteInfo, fx: Fixture): fc.Arbitrary<Record<string, u
           expires_at: fc.constantFrom("2999-01-01T00:00:00Z", "2999-06-30T12:00:00.5+02:00"),
         }),
       );
+    case "POST /v1/projects/{project_id}/clients/{client_id}/keys":
+      // A public JWK to upload or a key pair to generate, never both; an expiry or none.
+      return fc.record({
+        key: fc.oneof(
+          fc.constantFrom("EdDSA", "ES256").map((generate) => ({ generate })),
+          fc.constantFrom(...publicJwks).map((jwk) => ({ jwk })),
+        ),
+        expires_at: fc.option(fc.constant("2999-01-01T00:00:00Z"), { nil: undefined }),
+      }).map(({ key, expires_at }) => ({
+        ...key,
+        ...(expires_at === undefined ? {} : { expires_at }),
+      }));
     case "POST /v1/installations":
       return fc.record({
         project_id: fc.constant("p1"),
@@ -1113,6 +1143,9 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
       redirect_uris: ["https://app.example.com/cb"],
     });
     const secret = await ok("POST", `/v1/projects/p1/clients/${client.id}/secrets`);
+    const key = await ok("POST", `/v1/projects/p1/clients/${client.id}/keys`, {
+      generate: "EdDSA",
+    });
     const installation = await ok("POST", "/v1/installations", { project_id: "p1" });
     const role = await ok("POST", "/v1/core/roles", { name: "Fixture", resource_type: "project" });
     const journey = await ok("POST", "/v1/core/journeys", { name: "Fixture" });
@@ -1123,6 +1156,7 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
         project_id: "p1",
         client_id: client.id,
         secret_id: secret.id,
+        key_id: key.id,
         installation_id: installation.id,
         role_id: role.id,
         journey_id: journey.id,

@@ -86,6 +86,12 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
         other: "path",
         count: "select count(*)::int as n from oauth.client_secrets",
       },
+      "/v1/projects/{project_id}/clients/{client_id}/keys": {
+        path: `/v1/projects/idem/clients/${clientId}/keys`,
+        body: { generate: "EdDSA" },
+        other: { generate: "ES256" },
+        count: "select count(*)::int as n from oauth.client_keys",
+      },
       "/v1/installations": {
         path: "/v1/installations",
         body: { project_id: "idem", scopes: ["openid"] },
@@ -142,6 +148,17 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
           const text = new TextDecoder().decode(stored.response);
           assert.equal(text.includes(first.body.secret), false, "plaintext secret stored");
           assert.equal(text.includes(first.body.secret.slice(4)), false, "plaintext secret stored");
+        } else if (template.endsWith("/keys")) {
+          // A generated key's private part is shown once: never stored, so not replayed.
+          assert.equal(typeof first.body.private_jwk?.d, "string", first.text);
+          assert.equal("private_jwk" in again.body, false, again.text);
+          const { private_jwk: privateJwk, ...rest } = first.body;
+          assert.deepEqual(again.body, rest);
+          const [stored] = await sql`
+            select response from oauth.idempotency_keys where key = ${key}`;
+          assert.ok(stored, "the key is stored");
+          const text = new TextDecoder().decode(stored.response);
+          assert.equal(text.includes(privateJwk.d), false, "the private key was stored");
         } else {
           assert.deepEqual(again.body, first.body, template);
         }
