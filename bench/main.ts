@@ -10,6 +10,10 @@
  * the same round. Then the growth checks: a page of 100 at the start, middle and end of 1,000,000
  * clients of one project, and GET by id at 1,000 and 1,000,000 rows.
  *
+ * Grants whose requests are good once (a client assertion and a DPoP proof carry a single-use
+ * `jti`) cannot be repeated by h2load: they are signed in advance and sent by ./unique_load.ts,
+ * which also sends the same grant with a secret, the baseline of their ratios.
+ *
  * Writes bench/results/<date>.json and .md (the full run) and prints the table. `--quick` runs
  * one short round on 10,000 rows, writes to a temporary folder, and finishes in under a minute:
  * CI runs it to check the harness, never a timing.
@@ -32,6 +36,8 @@ import { spawn, startStack } from "../lib/testing/mod.ts";
 import { parseCommandLine, positiveNumber, usageError } from "../tools/cli.ts";
 import { ensureH2load, h2load, type LoadResult, type LoadSpec } from "./h2load.ts";
 import { ensurePeer, startPeer } from "./peer.ts";
+import { uniqueLoad, type UniqueLoadSpec } from "./unique_load.ts";
+import * as jose from "jose";
 
 const usage = `Usage: deno task bench [options]
 
@@ -39,8 +45,9 @@ Measures the stack against the least work a request can do: starts the gateway, 
 core, token-service and the reference (Deno.serve + postgres.js) against a throwaway database in
 the server named by DATABASE_URL, seeds it, and drives each operation with h2load (installed from
 Debian's nghttp2-client if missing) through the gateway, gRPC and the reference, and the token
-endpoints through the peer too (node-oidc-provider, installed with npm into .bench-peer/), then
-the growth checks.
+endpoints through the peer too (node-oidc-provider, installed with npm into .bench-peer/); grants
+with private_key_jwt and DPoP with requests signed in advance, against the same grant with a
+secret; then the growth checks.
 A full run writes bench/results/<date>.json and .md and the table in README.md.
 
 Options:
@@ -224,12 +231,17 @@ function grpc<I extends DescMessage>(
 }
 
 type Target = Omit<LoadSpec, "concurrency" | "seconds" | "warmupSeconds">;
+/** Requests sent once each (./unique_load.ts), for what h2load cannot repeat. */
+type UniqueTarget = { unique: Omit<UniqueLoadSpec, "concurrency" | "seconds" | "warmupSeconds"> };
 type Path = "gateway" | "grpc" | "reference" | "peer";
 interface Op {
   name: string;
-  /** Reads and writes are judged against the reference; token calls against the peer. */
-  kind: "read" | "write" | "token";
-  paths: Partial<Record<Path, Target>>;
+  /**
+   * Reads and writes are judged against the reference; token calls against the peer; client
+   * authentication and DPoP (`sender`) against {@link senderBaseline} through the same load tool.
+   */
+  kind: "read" | "write" | "token" | "sender";
+  paths: Partial<Record<Path, Target | UniqueTarget>>;
   /** Runs before each measured run (e.g. to make room for new secrets). */
   before?: () => Promise<unknown>;
 }
@@ -252,6 +264,67 @@ const accessToken = (await (await fetch(`${gw}/oauth2/token`, {
 })).json()).access_token as string;
 const oauth = OAuthRegistryService.method;
 const core = CoreService.method;
+
+// Grants whose requests may each be sent once: a client assertion (`private_key_jwt`) and a DPoP
+// proof carry a single-use `jti`. Measured with ./unique_load.ts, against the same grant with the
+// secret measured with it too (h2load's figures are another tool's).
+const senderBaseline = "grant, secret (one-shot load)";
+const keyedClient = (await api("POST", "/v1/projects/bench/clients", {
+  token,
+  json: { name: "keyed", type: "web", token_endpoint_auth_method: "private_key_jwt" },
+})).body.id as string;
+const clientKey = (await api("POST", `/v1/projects/bench/clients/${keyedClient}/keys`, {
+  token,
+  json: { generate: "EdDSA" },
+})).body;
+const signingKey = await jose.importJWK(clientKey.private_jwk, "EdDSA");
+const dpopKeys = await jose.generateKeyPair("EdDSA");
+const dpopJwk = await jose.exportJWK(dpopKeys.publicKey);
+/** More one-shot requests than a run can send (about 4,500 grants a second here). */
+const prepared = Math.ceil((seconds + warmup) * 8000);
+const grantBody = "grant_type=client_credentials&scope=read";
+function senderOps(): Op[] {
+  const at = () => Math.floor(Date.now() / 1000);
+  const url = `${gw}/oauth2/token`;
+  const op = (name: string, request: UniqueLoadSpec["request"]): Op => ({
+    name,
+    kind: "sender",
+    paths: { gateway: { unique: { url, prepared, request } } },
+  });
+  return [
+    op(
+      senderBaseline,
+      () => Promise.resolve({ body: grantBody, headers: { authorization: basic } }),
+    ),
+    op("grant, private_key_jwt", async () => {
+      const assertion = await new jose.SignJWT({
+        iss: keyedClient,
+        sub: keyedClient,
+        aud: gw,
+        jti: crypto.randomUUID(),
+        iat: at(),
+        exp: at() + 300,
+      }).setProtectedHeader({ alg: "EdDSA" }).sign(signingKey);
+      return {
+        body: `${grantBody}&client_assertion_type=${
+          encodeURIComponent("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+        }&client_assertion=${assertion}`,
+        headers: {},
+      };
+    }),
+    op("grant, secret and DPoP proof", async () => {
+      const proof = await new jose.SignJWT({
+        jti: crypto.randomUUID(),
+        htm: "POST",
+        htu: url,
+        iat: at(),
+      }).setProtectedHeader({ alg: "EdDSA", typ: "dpop+jwt", jwk: dpopJwk }).sign(
+        dpopKeys.privateKey,
+      );
+      return { body: grantBody, headers: { authorization: basic, dpop: proof } };
+    }),
+  ];
+}
 const ops: Op[] = [
   {
     name: "create client",
@@ -373,6 +446,7 @@ const ops: Op[] = [
       peer: form(peer.tokenUrl, peer.grantBody, peer.basic),
     },
   },
+  ...senderOps(),
   {
     name: "introspect token",
     kind: "token",
@@ -500,13 +574,18 @@ const key = (op: string, path: Path) => `${op}|${path}`;
 const selected = flags.only ? ops.filter((op) => new RegExp(flags.only!).test(op.name)) : ops;
 for (let round = 1; round <= rounds; round++) {
   for (const op of selected) {
-    for (const [path, target] of Object.entries(op.paths) as [Path, Target][]) {
+    for (const [path, target] of Object.entries(op.paths) as [Path, Target | UniqueTarget][]) {
       // --paths gateway,grpc leaves out the others (the ratios need the reference).
       if (flags.paths && !flags.paths.split(",").includes(path)) continue;
       await op.before?.();
       const before = path === "grpc" ? await rpcErrors() : new Map<string, number>();
       const cpuBefore = await cpuNow();
-      const result = await h2load({ ...target, concurrency, seconds, warmupSeconds: warmup });
+      const amount = { concurrency, seconds, warmupSeconds: warmup };
+      // One-shot requests are signed by this process before their run: no stack process works
+      // meanwhile, so the CPU per request is the run's alone.
+      const result = "unique" in target
+        ? await uniqueLoad({ ...target.unique, ...amount })
+        : await h2load({ ...target, ...amount });
       // CPU per request by process, over warm-up and run (at the measured rate): where time goes.
       const cpuAfter = await cpuNow();
       const served = result.rps * (seconds + warmup);
@@ -579,9 +658,12 @@ for (const op of selected) {
   for (const path of Object.keys(op.paths) as Path[]) {
     const list = samples.get(key(op.name, path))!;
     // The ratio of each round against the baseline of the same round (the reference; for the
-    // token endpoints the peer), then the median.
-    const baseline: Path = op.kind === "token" ? "peer" : "reference";
-    const ref = samples.get(key(op.name, baseline));
+    // token endpoints the peer; for client authentication and DPoP the grant with a secret under
+    // the same load tool), then the median.
+    const baseline = op.kind === "token" ? "peer" : op.kind === "sender" ? undefined : "reference";
+    const ref = baseline === undefined
+      ? (op.name === senderBaseline ? undefined : samples.get(key(senderBaseline, path)))
+      : samples.get(key(op.name, baseline));
     const ratios = ref ? list.map((s) => s.rps / ref.find((r) => r.round === s.round)!.rps) : [];
     rows.push({
       op: op.name,
@@ -816,6 +898,13 @@ for (const op of ["client_credentials grant", "introspect token"]) {
         fmt(cpuTotal(theirs), 3)
       })`,
     ),
+  );
+}
+for (const op of ["grant, private_key_jwt", "grant, secret and DPoP proof"]) {
+  const row = rowOf(op, "gateway");
+  if (row?.ratio === undefined) continue;
+  lines.push(
+    target(row.ratio >= 0.8, `${op} >= 0.8 x the grant with a secret (${fmt(row.ratio, 2)})`),
   );
 }
 const getGateway = rowOf("get client", "gateway");

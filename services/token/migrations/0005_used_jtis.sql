@@ -9,4 +9,7 @@ create table token.used_jtis (
   expires_at timestamptz not null
 );
 
-create index used_jtis_expires_at on token.used_jtis (expires_at);
+-- Rows come in roughly in expiry order, so a BRIN index finds the expired ones for the purge at a
+-- fraction of a B-tree's cost per insert (measured: it is written on every grant that carries a
+-- client assertion or a DPoP proof).
+create index used_jtis_expires_at on token.used_jtis using brin (expires_at);
