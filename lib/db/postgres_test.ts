@@ -70,6 +70,7 @@ Deno.test("the oauth migrations apply to an empty database", async () => {
     const tables = await sql`select table_name from information_schema.tables
       where table_schema = 'oauth' order by table_name`;
     assert.deepEqual(tables.map((t) => t.table_name), [
+      "client_keys",
       "client_secrets",
       "clients",
       "configs",
