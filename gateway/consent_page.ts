@@ -50,6 +50,10 @@ button:focus-visible,a:focus-visible{outline:3px solid #1d4ed8;outline-offset:2p
 .deny{background:#fff;color:#1f1f1f;border:1px solid #6b7280}
 .allow{background:#1d4ed8;color:#fff;border:1px solid #1d4ed8}
 .target{margin-top:1.25rem;color:#4b5563;font-size:.875rem;overflow-wrap:anywhere}
+.scopes li{margin:.5rem 0}
+.sensitive{display:inline-block;margin-left:.25rem;padding:0 .375rem;border:1px solid #b45309;border-radius:4px;background:#fffbeb;color:#78350f;font-size:.75rem;font-weight:600;text-transform:uppercase;letter-spacing:.02em}
+.scope-name{display:block;color:#4b5563}
+.scope-name code{font-size:.75rem}
 `.trim();
 
 const styleHashes = new Map<string, Promise<string>>();
@@ -145,7 +149,9 @@ export type AuthorizationParams = Record<
   | "scope"
   | "state"
   | "code_challenge"
-  | "code_challenge_method",
+  | "code_challenge_method"
+  | "request_uri"
+  | "prompt",
   string
 >;
 
@@ -169,17 +175,50 @@ export function mailto(address: string): string {
   }`;
 }
 
+/** One scope as the page lists it. */
+interface ScopeLine {
+  name: string;
+  description: string;
+  sensitive: boolean;
+}
+
+/**
+ * A scope's line: its description, marked when sensitive, and its name in small print (only the
+ * name, as code, when the project gave no description).
+ */
+function scopeItem(scope: ScopeLine): string {
+  const mark = scope.sensitive ? ` <strong class="sensitive">Sensitive</strong>` : "";
+  if (scope.description === scope.name) {
+    return `<li><code>${escapeHtml(scope.name)}</code>${mark}</li>`;
+  }
+  return `<li><span class="scope">${escapeHtml(scope.description)}</span>${mark}` +
+    ` <small class="scope-name"><code>${escapeHtml(scope.name)}</code></small></li>`;
+}
+
 /** The consent page. */
 export async function consentPage(
   screen: ConsentScreen,
-  params: AuthorizationParams,
+  params: AuthorizationParams | { user_code: string },
   formAction: string,
+  /** The device flow's page (./device_page.ts): the user code to compare with the device's. */
+  device?: { userCode: string },
 ): Promise<Response> {
   const app = escapeHtml(screen.applicationName);
   const logo = isHttps(screen.logoUri) ? screen.logoUri : "";
-  const scopes = screen.scopes.length > 0
-    ? `<ul>${screen.scopes.map((s) => `<li><code>${escapeHtml(s)}</code></li>`).join("")}</ul>`
+  // What the application asks for, in the project's words (the scope's name in small print); a
+  // project that declares no scopes has only names to show. A screen without details (an older
+  // token service) lists the names.
+  const details: ScopeLine[] = screen.scopeDetails.length > 0 || screen.alreadyGranted.length > 0
+    ? screen.scopeDetails
+    : screen.scopes.map((name) => ({ name, description: name, sensitive: false }));
+  const scopes = details.length > 0
+    ? `<ul class="scopes">${details.map(scopeItem).join("")}</ul>`
     : `<p>Nothing beyond knowing that you use it: no scopes were asked for.</p>`;
+  const granted = screen.alreadyGranted.length > 0
+    ? `<p class="note granted">Already allowed: ${
+      screen.alreadyGranted.map((s) => escapeHtml(s.description)).join("; ")
+    }.</p>`
+    : "";
   // The registry accepts only https links and plain addresses; the page links nothing else either.
   const link = (uri: string, text: string) =>
     isHttps(uri) ? `<li><a href="${escapeHtml(uri)}">${text}</a></li>` : "";
@@ -215,6 +254,7 @@ ${
 <section aria-labelledby="access">
 <h2 id="access">${app} will be able to:</h2>
 ${scopes}
+${granted}
 </section>
 <p class="note">Allowing installs ${app} in your account. You can revoke it at any time.</p>
 ${links ? `<nav aria-label="About ${app}"><ul class="links">${links}</ul></nav>` : ""}
@@ -225,12 +265,20 @@ ${hidden}
 <button type="submit" name="decision" value="allow" class="allow">Allow</button>
 </div>
 </form>
-<p class="target">Client: ${escapeHtml(screen.clientName)}. You will be sent back to ${
-    escapeHtml(screen.redirectTarget)
-  }.</p>`;
+${
+    device
+      ? `<p class="target">Client: ${
+        escapeHtml(screen.clientName)
+      }. Your device shows the code <strong>${
+        escapeHtml(device.userCode)
+      }</strong>: allow only if it does, and you started this on that device.</p>`
+      : `<p class="target">Client: ${escapeHtml(screen.clientName)}. You will be sent back to ${
+        escapeHtml(screen.redirectTarget)
+      }.</p>`
+  }`;
   return await htmlPage(`${screen.applicationName}: allow access?`, body, {
     ...(logo ? { img: logo } : {}),
-    formTarget: screen.redirectTarget,
+    ...(screen.redirectTarget ? { formTarget: screen.redirectTarget } : {}),
   });
 }
 

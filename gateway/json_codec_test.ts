@@ -139,6 +139,7 @@ const oauthConfigKeys = [
   "created_at",
   "updated_at",
   "secret_max_lifetime_seconds",
+  "scopes",
 ];
 
 // ----- decoding: keys -------------------------------------------------------------------------
@@ -785,7 +786,7 @@ Deno.test("decodeScalarParam: strings, bools, enums and the rest", () => {
 
 // ----- encoding -------------------------------------------------------------------------------
 
-Deno.test("encode: an OAuthConfig has exactly its 13 keys, null for unset optionals", () => {
+Deno.test("encode: an OAuthConfig has exactly its 14 keys, null for unset optionals", () => {
   const config = create(OAuthConfigSchema, {
     projectId: "p1",
     applicationName: "Acme",
@@ -808,6 +809,7 @@ Deno.test("encode: an OAuthConfig has exactly its 13 keys, null for unset option
     created_at: "2026-11-21T10:00:00.000Z",
     updated_at: null,
     secret_max_lifetime_seconds: 0,
+    scopes: [],
   });
   // Empty values of set optionals are kept, not nulled.
   const empty = encodeMessage(OAuthConfigSchema, create(OAuthConfigSchema, { supportEmail: "" }));
@@ -874,6 +876,7 @@ Deno.test("encode: Client and Installation enums, lists and nulls", () => {
     updated_at: null,
     token_endpoint_auth_method: null,
     dpop_bound_access_tokens: false,
+    require_pushed_authorization_requests: false,
   });
   const installation = encodeMessage(
     InstallationSchema,

@@ -29,6 +29,7 @@ import { authOptions, authSettings, createTokenVerifier } from "../lib/policy/mo
 import { createGrpcTransport } from "../lib/rpc/mod.ts";
 import {
   configErrorExitCode,
+  flag,
   logLevel,
   nonNegativeInt,
   port,
@@ -64,6 +65,13 @@ export const gatewaySettings = {
   ISSUER_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
   // Where the authorization endpoint sends a user who is not signed in (with return_to).
   LOGIN_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
+  // The header that names the client's address when a proxy stands in front (the Ingress's
+  // `X-Real-IP`), for the device page's guessing limit; unset: the connection's peer address.
+  CLIENT_ADDRESS_HEADER: v.optional(
+    v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]+$/, "must be a header name")),
+  ),
+  // Every client must push its authorization requests (RFC 9126): the metadata says so.
+  REQUIRE_PAR: flag(false),
   ...authSettings,
   RPC_TIMEOUT_MS: positiveInt(10_000),
   LOG_LEVEL: logLevel,
@@ -163,6 +171,7 @@ export function startGateway(
     budget,
     log,
     loginUrl: config.LOGIN_URL,
+    requirePar: config.REQUIRE_PAR,
   });
   let devSignIn: ReturnType<typeof createDevSignIn> | undefined;
   if (development.devSignIn) {
@@ -218,11 +227,17 @@ export function startGateway(
     return (await Promise.all(checks)).every(Boolean);
   }
 
-  async function route(req: Request, url: URL, requestId: string, traceparent: string) {
+  async function route(
+    req: Request,
+    url: URL,
+    requestId: string,
+    traceparent: string,
+    clientAddress: string,
+  ) {
     if (url.pathname.startsWith("/v1/")) {
       return await transcode(req, url, { requestId, traceparent });
     }
-    const answered = await oauth(req, url, { requestId, traceparent });
+    const answered = await oauth(req, url, { requestId, traceparent, clientAddress });
     if (answered) return answered;
     const document = await openApi(req, url);
     if (document) return { response: document, route: "/openapi.json" };
@@ -252,6 +267,12 @@ export function startGateway(
     };
   }
 
+  /** The client's address: the proxy's header when one is configured, else the peer's. */
+  const clientAddressOf = (req: Request, info: Deno.ServeHandlerInfo) => {
+    const header = config.CLIENT_ADDRESS_HEADER;
+    const named = header === undefined ? undefined : req.headers.get(header)?.trim();
+    return named || (info.remoteAddr as Deno.NetAddr).hostname;
+  };
   const server = serveGuarded({
     port: config.GATEWAY_PORT,
     hostname: config.HOST,
@@ -261,7 +282,7 @@ export function startGateway(
     budget,
     // A body over the size limit is answered 413 by the transcoder, without being read.
     admit: (length) => length > defaultMaxBodyBytes || budget.admits(length * bodyCostFactor),
-  }, async (req) => {
+  }, async (req, info) => {
     const started = performance.now();
     const url = new URL(req.url);
     const requestId = requestIdOf(req.headers);
@@ -270,7 +291,13 @@ export function startGateway(
     metrics.inFlight.inc();
     let result: { response: Response; route: string };
     try {
-      result = await route(req, url, requestId, formatTraceparent(span));
+      result = await route(
+        req,
+        url,
+        requestId,
+        formatTraceparent(span),
+        clientAddressOf(req, info),
+      );
     } catch (error) {
       log.error("request failed", { path: url.pathname, request_id: requestId, error });
       result = {

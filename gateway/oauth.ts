@@ -8,9 +8,14 @@
  *   page's form: Allow or Deny, answered with a redirect to the client (303). Without a valid
  *   session: a redirect to LOGIN_URL with `return_to` (a path when LOGIN_URL is on the issuer's
  *   origin, as `deno task start`'s development sign-in page is; else the whole URL), or a page
- *   saying so. The token service decides everything (StartAuthorization, DecideAuthorization);
+ *   saying so; with `prompt=none`, StartAuthorization asked without a user, which answers
+ *   `login_required` to the client. A remembered consent is a redirect with the code at once
+ *   (302), no page. The token service decides everything (StartAuthorization, DecideAuthorization);
  *   the gateway renders HTML, because a page is not RPC-shaped and the gateway is where HTTP is
  *   spoken;
+ * - `POST /oauth2/device_authorization` (RFC 8628 3.1): a device's device code and user code, a form
+ *   endpoint as the token endpoint is; `GET /oauth2/device` and its form's POST: the verification
+ *   page (./device_page.ts), for the signed-in user as the consent page is;
  * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), held in memory for as long as the token
  *   service says a cache may keep them;
  * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
@@ -52,6 +57,7 @@ import {
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
 import { createCors } from "./cors.ts";
+import { createDevicePage, devicePageParams } from "./device_page.ts";
 
 export { oauthPaths };
 
@@ -61,6 +67,7 @@ const grantTypes = [
   "refresh_token",
   "client_credentials",
   "urn:ietf:params:oauth:grant-type:token-exchange",
+  "urn:ietf:params:oauth:grant-type:device_code",
 ];
 
 /**
@@ -75,7 +82,16 @@ const authorizationParams = {
   state: "state",
   code_challenge: "codeChallenge",
   code_challenge_method: "codeChallengeMethod",
+  prompt: "prompt",
+  request_uri: "requestUri",
 } as const;
+
+/** An authorization request's fields from its parameters (absent: empty). */
+function requestOf(params: Map<string, string>) {
+  return Object.fromEntries(
+    Object.entries(authorizationParams).map(([name, field]) => [field, params.get(name) ?? ""]),
+  ) as Record<(typeof authorizationParams)[keyof typeof authorizationParams], string>;
+}
 
 /** The parameters of a token request, by the field of TokenService's IssueTokenRequest. */
 const tokenParams = {
@@ -91,6 +107,7 @@ const tokenParams = {
   requested_token_type: "requestedTokenType",
   actor_token: "actorToken",
   resource: "resource",
+  device_code: "deviceCode",
 } as const;
 
 /** How clients authenticate (RFC 8414 `*_endpoint_auth_methods_supported`). */
@@ -101,7 +118,9 @@ const clientParams = ["client_id", "client_secret", "client_assertion", "client_
 const knownParams = {
   token: new Set([...Object.keys(tokenParams), ...clientParams]),
   tokenForm: new Set(["token", "token_type_hint", ...clientParams]),
+  par: new Set([...Object.keys(authorizationParams), ...clientParams]),
   authorize: new Set([...Object.keys(authorizationParams), "decision", "csrf_token"]),
+  deviceAuthorization: new Set(["scope", ...clientParams]),
 };
 
 /** How an error names a parameter the client sent: by its name only when the endpoint knows it. */
@@ -129,13 +148,15 @@ export interface OAuthOptions {
   log: Logger;
   /** Where to send a user who is not signed in (with `return_to`); unset: a page says so. */
   loginUrl?: string | undefined;
+  /** Whether every client must push its authorization requests (REQUIRE_PAR, RFC 9126). */
+  requirePar?: boolean | undefined;
 }
 
 /** The endpoints' handler: a response for an OAuth path, or undefined for any other path. */
 export type OAuthEndpoints = (
   req: Request,
   url: URL,
-  correlation: { requestId: string; traceparent: string },
+  correlation: { requestId: string; traceparent: string; clientAddress?: string },
 ) => Promise<{ response: Response; route: string } | undefined>;
 
 /** RFC 6749 5.2 and RFC 7009 error answers. */
@@ -186,6 +207,9 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     revocation_endpoint_auth_methods_supported: authMethods,
     revocation_endpoint_auth_signing_alg_values_supported: assertionSigningAlgs,
     authorization_response_iss_parameter_supported: true,
+    device_authorization_endpoint: issuer + oauthPaths.deviceAuthorization,
+    pushed_authorization_request_endpoint: issuer + oauthPaths.par,
+    require_pushed_authorization_requests: options.requirePar ?? false,
     dpop_signing_alg_values_supported: dpopSigningAlgs,
   });
   let jwks: { body: string; until: number } | undefined;
@@ -213,11 +237,31 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     }
   }
   const cors = createCors(issuer);
+  /** RFC 8628 3.3: the verification page (./device_page.ts). */
+  const devicePage = createDevicePage({
+    tokens,
+    rpcTimeoutMs: options.rpcTimeoutMs,
+    log: options.log,
+    readForm: (req) => readForm(req, options.budget, devicePageParams),
+    notSignedIn: (req, url) => notSignedIn(req, url),
+    session: (req) => {
+      const session = cookieValue(req.headers.get("cookie"), sessionCookie);
+      return session !== undefined && /^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)
+        ? session
+        : undefined;
+    },
+  });
   /** The form endpoints: what each knows, and which answer browser apps (CORS). */
   const endpoints = {
     token: { route: oauthPaths.token, known: knownParams.token, browsers: true },
     introspect: { route: oauthPaths.introspect, known: knownParams.tokenForm, browsers: false },
     revoke: { route: oauthPaths.revoke, known: knownParams.tokenForm, browsers: true },
+    deviceAuthorization: {
+      route: oauthPaths.deviceAuthorization,
+      known: knownParams.deviceAuthorization,
+      browsers: false,
+    },
+    par: { route: oauthPaths.par, known: knownParams.par, browsers: false },
   };
 
   /**
@@ -293,6 +337,66 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     );
   }
 
+  /**
+   * `GET /oauth2/authorize?prompt=none` without a (valid) session: StartAuthorization asked with
+   * no user, which answers `login_required` to a checked client's redirect URI (or refuses to
+   * redirect, as it does for any request: the error page).
+   */
+  async function withoutSession(
+    req: Request,
+    url: URL,
+    params: Map<string, string>,
+    c: { requestId: string; traceparent: string },
+  ): Promise<Response> {
+    const request = Object.fromEntries(
+      Object.entries(authorizationParams).map(([name, field]) => [field, params.get(name) ?? ""]),
+    ) as Record<(typeof authorizationParams)[keyof AuthorizationParams], string>;
+    try {
+      const res = await tokens.startAuthorization({ request }, {
+        timeoutMs: options.rpcTimeoutMs,
+        headers: headersOf(c),
+      });
+      if (res.outcome.case === "redirectTo") {
+        return new Response(null, {
+          status: 302,
+          headers: { location: res.outcome.value, "cache-control": "no-store" },
+        });
+      }
+      return await notSignedIn(req, url);
+    } catch (error) {
+      const err = ConnectError.from(error);
+      if (err.findDetails(ErrorInfoSchema).some((d) => d.domain === "oauth2")) {
+        return await errorPage(
+          400,
+          "This sign-in request cannot be completed",
+          "The application that sent you here asked for something this sign-in service cannot " +
+            "do, so you were not sent back to it. You can close this page.",
+          undefined,
+          err.rawMessage,
+        );
+      }
+      if (err.code === Code.Unauthenticated) return await notSignedIn(req, url);
+      if (
+        err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
+        err.code === Code.ResourceExhausted
+      ) {
+        const res = await errorPage(
+          503,
+          "Try again in a moment",
+          "The sign-in service is busy or unreachable right now.",
+        );
+        res.headers.set("retry-after", "1");
+        return res;
+      }
+      options.log.error("authorization failed", {
+        code: Code[err.code],
+        request_id: c.requestId,
+        error,
+      });
+      return await errorPage(500, "Something went wrong", "The request could not be completed.");
+    }
+  }
+
   /** `GET /oauth2/authorize` (the consent page) and `POST /oauth2/authorize` (the choice). */
   async function authorize(
     req: Request,
@@ -328,15 +432,25 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       }
     }
     const session = cookieValue(req.headers.get("cookie"), sessionCookie);
+    // prompt=none (OpenID Connect Core 3.1.2.1) never shows a page, the sign-in page included:
+    // without a session the token service answers `login_required` to the client, once it has
+    // checked the client and the redirect URI (asked without a user).
+    const silent = req.method === "GET" && (params.get("prompt") ?? "").split(" ").includes("none");
     if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
+      if (silent) return await withoutSession(req, url, params, c);
       return await notSignedIn(req, url);
+    }
+    // A pushed request (RFC 9126 4) is its client_id and request_uri: anything else beside them
+    // is ignored, and not carried on to the page's form either.
+    if (params.has("request_uri")) {
+      for (const name of Object.keys(authorizationParams)) {
+        if (name !== "client_id" && name !== "request_uri") params.delete(name);
+      }
     }
     const shown = Object.fromEntries(
       Object.keys(authorizationParams).map((name) => [name, params.get(name) ?? ""]),
     ) as AuthorizationParams;
-    const request = Object.fromEntries(
-      Object.entries(authorizationParams).map(([name, field]) => [field, params.get(name) ?? ""]),
-    ) as Record<(typeof authorizationParams)[keyof AuthorizationParams], string>;
+    const request = requestOf(params);
     const call = {
       timeoutMs: options.rpcTimeoutMs,
       headers: { ...headersOf(c), authorization: `Bearer ${session}` },
@@ -376,7 +490,11 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           err.rawMessage,
         );
       }
-      if (err.code === Code.Unauthenticated) return await notSignedIn(req, url);
+      if (err.code === Code.Unauthenticated) {
+        // A session that no longer verifies is no session.
+        if (silent) return await withoutSession(req, url, params, c);
+        return await notSignedIn(req, url);
+      }
       if (
         err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
         err.code === Code.ResourceExhausted
@@ -492,6 +610,39 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           }
           return json(body);
         });
+      case oauthPaths.par:
+        // RFC 9126 2: the authorization request's parameters, with the client's credentials.
+        return await form(req, endpoints.par, c, async (params, client) => {
+          const res = await tokens.pushAuthorizationRequest(
+            { client, request: requestOf(params) },
+            {
+              timeoutMs: options.rpcTimeoutMs,
+              headers: headersOf(c),
+            },
+          );
+          return json(
+            { request_uri: res.requestUri, expires_in: Number(res.expiresIn) },
+            201,
+          );
+        });
+      case oauthPaths.deviceAuthorization:
+        // RFC 8628 3.1, 3.2: a device asks for a device code and a user code.
+        return await form(req, endpoints.deviceAuthorization, c, async (params, client) => {
+          const res = await tokens.startDeviceAuthorization(
+            { client, scope: params.get("scope") ?? "" },
+            { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) },
+          );
+          return json({
+            device_code: res.deviceCode,
+            user_code: res.userCode,
+            verification_uri: res.verificationUri,
+            verification_uri_complete: res.verificationUriComplete,
+            expires_in: Number(res.expiresIn),
+            interval: Number(res.interval),
+          });
+        });
+      case oauthPaths.device:
+        return { response: await devicePage(req, url, c), route: oauthPaths.device };
       case oauthPaths.revoke:
         return await form(req, endpoints.revoke, c, async (params, client) => {
           const token = params.get("token");

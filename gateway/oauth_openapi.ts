@@ -29,6 +29,7 @@ const oauthError: Json = {
       description: "The RFC 6749 error code, e.g. `invalid_request`, `invalid_client`, " +
         "`invalid_grant`, `unauthorized_client`, `unsupported_grant_type`, `invalid_scope`, " +
         "`invalid_target`, `invalid_dpop_proof`, `use_dpop_nonce` (RFC 9449), " +
+        "`authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628), " +
         "`temporarily_unavailable`, `server_error`.",
     },
     error_description: string("What went wrong, for the developer."),
@@ -198,19 +199,42 @@ const redirect = (description: string): Json => ({
   headers: { Location: { required: true, schema: { type: "string", format: "uri" } } },
 });
 
+/**
+ * The authorization request's parameters. With `request_uri` (a pushed request, RFC 9126) only
+ * `client_id` goes beside it, so none of the others is required by the schema: the token service
+ * says which a request lacks.
+ */
 const authorizationParameters: Json[] = [
-  ["response_type", "`code` (the only response type).", true],
+  ["response_type", "`code` (the only response type); required without request_uri.", false],
   ["client_id", "The client's id.", true],
   [
     "redirect_uri",
     "One of the client's registered redirect URIs, compared exactly (a native client's " +
-    "loopback URI may use any port).",
-    true,
+    "loopback URI may use any port); may be left out when the client has exactly one.",
+    false,
   ],
   ["scope", "Space-separated scopes.", false],
   ["state", "Returned unchanged with the code.", false],
-  ["code_challenge", "PKCE (RFC 7636): BASE64URL(SHA-256(code_verifier)).", true],
-  ["code_challenge_method", "`S256` (plain is refused).", true],
+  [
+    "code_challenge",
+    "PKCE (RFC 7636): BASE64URL(SHA-256(code_verifier)); required without request_uri.",
+    false,
+  ],
+  ["code_challenge_method", "`S256` (plain is refused); required without request_uri.", false],
+  [
+    "request_uri",
+    "A pushed request's `request_uri` (RFC 9126): the request is the one pushed, and every " +
+    "parameter but client_id is ignored.",
+    false,
+  ],
+  [
+    "prompt",
+    "OpenID Connect's `prompt`: `consent` shows the consent page even when the user's consent " +
+    "is remembered; `none` never shows a page (the code when consent is remembered, else " +
+    "`consent_required`, or `login_required` without a session); `login` is taken as none " +
+    "given. Anything else is `invalid_request`.",
+    false,
+  ],
 ].map(([name, description, required]) => ({
   name,
   in: "query",
@@ -262,6 +286,9 @@ export function oauthOpenApiPaths(): Record<string, Json> {
                     introspection_endpoint_auth_signing_alg_values_supported: strings,
                     revocation_endpoint_auth_signing_alg_values_supported: strings,
                     authorization_response_iss_parameter_supported: { type: "boolean" },
+                    device_authorization_endpoint: { type: "string", format: "uri" },
+                    pushed_authorization_request_endpoint: { type: "string", format: "uri" },
+                    require_pushed_authorization_requests: { type: "boolean" },
                     dpop_signing_alg_values_supported: strings,
                   },
                   additionalProperties: false,
@@ -316,12 +343,19 @@ export function oauthOpenApiPaths(): Record<string, Json> {
           "names a valid client and redirect URI but is otherwise wrong is sent back to the " +
           "client with `error` (302); one whose client or redirect URI cannot be trusted gets " +
           "an error page and is never redirected. Without a session: a redirect to the " +
-          "platform's sign-in page with `return_to` (302), or a page saying to sign in.",
+          "platform's sign-in page with `return_to` (302), or a page saying to sign in " +
+          "(`prompt=none`: back to the client with `login_required`). When the user's live " +
+          "installation of the project already holds every scope asked for, no page: back to " +
+          "the client with a `code` at once (302), unless `prompt=consent`. Otherwise the page " +
+          "lists the scopes not allowed yet, in the project's declared words.",
         security: [{ session: [] }],
         parameters: authorizationParameters,
         responses: {
           "200": html("The consent page (Allow, Deny)."),
-          "302": redirect("Back to the client with `error`, or to the sign-in page."),
+          "302": redirect(
+            "Back to the client with `code` (remembered consent) or `error`, or to the sign-in " +
+              "page.",
+          ),
           "400": html("The request cannot be completed (never redirected)."),
           "401": html("The user is not signed in (no sign-in page configured)."),
           "405": html("Not GET or POST.", {
@@ -382,7 +416,8 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         summary: "Token endpoint",
         description: "RFC 6749 3.2: `authorization_code` (with `code_verifier`), " +
           "`refresh_token` (rotated: each use returns a new one; reusing an old one revokes the " +
-          "family), `client_credentials`, and token exchange (RFC 8693). Confidential clients " +
+          "family), `client_credentials`, token exchange (RFC 8693) and the device code (RFC " +
+          "8628). Confidential clients " +
           "authenticate with HTTP Basic, `client_secret_post` or `private_key_jwt`; public " +
           "clients send `client_id` " +
           "alone. A browser app may call it from a registered JavaScript origin (CORS). With a " +
@@ -407,8 +442,15 @@ export function oauthOpenApiPaths(): Record<string, Json> {
               "refresh_token",
               "client_credentials",
               "urn:ietf:params:oauth:grant-type:token-exchange",
+              "urn:ietf:params:oauth:grant-type:device_code",
             ],
           },
+          device_code: string(
+            "urn:ietf:params:oauth:grant-type:device_code: the device code (RFC 8628 3.4). " +
+              "While the user has not decided: `authorization_pending`; polled sooner than the " +
+              "interval: `slow_down` (the interval grows by 5 s); `access_denied`, " +
+              "`expired_token`.",
+          ),
           code: string("authorization_code: the code from the redirect."),
           redirect_uri: string("authorization_code: the redirect URI of the request."),
           code_verifier: string("authorization_code: the PKCE verifier."),
@@ -447,6 +489,132 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         },
       },
       options: preflight("tokenPreflight", "token endpoint"),
+    },
+    [oauthPaths.deviceAuthorization]: {
+      post: {
+        operationId: "deviceAuthorization",
+        tags: ["OAuth 2"],
+        summary: "Device authorization endpoint",
+        description: "RFC 8628 3.1: a device (a TV, a command-line tool) asks for a device code, " +
+          "which it polls the token endpoint with, and a user code, which the user enters on " +
+          "the verification page in a browser. `native` clients send `client_id` alone; `web` " +
+          "clients authenticate as at the token endpoint; `spa` clients are " +
+          "`unauthorized_client`. `scope` is checked as at the authorization endpoint.",
+        security: clientAuth,
+        requestBody: form({ scope: string("Space-separated scopes.") }, []),
+        responses: {
+          "200": {
+            description: "The codes (RFC 8628 3.2).",
+            headers: noStore,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: [
+                    "device_code",
+                    "user_code",
+                    "verification_uri",
+                    "verification_uri_complete",
+                    "expires_in",
+                    "interval",
+                  ],
+                  properties: {
+                    device_code: string("Opaque; the device polls the token endpoint with it."),
+                    user_code: {
+                      type: "string",
+                      pattern: "^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$",
+                      description: "What the user enters (RFC 8628 6.1's 20 consonants).",
+                    },
+                    verification_uri: { type: "string", format: "uri" },
+                    verification_uri_complete: { type: "string", format: "uri" },
+                    expires_in: { type: "integer", enum: [600] },
+                    interval: { type: "integer", enum: [5] },
+                  },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+          ...errors(formErrors),
+        },
+      },
+    },
+    [oauthPaths.device]: {
+      get: {
+        operationId: "deviceVerificationPage",
+        tags: ["OAuth 2"],
+        summary: "Device verification page",
+        description: "RFC 8628 3.3: for the signed-in user (the `session` cookie), a form with " +
+          "one field for the user code (pre-filled from `user_code`) and Continue. Without a " +
+          "session: a redirect to the sign-in page (302), or a page saying to sign in.",
+        security: [{ session: [] }],
+        parameters: [{
+          name: "user_code",
+          in: "query",
+          required: false,
+          description: "The user code, from `verification_uri_complete`.",
+          schema: { type: "string" },
+        }],
+        responses: {
+          "200": html("The code form."),
+          "302": redirect("To the sign-in page."),
+          "401": html("The user is not signed in (no sign-in page configured)."),
+          "405": html("Not GET or POST.", {
+            headers: { Allow: { required: true, schema: { type: "string" } } },
+          }),
+          "500": html("Something went wrong."),
+          "503": html("The sign-in service is busy; retry.", {
+            headers: {
+              "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } },
+            },
+          }),
+        },
+      },
+      post: {
+        operationId: "deviceVerification",
+        tags: ["OAuth 2"],
+        summary: "The verification page's forms",
+        description: "Without `decision`: the user code and the code form's `csrf_token`; " +
+          "answered with the consent page (Allow, Deny), or the form again (400) for a wrong " +
+          "code. After 20 wrong codes in a minute from one session or one address, every code " +
+          "is refused for 5 minutes (429). With `decision` (`allow` or `deny`): the consent " +
+          "page's choice, answered with a page saying to return to the device.",
+        security: [{ session: [] }],
+        requestBody: {
+          required: true,
+          content: {
+            "application/x-www-form-urlencoded": {
+              schema: {
+                type: "object",
+                properties: {
+                  user_code: { type: "string" },
+                  csrf_token: { type: "string" },
+                  decision: { type: "string", enum: ["allow", "deny"] },
+                },
+                required: ["csrf_token"],
+              },
+            },
+          },
+        },
+        responses: {
+          "200": html("The consent page, or the page saying to return to the device."),
+          "400": html("A wrong or expired code (the form again), or an expired page."),
+          "401": html("The user is not signed in."),
+          "403": html("The application is only for the users of its project."),
+          "413": html("The form exceeds 16 KiB."),
+          "429": html("Too many wrong codes: retry after `Retry-After` seconds.", {
+            headers: {
+              "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } },
+            },
+          }),
+          "500": html("Something went wrong."),
+          "503": html("The sign-in service is busy; retry.", {
+            headers: {
+              "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } },
+            },
+          }),
+        },
+      },
     },
     [oauthPaths.introspect]: {
       post: {
@@ -496,6 +664,47 @@ export function oauthOpenApiPaths(): Record<string, Json> {
                       required: ["jkt"],
                       additionalProperties: false,
                     },
+                  },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+          ...errors(formErrors),
+        },
+      },
+    },
+    [oauthPaths.par]: {
+      post: {
+        operationId: "pushAuthorizationRequest",
+        tags: ["OAuth 2"],
+        summary: "Pushed authorization request",
+        description: "RFC 9126: the client sends its authorization request from its back end, " +
+          "authenticated as at the token endpoint (a public client by client_id alone); it is " +
+          "checked whole and kept for 60 seconds under a `request_uri`, which the authorization " +
+          "endpoint then takes with `client_id`, once.",
+        security: clientAuth,
+        requestBody: form(
+          Object.fromEntries(
+            authorizationParameters.filter((p) =>
+              p.name !== "request_uri" && p.name !== "client_id"
+            )
+              .map((p) => [p.name as string, string(p.description as string)]),
+          ),
+          ["response_type", "code_challenge", "code_challenge_method"],
+        ),
+        responses: {
+          "201": {
+            description: "The request is kept: its request_uri and lifetime.",
+            headers: noStore,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["request_uri", "expires_in"],
+                  properties: {
+                    request_uri: { type: "string" },
+                    expires_in: { type: "integer" },
                   },
                   additionalProperties: false,
                 },

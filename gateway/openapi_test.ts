@@ -57,6 +57,7 @@ Deno.test("request bodies leave out output-only fields, and PATCH bodies immutab
     "javascript_origins",
     "name",
     "redirect_uris",
+    "require_pushed_authorization_requests",
     "token_endpoint_auth_method",
     "type",
   ]);

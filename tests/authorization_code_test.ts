@@ -134,6 +134,9 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       state: "st-123",
       code_challenge: challenge,
       code_challenge_method: "S256",
+      // Every step plays the consent page: the page even when the user's consent is remembered
+      // (tests/remembered_consent_test.ts covers the flow without it).
+      prompt: "consent",
       ...extra,
     });
     const introspect = async (token: string) =>
@@ -162,6 +165,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         "refresh_token",
         "client_credentials",
         exchangeGrant,
+        "urn:ietf:params:oauth:grant-type:device_code",
       ]);
       assert.ok(as.token_endpoint_auth_methods_supported?.includes("none"));
       assert.equal(as.authorization_response_iss_parameter_supported, true);

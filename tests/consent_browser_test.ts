@@ -3,8 +3,11 @@
  * the signed-in user's `session` cookie, the project's branding (its logo served over HTTPS from
  * its own host, which the page's Content-Security-Policy lets in), Allow with the keyboard, the
  * redirect back to the client with `code`, `state` and `iss`, the code redeemed with its verifier by
- * a stock OAuth client (oauth4webapi), Deny, and an unregistered redirect URI that the browser is
- * never sent to. Screenshots at a phone's and a desktop's size go to SCREENSHOT_DIR when it is set.
+ * a stock OAuth client (oauth4webapi), the scopes shown in the project's declared words (the
+ * sensitive one marked), a second authorization that shows no page at all (remembered consent),
+ * one that asks only for a new scope (incremental consent) and Deny, and an unregistered redirect
+ * URI that the browser is never sent to. Screenshots at a phone's and a desktop's size go to
+ * SCREENSHOT_DIR when it is set.
  */
 
 import assert from "node:assert/strict";
@@ -81,6 +84,15 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
         homepage_uri: "https://photobook.example",
         privacy_policy_uri: "https://photobook.example/privacy",
         terms_of_service_uri: "https://photobook.example/terms",
+        scopes: [
+          { name: "photos.read", description: "See the photos in your library", sensitive: false },
+          { name: "albums.write", description: "Create and rename your albums", sensitive: false },
+          {
+            name: "photos.delete",
+            description: "Permanently delete photos from your library",
+            sensitive: true,
+          },
+        ],
       },
     });
     const redirect = `${app.base}/cb`;
@@ -105,14 +117,18 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
     const page = await context.newPage();
     const requested: string[] = [];
     page.on("request", (r) => requested.push(r.url()));
-    const authorizeUrl = async (redirectUri = redirect, state = "xyz-1") => {
+    const authorizeUrl = async (
+      redirectUri = redirect,
+      state = "xyz-1",
+      scope = "photos.read albums.write",
+    ) => {
       const verifier = oauth.generateRandomCodeVerifier();
       const url = new URL(as.authorization_endpoint!);
       url.search = new URLSearchParams({
         response_type: "code",
         client_id: clientId,
         redirect_uri: redirectUri,
-        scope: "photos.read albums.write",
+        scope,
         state,
         code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
         code_challenge_method: "S256",
@@ -121,7 +137,7 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
     };
 
     await t.step(
-      "the page shows the branding, the scopes, the account and the warning",
+      "the page shows the branding, the scopes' descriptions, the account and the warning",
       async () => {
         const { url } = await authorizeUrl();
         const res = await page.goto(url);
@@ -129,8 +145,18 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
         const heading = page.getByRole("heading", { level: 1 });
         assert.equal(await heading.textContent(), "Photo Book wants to access your account");
         assert.match(await page.locator("main").innerText(), /Signed in as ada@example\.com/);
-        assert.ok(await page.getByText("photos.read").isVisible());
-        assert.ok(await page.getByText("albums.write").isVisible());
+        // The scopes in the project's words; the names only in small print.
+        assert.ok(await page.getByText("See the photos in your library").isVisible());
+        assert.ok(await page.getByText("Create and rename your albums").isVisible());
+        const nameSize = await page.locator(".scope-name code").first().evaluate((e) =>
+          Number.parseFloat(
+            (globalThis as unknown as {
+              getComputedStyle(e: unknown): { fontSize: string };
+            }).getComputedStyle(e).fontSize,
+          )
+        );
+        assert.ok(nameSize <= 12.5, `the scope's name is small print (${nameSize}px)`);
+        assert.equal(await page.getByText("Sensitive").count(), 0);
         assert.ok(
           await page.getByRole("heading", { name: "This app is not verified" }).isVisible(),
         );
@@ -200,9 +226,56 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
       },
     );
 
-    await t.step("Deny: back at the client with access_denied", async () => {
-      const { url } = await authorizeUrl(redirect, "xyz-2");
+    await t.step("a second authorization shows no page: back at the client at once", async () => {
+      const { url, verifier } = await authorizeUrl(redirect, "xyz-3", "albums.write");
+      const pages: string[] = [];
+      const seen = (r: { url(): string; status(): number; headers(): Record<string, string> }) =>
+        pages.push(`${r.status()} ${r.headers()["content-type"] ?? ""} ${r.url().split("?")[0]}`);
+      page.on("response", seen);
       await page.goto(url);
+      page.off("response", seen);
+      const back = new URL(page.url());
+      assert.equal(`${back.origin}${back.pathname}`, redirect);
+      assert.equal(back.searchParams.get("state"), "xyz-3");
+      // The authorization endpoint answered with a redirect, never a page.
+      assert.deepEqual(
+        pages.filter((p) => p.includes("/oauth2/authorize")),
+        [`302  ${as.authorization_endpoint}`],
+      );
+      const tokens = await oauth.processAuthorizationCodeResponse(
+        as,
+        { client_id: clientId },
+        await oauth.authorizationCodeGrantRequest(
+          as,
+          { client_id: clientId },
+          oauth.ClientSecretBasic(secret),
+          oauth.validateAuthResponse(as, { client_id: clientId }, back, "xyz-3"),
+          redirect,
+          verifier,
+          insecure,
+        ),
+      );
+      assert.equal(tokens.scope, "albums.write");
+    });
+
+    await t.step("a new scope: only it is asked for, marked sensitive; Deny", async () => {
+      const { url } = await authorizeUrl(redirect, "xyz-2", "photos.read photos.delete");
+      const res = await page.goto(url);
+      assert.equal(res?.status(), 200);
+      const listed = await page.locator("ul.scopes").innerText();
+      assert.match(listed, /Permanently delete photos from your library/);
+      assert.doesNotMatch(listed, /See the photos/);
+      assert.ok(await page.getByText("Sensitive", { exact: true }).isVisible());
+      assert.match(
+        await page.locator("main").innerText(),
+        /Already allowed: See the photos in your library\./,
+      );
+      if (shots) {
+        await page.screenshot({ path: `${shots}/consent-more-desktop.png`, fullPage: true });
+        await page.setViewportSize({ width: 390, height: 844 });
+        await page.screenshot({ path: `${shots}/consent-more-phone.png`, fullPage: true });
+        await page.setViewportSize({ width: 1280, height: 800 });
+      }
       await Promise.all([
         page.waitForURL(`${redirect}?**`),
         page.getByRole("button", { name: "Deny" }).click(),

@@ -362,6 +362,8 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
           state: "st",
           code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
           code_challenge_method: "S256",
+          // The page every time, even when the user's consent is remembered.
+          prompt: "consent",
         });
         const page = await fetch(`${as.authorization_endpoint}?${params}`, {
           headers: { cookie: `session=${userToken}` },

@@ -94,6 +94,8 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
       state: "st-e",
       code_challenge: challenge,
       code_challenge_method: "S256",
+      // The page every time, even when the user's consent is remembered.
+      prompt: "consent",
     });
     /** The page and Allow; the URL the browser is sent back to, and the verifier. */
     const allow = async (client: string, redirect: string, scope = "a b") => {

@@ -22,6 +22,7 @@ const configKeys = [
   "created_at",
   "updated_at",
   "secret_max_lifetime_seconds",
+  "scopes",
 ];
 const clientKeys = [
   "id",
@@ -35,6 +36,7 @@ const clientKeys = [
   "updated_at",
   "token_endpoint_auth_method",
   "dpop_bound_access_tokens",
+  "require_pushed_authorization_requests",
 ];
 const installationKeys = [
   "id",
@@ -163,6 +165,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           created_at: undefined,
           updated_at: undefined,
           secret_max_lifetime_seconds: 0,
+          scopes: [],
         },
       );
       assert.match(res.body.created_at, timestamp);
@@ -744,7 +747,8 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         assert.equal(again.status, 201);
         assert.equal(again.body.id, installationId);
         assert.equal(again.body.principal_id, res.body.principal_id);
-        assert.deepEqual(again.body.scopes, ["openid"]);
+        // Consenting again adds to the scopes it holds (the union); it takes none away.
+        assert.deepEqual(again.body.scopes, ["openid", "email"]);
       },
     );
 

@@ -94,6 +94,27 @@ const cases: Case[] = [
     253,
     1,
   ),
+  ...both("declared scopes", "PATCH", config, "scopes", (n) => ({
+    scopes: Array.from({ length: n }, (_, i) => ({ name: `s.${i}`, description: "d" })),
+  }), 100),
+  ...both(
+    "declared scope description",
+    "PATCH",
+    config,
+    "scopes[0].description",
+    (n) => ({ scopes: [{ name: "s", description: "d".repeat(n), sensitive: true }] }),
+    200,
+    1,
+  ),
+  ...both(
+    "declared scope name",
+    "PATCH",
+    config,
+    "scopes[0].name",
+    (n) => ({ scopes: [{ name: "n".repeat(n), description: "d" }] }),
+    512,
+    1,
+  ),
   ...both(
     "client name",
     "POST",
@@ -135,8 +156,10 @@ const cases: Case[] = [
     "POST",
     "/v1/installations",
     "scopes[0]",
+    // Another project than the case above's: consent adds to the installation's scopes, which
+    // hold 100 after it.
     (n) => ({
-      project_id: "lim",
+      project_id: "lim2",
       scopes: ["s".repeat(n)],
     }),
     512,
@@ -153,10 +176,15 @@ const cases: Case[] = [
 Deno.test("every limit of spec section 8 holds at n and n+1", async (t) => {
   const stack = await startStack();
   const api = httpClient(stack.gatewayUrl);
-  const token = await stack.token({ sub: "limits", projects: ["lim"] });
+  const token = await stack.token({ sub: "limits", projects: ["lim", "lim2"] });
   try {
     const created = await api("PATCH", config, { token, json: { application_name: "Limits" } });
     assert.equal(created.status, 200, created.text);
+    const other = await api("PATCH", "/v1/projects/lim2/config", {
+      token,
+      json: { application_name: "Limits 2" },
+    });
+    assert.equal(other.status, 200, other.text);
     for (const c of cases) {
       await t.step(`${c.name}: ${c.ok ? "accepted" : "rejected"}`, async () => {
         const res = await api(c.method, c.path, {

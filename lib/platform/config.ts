@@ -49,6 +49,18 @@ export const optionalString = v.pipe(
 );
 
 /** The log level setting. */
+/** A `true`/`false` setting with a default. */
+export function flag(fallback: boolean) {
+  return v.optional(
+    v.pipe(
+      v.string(),
+      v.picklist(["true", "false"], "must be true or false"),
+      v.transform((s) => s === "true"),
+    ),
+    String(fallback),
+  );
+}
+
 export const logLevel = v.optional(v.picklist(["debug", "info", "warn", "error"]), "info");
 
 /** Settings that cannot be used: its message has one line per problem. */

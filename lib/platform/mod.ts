@@ -22,6 +22,7 @@ export {
 export {
   ConfigError,
   configErrorExitCode,
+  flag,
   logLevel,
   nonNegativeInt,
   optionalString,

@@ -15,6 +15,12 @@ export const oauthPaths = {
   token: "/oauth2/token",
   introspect: "/oauth2/introspect",
   revoke: "/oauth2/revoke",
+  /** RFC 8628 3.1: where a device asks for a device code and a user code. */
+  deviceAuthorization: "/oauth2/device_authorization",
+  /** RFC 8628 3.3: the verification page, where the user types the user code. */
+  device: "/oauth2/device",
+  /** RFC 9126 2: pushed authorization requests. */
+  par: "/oauth2/par",
 } as const;
 
 /**

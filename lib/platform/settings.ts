@@ -183,6 +183,13 @@ export const settings = {
     meaning: "where the authorization endpoint sends a user without a session (with `return_to`)",
     help: "where a user who is not signed in is sent (the dev sign-in page)",
   },
+  CLIENT_ADDRESS_HEADER: {
+    usedBy: ["gateway"],
+    default: "unset: the connection's peer address; the manifests: `X-Real-IP`",
+    meaning: "the header a trusted proxy names the client's address in, for the device page's " +
+      "guessing limit (only a proxy that overwrites it may stand in front)",
+    help: "the proxy's header with the client's address",
+  },
   HOST: {
     usedBy: all,
     default: "`0.0.0.0`",
@@ -316,6 +323,13 @@ export const settings = {
     default: "`false`",
     meaning: "`true`: a DPoP proof must carry a server nonce (RFC 9449 8), else `use_dpop_nonce` " +
       "and a `DPoP-Nonce` header; stateless, valid 5 to 10 minutes",
+  },
+  REQUIRE_PAR: {
+    usedBy: ["token-service", "gateway"],
+    default: "`false`",
+    meaning: "`true`: every client must push its authorization requests (RFC 9126) and send " +
+      "`request_uri` to the authorization endpoint; the metadata says so " +
+      "(`require_pushed_authorization_requests`)",
   },
 } as const satisfies Record<string, Setting>;
 

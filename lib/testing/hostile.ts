@@ -204,6 +204,13 @@ export const overLimits: Record<string, OverLimit[]> = {
       value: distinct(101, (i) => `d${i}.example.com`),
     },
     { field: "secret_max_lifetime_seconds", value: fc.constantFrom(315_360_001, -1) },
+    {
+      field: "scopes",
+      value: fc.constant(
+        Array.from({ length: 101 }, (_, i) => ({ name: `s${i}`, description: "d" })),
+      ),
+    },
+    { field: "scopes", value: codePoints(201).map((d) => [{ name: "s", description: d }]) },
   ],
   "registry.oauth.v1.CreateClientSecretRequest": [
     { field: "lifetime_seconds", value: fc.constantFrom(0, -1) },

@@ -24,6 +24,7 @@ const client = {
   updated_at: "2026-01-02T03:04:05.678Z",
   token_endpoint_auth_method: "client_secret_basic",
   dpop_bound_access_tokens: false,
+  require_pushed_authorization_requests: false,
 };
 
 function check(method: string, path: string, status: number, body: unknown, headers = json) {

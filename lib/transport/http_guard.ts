@@ -33,6 +33,9 @@
  *   pooled connections are closed for its new ones, never counted against it), while one address,
  *   whatever it sends, still leaves half of the connections to everyone else.
  *
+ * The handler's `info.remoteAddr.hostname` is the client's address (the relay's own loopback
+ * address is mapped back to it), as the gateway's user-code guessing limit needs.
+ *
  * Only bodies of declared length: a request head with `Transfer-Encoding` is answered `411 Length
  * Required` by the guard (the listener's JSON error body, `invalid_argument`), and no byte of that
  * request reaches `Deno.serve`. Why: each chunk of a chunked body costs `Deno.serve` more than its
@@ -548,7 +551,21 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
   };
   const bodyGraceMs = options.bodyGraceMs ?? 5_000;
   const minBodyRate = options.minBodyBytesPerSecond ?? 240;
-  const inner = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, handler);
+  // Which client address each relayed connection stands for, by the relay's local port (the
+  // inner server's peer port), so that the handler's `info.remoteAddr` is the client's address.
+  const clientOfPort = new Map<number, string>();
+  const inner = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    (req, info) => {
+      const client = clientOfPort.get(info.remoteAddr.port);
+      return handler(
+        req,
+        client === undefined
+          ? info
+          : { ...info, remoteAddr: { ...info.remoteAddr, hostname: client } },
+      );
+    },
+  );
   const upstream = { hostname: "127.0.0.1", port: inner.addr.port, transport: "tcp" as const };
   const listener = Deno.listen({ hostname: options.hostname, port: options.port });
   const open = new Set<Guarded>();
@@ -738,11 +755,18 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
         }
         if (!server) {
           server = await Deno.connect(upstream);
-          if (closed || g.lingering !== undefined) return;
+          const relayPort = (server.localAddr as Deno.NetAddr).port;
+          clientOfPort.set(relayPort, address);
+          const forget = () => clientOfPort.delete(relayPort);
+          if (closed || g.lingering !== undefined) {
+            forget();
+            return;
+          }
           server.setNoDelay(true);
           // Deno.serve closed: between requests nothing more is coming, else the client may
           // still be sending a request it answered early.
           toClient(server).catch(() => {}).finally(() => {
+            forget();
             if (g.lingering === undefined) g.phase === "idle" ? g.close() : g.linger();
           });
         }

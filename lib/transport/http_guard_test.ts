@@ -575,3 +575,19 @@ Deno.test("an answer given while the client still sends its body reaches it: the
     await server.shutdown();
   }
 });
+
+Deno.test("the handler sees the client's address, not the relay's loopback one", async () => {
+  // Listening on IPv6 loopback: the client is ::1, the relay to Deno.serve is 127.0.0.1.
+  const server = serveGuarded(
+    { port: 0, hostname: "::1" },
+    (_req, info) => new Response((info.remoteAddr as Deno.NetAddr).hostname),
+  );
+  try {
+    const first = await fetch(`http://[::1]:${server.addr.port}/`);
+    assert.equal(await first.text(), "::1");
+    const again = await fetch(`http://[::1]:${server.addr.port}/again`);
+    assert.equal(await again.text(), "::1");
+  } finally {
+    await server.shutdown();
+  }
+});

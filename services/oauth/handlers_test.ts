@@ -195,6 +195,59 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
       }, { headers: user }));
       assert.equal(notAdmin.code, Code.PermissionDenied);
     });
+
+    await t.step("consenting again adds scopes (the union), up to 100 in all", async () => {
+      const account = await service.bearer({ sub: "grower", projects: ["p"] });
+      const consent = (scopes: string[]) =>
+        api.consentInstallation({ projectId: "p", scopes }, { headers: account });
+      const first = (await consent(["b", "a"])).installation!;
+      const second = (await consent(["c", "a"])).installation!;
+      assert.equal(second.id, first.id);
+      assert.equal(second.principalId, first.principalId);
+      assert.deepEqual(second.scopes, ["b", "a", "c"]);
+      const many = (await consent(Array.from({ length: 97 }, (_, i) => `s${i}`))).installation!;
+      assert.equal(many.scopes.length, 100);
+      const full = await rejection(consent(["one-more"]));
+      assert.equal(full.code, Code.FailedPrecondition);
+      // Scopes it holds already add nothing, and are no fault.
+      assert.equal((await consent(["a", "s5"])).installation!.scopes.length, 100);
+    });
+
+    await t.step("the config's declared scopes: stored, read back, checked", async () => {
+      const scopes = [
+        { name: "photos.read", description: "See your photos", sensitive: false },
+        { name: "photos.delete", description: "Delete your photos", sensitive: true },
+      ];
+      const { config } = await api.updateOAuthConfig({
+        projectId: "p",
+        config: { scopes },
+        updateMask: { paths: ["scopes"] },
+      }, { headers: admin });
+      const plain = (c: typeof config) =>
+        c?.scopes.map(({ name, description, sensitive }) => ({ name, description, sensitive }));
+      assert.deepEqual(plain(config), scopes);
+      assert.deepEqual(
+        plain(
+          (await api.getOAuthConfig({ projectId: "p" }, { headers: admin }))
+            .config,
+        ),
+        scopes,
+      );
+      const bad = await rejection(api.updateOAuthConfig({
+        projectId: "p",
+        config: { scopes: [scopes[0]!, { ...scopes[0]!, description: "again" }] },
+        updateMask: { paths: ["scopes"] },
+      }, { headers: admin }));
+      assert.equal(bad.code, Code.InvalidArgument);
+      assert.match(bad.rawMessage, /must not declare a scope twice/);
+      // Cleared: an empty list again.
+      const cleared = await api.updateOAuthConfig({
+        projectId: "p",
+        config: {},
+        updateMask: { paths: ["scopes"] },
+      }, { headers: admin });
+      assert.deepEqual(cleared.config?.scopes, []);
+    });
   } finally {
     await service.close();
   }

@@ -64,6 +64,7 @@ import {
   type ConfigChanges,
   type ConfigRow,
   createConfigRepository,
+  type ScopeRow,
 } from "./repository/configs.ts";
 import { createInstallationRepository, type InstallationRow } from "./repository/installations.ts";
 import type { SecretHasher } from "./secrets.ts";
@@ -75,6 +76,7 @@ import {
   createKeySchema,
   createSecretSchema,
   defaultAuthMethod,
+  maxListItems,
   projectId as projectIdSchema,
 } from "./validation.ts";
 
@@ -130,6 +132,7 @@ const configMask = {
     "authorized_domains",
     "audience",
     "secret_max_lifetime_seconds",
+    "scopes",
   ],
 } as const;
 
@@ -141,6 +144,7 @@ const clientMask = {
     "status",
     "token_endpoint_auth_method",
     "dpop_bound_access_tokens",
+    "require_pushed_authorization_requests",
   ],
   immutable: ["type"],
 } as const;
@@ -175,6 +179,11 @@ function toConfig(row: ConfigRow): MessageInitShape<typeof OAuthConfigSchema> {
     createdAt: timestampFromDate(row.created_at),
     updatedAt: timestampFromDate(row.updated_at),
     secretMaxLifetimeSeconds: row.secret_max_lifetime_seconds,
+    scopes: row.scopes.map((s) => ({
+      name: s.name,
+      description: s.description,
+      sensitive: s.sensitive,
+    })),
   };
 }
 
@@ -191,6 +200,7 @@ function toClient(row: ClientRow): MessageInitShape<typeof ClientSchema> {
     updatedAt: timestampFromDate(row.updated_at),
     tokenEndpointAuthMethod: num(TokenEndpointAuthMethodSchema, row.token_endpoint_auth_method),
     dpopBoundAccessTokens: row.dpop_bound_access_tokens,
+    requirePushedAuthorizationRequests: row.require_pushed_authorization_requests,
   };
 }
 
@@ -366,6 +376,12 @@ export function createOAuthRegistry(
         const value = input[key];
         changes[path] = key === "audience"
           ? text(AudienceSchema, value as number)
+          : key === "scopes"
+          ? (value as ScopeRow[] | undefined ?? []).map((s) => ({
+            name: s.name,
+            description: s.description,
+            sensitive: s.sensitive,
+          }))
           : value === undefined
           ? null
           : value;
@@ -408,6 +424,7 @@ export function createOAuthRegistry(
             client.tokenEndpointAuthMethod || defaultAuthMethod(client.type),
           ),
           dpop_bound_access_tokens: client.dpopBoundAccessTokens,
+          require_pushed_authorization_requests: client.requirePushedAuthorizationRequests,
         });
         return { client: toClient(row) };
       } catch (error) {
@@ -714,15 +731,28 @@ export function createOAuthRegistry(
       // The policy read the config to check the audience; read again only without it (tests).
       const config = ctx.values.get(consentConfigKey) ?? await configs.get(input.projectId);
       if (!config) throw noConfig(input.projectId);
-      const row = await installations.consent({
-        id: ids.installation.generate().uuid,
-        project_id: input.projectId,
-        account_id: caller.accountId,
-        principal_id: ids.principal.generate().id,
-        application_name: config.application_name,
-        scopes: input.scopes,
-        authorized_by_id: caller.subject,
-      });
+      let row;
+      try {
+        row = await installations.consent({
+          id: ids.installation.generate().uuid,
+          project_id: input.projectId,
+          account_id: caller.accountId,
+          principal_id: ids.principal.generate().id,
+          application_name: config.application_name,
+          scopes: input.scopes,
+          authorized_by_id: caller.subject,
+        });
+      } catch (error) {
+        // The union with the scopes the installation holds would exceed the limit (0007).
+        if ((error as { code?: string }).code === "23514") {
+          throw new ConnectError(
+            `The installation would hold more than ${maxListItems} scopes; revoke it and ` +
+              "consent again to start over",
+            Code.FailedPrecondition,
+          );
+        }
+        throw error;
+      }
       return { installation: toInstallation(row) };
     },
 

@@ -53,6 +53,33 @@ export const maxSecretLifetimeSeconds = 315_360_000;
 const secretLifetimeRange =
   `must be between 0 (no limit) and ${maxSecretLifetimeSeconds} (10 years)`;
 
+/**
+ * OAuthConfig.scopes: at most 100 declared scopes, each a scope token (RFC 6749 3.3) with a
+ * description of 1..200 characters for users; names unique.
+ */
+const declaredScopes = v.pipe(
+  v.array(
+    v.object({
+      name: v.pipe(v.string("must be a string"), rule(checkScope)),
+      description: text(1, 200),
+      sensitive: v.boolean("must be a boolean"),
+    }, "must be an object"),
+    "must be a list",
+  ),
+  v.maxLength(maxListItems, `must have at most ${maxListItems} items`),
+  rule((items: { name: string; description: string; sensitive: boolean }[]) => {
+    const seen = new Map<string, number>();
+    for (const [i, { name }] of items.entries()) {
+      const first = seen.get(name);
+      if (first !== undefined) {
+        return `must not declare a scope twice (item ${i} repeats the name of item ${first})`;
+      }
+      seen.set(name, i);
+    }
+    return undefined;
+  }),
+);
+
 /** The rules of each OAuthConfig field a caller may set, by property name. */
 export const configFields = {
   applicationName: text(1, 120),
@@ -73,6 +100,7 @@ export const configFields = {
     v.minValue(0, secretLifetimeRange),
     v.maxValue(maxSecretLifetimeSeconds, secretLifetimeRange),
   ),
+  scopes: declaredScopes,
 } as const;
 
 type ClientTypeName = "web" | "spa" | "native";
@@ -163,6 +191,7 @@ export function clientFields(type: ClientType) {
     status: enumValue([ClientStatus.ACTIVE, ClientStatus.SUSPENDED], '"active", "suspended"'),
     tokenEndpointAuthMethod: authMethod(typeName, false),
     dpopBoundAccessTokens: v.boolean("must be a boolean"),
+    requirePushedAuthorizationRequests: v.boolean("must be a boolean"),
   };
 }
 
@@ -188,6 +217,7 @@ export function createClientSchema(type: ClientType) {
           true,
         ),
         dpopBoundAccessTokens: f.dpopBoundAccessTokens,
+        requirePushedAuthorizationRequests: f.requirePushedAuthorizationRequests,
       }, "is required"),
     });
   };

@@ -7,16 +7,30 @@
  *    a failure of 1 or 2 is shown to the user and never redirected (RFC 6749 4.1.2.1);
  * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
  *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`;
- * 4. the project accepts the user (an `internal` audience takes only its own users).
+ * 4. the scopes are ones the project declares, when it declares any (./scope.ts), and `prompt`
+ *    (OpenID Connect Core 3.1.2.1) is well formed;
+ * 5. the user is signed in (without a session only `prompt=none` is answered:
+ *    `login_required`), and the project accepts the user (an `internal` audience takes only its
+ *    own users).
  *
- * Then the consent: the page's CSRF token (bound to the user's session and to the request), and
- * the code (single use, 60 seconds, bound to the client, the redirect URI, the challenge and the
- * installation the consent made).
+ * Then the consent. Remembered consent first: when the user's live installation of the project
+ * already holds every scope asked for, StartAuthorization answers at once with the code Allow
+ * would give, and records nothing (unless `prompt=consent`, which shows the page anyway);
+ * `prompt=none` never shows a page (`consent_required` when consent is not remembered).
+ * Otherwise the page lists the scopes the installation does not hold yet. On the page: its CSRF
+ * token (bound to the user's session and to the request); Allow adds the scopes to the
+ * installation (the registry keeps the union) and gives the code (single use, 60 seconds, bound
+ * to the client, the redirect URI, the challenge and the installation, for exactly the scopes
+ * asked for: never the union, as Google does without `include_granted_scopes`).
+ *
+ * A pushed request (RFC 9126, ./pushed.ts) is checked by the same list up to the user's step
+ * ({@link checkPushed}), its faults thrown as the RFC 6749 5.2 error to the client that pushed it.
  *
  * @module
  */
 
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
 import { type Client, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import {
@@ -26,12 +40,14 @@ import {
 } from "../../gen/registry/oauth/v1/config_pb.ts";
 import {
   type AuthorizationRequest,
+  ConsentScopeSchema,
   type ConsentScreen,
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthDescription } from "../../lib/platform/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
-import { parseScope } from "./scope.ts";
+import { checkDeclared, describeScopes, parsePrompt, parseScope } from "./scope.ts";
+import type { Installation } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { oauthError, type OAuthErrorCode } from "./oauth_errors.ts";
 import { challengeProblem } from "./pkce.ts";
 import type { Registry } from "./registry.ts";
@@ -67,6 +83,10 @@ interface Checked {
   /** Where the answer goes: the redirect_uri given, or the client's only registered one. */
   redirectUri: string;
   scopes: string[];
+  /** The `prompt` values. */
+  prompt: Set<"none" | "login" | "consent">;
+  /** The user's token (the call's `authorization`). */
+  authorization: string;
 }
 
 /** A refusal shown on the page, never redirected. */
@@ -143,14 +163,15 @@ type Outcome = { kind: "ok"; checked: Checked } | { kind: "redirect"; to: string
 async function check(
   deps: AuthorizationDeps,
   req: AuthorizationRequest,
-  ctx: HandlerContext,
+  ctx: HandlerContext | undefined,
 ): Promise<Outcome> {
   const { client, redirectUri } = await checkClient(deps, req);
   const state = req.state.length <= maxStateLength ? req.state : "";
-  const refuse = (error: OAuthErrorCode, description: string): Outcome => ({
-    kind: "redirect",
-    to: errorRedirect(deps, redirectUri, state, error, description),
-  });
+  const refuse = (error: OAuthErrorCode, description: string): Outcome => {
+    // A pushed request (no user yet, no ctx) is answered to the client that pushed it.
+    if (!ctx) throw oauthError(error, description);
+    return { kind: "redirect", to: errorRedirect(deps, redirectUri, state, error, description) };
+  };
   if (req.state.length > maxStateLength) {
     return refuse("invalid_request", `state may be at most ${maxStateLength} characters`);
   }
@@ -168,10 +189,37 @@ async function check(
   }
   const config = await deps.registry.getConfig(client.projectId);
   if (!config) throw shown("invalid_client", "The application has no consent screen");
+  try {
+    checkDeclared(config, scopes);
+  } catch (error) {
+    return refuse("invalid_scope", (error as ConnectError).rawMessage);
+  }
+  const prompt = parsePrompt(req.prompt);
+  if (!prompt) {
+    return refuse(
+      "invalid_request",
+      "prompt must be none, or any of login and consent, space-separated, each at most once",
+    );
+  }
+  if (!ctx) {
+    return {
+      kind: "ok",
+      checked: { client, config, redirectUri, scopes, prompt, authorization: "" },
+    };
+  }
+  const authorization = ctx.requestHeader.get("authorization");
+  if (authorization === null) {
+    // No session (the gateway asks only for prompt=none, OpenID Connect Core 3.1.2.6).
+    if (prompt.has("none")) return refuse("login_required", "The user is not signed in");
+    throw new ConnectError("The user is not signed in", Code.Unauthenticated);
+  }
   if (config.audience === Audience.INTERNAL && !administers(callerOf(ctx), client.projectId)) {
     return refuse("access_denied", "This application is only for the users of its project");
   }
-  return { kind: "ok", checked: { client, config, redirectUri, scopes } };
+  return {
+    kind: "ok",
+    checked: { client, config, redirectUri, scopes, prompt, authorization },
+  };
 }
 
 function errorRedirect(
@@ -209,6 +257,7 @@ async function csrfInput(ctx: HandlerContext, req: AuthorizationRequest, until: 
       req.state,
       req.codeChallenge,
       req.codeChallengeMethod,
+      req.prompt,
       String(until),
     ].join("\n"),
   );
@@ -260,7 +309,27 @@ export async function startAuthorization(
   if (!req) throw shown("invalid_request", "The authorization request is missing");
   const outcome = await check(deps, req, ctx);
   if (outcome.kind === "redirect") return { redirectTo: outcome.to };
-  const { client, config, redirectUri, scopes } = outcome.checked;
+  const { client, config, redirectUri, scopes, prompt, authorization } = outcome.checked;
+  const installation = await deps.registry.liveInstallation(authorization, client.projectId);
+  const held = new Set(installation?.scopes ?? []);
+  const toAllow = scopes.filter((s) => !held.has(s));
+  if (installation && toAllow.length === 0 && !prompt.has("consent")) {
+    // Remembered consent: the code, as Allow would give it; the consent is not recorded again.
+    return { redirectTo: await issueCode(deps, outcome.checked, req, installation) };
+  }
+  if (prompt.has("none")) {
+    return {
+      redirectTo: errorRedirect(
+        deps,
+        redirectUri,
+        req.state,
+        "consent_required",
+        "The user has not allowed this application what it asks for",
+      ),
+    };
+  }
+  // prompt=consent on a remembered consent: the page asks for every scope again.
+  const listed = toAllow.length > 0 ? toAllow : scopes;
   const caller = callerOf(ctx);
   return {
     consent: {
@@ -277,57 +346,26 @@ export async function startAuthorization(
       subject: caller.subject,
       redirectTarget: targetOf(redirectUri),
       csrfToken: await csrfToken(deps, ctx, req),
+      scopeDetails: describeScopes(config, listed).map((d) => create(ConsentScopeSchema, d)),
+      alreadyGranted: describeScopes(
+        config,
+        scopes.filter((s) => held.has(s) && !listed.includes(s)),
+      ).map((d) => create(ConsentScopeSchema, d)),
     },
   };
 }
 
-/** DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). */
-export async function decideAuthorization(
+/**
+ * A new code for a checked request (RFC 6749 4.1.2), of the installation that holds the consent:
+ * for exactly the scopes asked for. Returns the redirect with `code`, `state` and `iss`.
+ */
+async function issueCode(
   deps: AuthorizationDeps,
-  req: AuthorizationRequest | undefined,
-  decision: Decision,
-  csrf: string,
-  ctx: HandlerContext,
+  checked: Checked,
+  req: AuthorizationRequest,
+  installation: Installation,
 ): Promise<string> {
-  if (!req) throw shown("invalid_request", "The authorization request is missing");
-  const outcome = await check(deps, req, ctx);
-  if (outcome.kind === "redirect") return outcome.to;
-  if (!(await csrfValid(deps, ctx, req, csrf))) {
-    throw shown(
-      "invalid_request",
-      "The consent page expired or was not shown to this session; start the sign-in again",
-    );
-  }
-  const { client, redirectUri, scopes } = outcome.checked;
-  const state = req.state;
-  const answer = (params: [string, string][]) =>
-    redirectWith(redirectUri, [
-      ...params,
-      ...(state !== "" ? [["state", state] as [string, string]] : []),
-      ["iss", deps.issuer],
-    ]);
-  if (decision === Decision.DENY) {
-    return answer([["error", "access_denied"], ["error_description", "The user denied access"]]);
-  }
-  if (decision !== Decision.ALLOW) throw shown("invalid_request", "decision must be allow or deny");
-
-  let installation;
-  try {
-    installation = await deps.registry.consent(
-      ctx.requestHeader.get("authorization")!,
-      client.projectId,
-      scopes,
-    );
-  } catch (error) {
-    // The registry's refusal (an internal project, since the check above) is said in our words.
-    if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
-      return answer([
-        ["error", "access_denied"],
-        ["error_description", "This application is only for the users of its project"],
-      ]);
-    }
-    throw error;
-  }
+  const { client, redirectUri, scopes } = checked;
   const code = randomToken("oac_");
   const at = deps.now();
   const familyId = crypto.randomUUID();
@@ -349,7 +387,65 @@ export async function decideAuthorization(
     principal_id: installation.principalId ?? "",
     expires_at: new Date(at + codeTtlMs),
   });
-  return answer([["code", code]]);
+  return redirectWith(redirectUri, [
+    ["code", code],
+    ...(req.state !== "" ? [["state", req.state] as [string, string]] : []),
+    ["iss", deps.issuer],
+  ]);
+}
+
+/** DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). */
+export async function decideAuthorization(
+  deps: AuthorizationDeps,
+  req: AuthorizationRequest | undefined,
+  decision: Decision,
+  csrf: string,
+  ctx: HandlerContext,
+): Promise<string> {
+  if (!req) throw shown("invalid_request", "The authorization request is missing");
+  const outcome = await check(deps, req, ctx);
+  if (outcome.kind === "redirect") return outcome.to;
+  if (!(await csrfValid(deps, ctx, req, csrf))) {
+    throw shown(
+      "invalid_request",
+      "The consent page expired or was not shown to this session; start the sign-in again",
+    );
+  }
+  const { client, redirectUri, scopes, authorization } = outcome.checked;
+  const state = req.state;
+  const answer = (params: [string, string][]) =>
+    redirectWith(redirectUri, [
+      ...params,
+      ...(state !== "" ? [["state", state] as [string, string]] : []),
+      ["iss", deps.issuer],
+    ]);
+  if (decision === Decision.DENY) {
+    return answer([["error", "access_denied"], ["error_description", "The user denied access"]]);
+  }
+  if (decision !== Decision.ALLOW) throw shown("invalid_request", "decision must be allow or deny");
+
+  let installation;
+  try {
+    // The registry adds the scopes to those the installation holds (the union): a page that
+    // listed only the new ones takes none of the others away.
+    installation = await deps.registry.consent(authorization, client.projectId, scopes);
+  } catch (error) {
+    // The registry's refusal (an internal project, since the check above) is said in our words.
+    if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
+      return answer([
+        ["error", "access_denied"],
+        ["error_description", "This application is only for the users of its project"],
+      ]);
+    }
+    if (error instanceof ConnectError && error.code === Code.FailedPrecondition) {
+      return answer([
+        ["error", "invalid_scope"],
+        ["error_description", "The installation would hold more than 100 scopes"],
+      ]);
+    }
+    throw error;
+  }
+  return await issueCode(deps, outcome.checked, req, installation);
 }
 
 /** The CSRF key, derived from the key the signing keys are sealed under (HKDF-SHA-256). */
@@ -359,4 +455,16 @@ export function deriveCsrfKey(secret: string): Promise<CryptoKey> {
     key: { name: "HMAC", hash: "SHA-256", length: 256 },
     usages: ["sign"],
   });
+}
+
+/**
+ * The checks of a pushed authorization request (RFC 9126 2.1), before any user is known: the
+ * client, the redirect URI, the response type, PKCE, the scope and the state. A fault is thrown as
+ * the RFC 6749 5.2 error, answered to the client that pushed it.
+ */
+export async function checkPushed(
+  deps: AuthorizationDeps,
+  req: AuthorizationRequest,
+): Promise<void> {
+  await check(deps, req, undefined);
 }

@@ -12,6 +12,8 @@
  *   client without its secret is `invalid_client`;
  * - `user`: the user's platform token in the `authorization` metadata, verified as every service
  *   verifies it (lib/policy);
+ * - `user_or_anonymous`: the same when the call carries `authorization`, else nobody (the handler
+ *   then answers only what needs no user: StartAuthorization's `login_required`);
  * - `public`: nobody in particular.
  *
  * The handler finds the verified client with {@link clientOf} and the user with lib/policy's
@@ -43,7 +45,12 @@ import { oauthError } from "./oauth_errors.ts";
 import { expired, type Registry } from "./registry.ts";
 
 /** Who may call a method (see the module's header). */
-export type ClientRule = "client" | "client_or_public" | "user" | "public";
+export type ClientRule =
+  | "client"
+  | "client_or_public"
+  | "user"
+  | "user_or_anonymous"
+  | "public";
 
 /** The rule of each TokenService method. */
 export const clientRules: Record<keyof typeof TokenService.method, ClientRule> = {
@@ -52,8 +59,13 @@ export const clientRules: Record<keyof typeof TokenService.method, ClientRule> =
   revokeToken: "client_or_public",
   getJwks: "public",
   checkCorsOrigin: "public",
-  startAuthorization: "user",
+  startAuthorization: "user_or_anonymous",
   decideAuthorization: "user",
+  startDeviceAuthorization: "client_or_public",
+  startDeviceVerification: "user",
+  lookupDeviceCode: "user",
+  decideDeviceCode: "user",
+  pushAuthorizationRequest: "client_or_public",
 };
 
 const clientKey = createContextKey<Client | undefined>(undefined, { description: "oauth client" });
@@ -96,6 +108,9 @@ export function clientAuthentication(options: ClientAuthOptions): Interceptor {
     }
     if (rule === "public") return await next(req);
     if (rule === "user") return await user(next)(req);
+    if (rule === "user_or_anonymous") {
+      return req.header.get("authorization") === null ? await next(req) : await user(next)(req);
+    }
     const credentials = (req.message as { client?: ClientCredentials }).client;
     req.contextValues.set(
       clientKey,

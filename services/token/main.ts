@@ -10,6 +10,7 @@
 import * as v from "valibot";
 import { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
 import {
+  flag,
   nonNegativeInt,
   oauthPaths,
   optionalString,
@@ -30,20 +31,14 @@ import { createAccessTokens } from "./access_tokens.ts";
 import { deriveCsrfKey } from "./authorization.ts";
 import { createDpop, deriveDpopNonceKey } from "./dpop.ts";
 import { createGrantRepository } from "./repository/grants.ts";
+import { createDeviceCodeRepository } from "./repository/device_codes.ts";
+import { guessLimit } from "./device.ts";
 import { createUsedJtis } from "./repository/used_jtis.ts";
+import { createPushedRequests } from "./repository/pushed_requests.ts";
+import { createPushed } from "./pushed.ts";
 import { createTokenService } from "./service.ts";
 
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
-/** A `true`/`false` setting with a default. */
-const flag = (fallback: boolean) =>
-  v.optional(
-    v.pipe(
-      v.string(),
-      v.picklist(["true", "false"], "must be true or false"),
-      v.transform((s) => s === "true"),
-    ),
-    String(fallback),
-  );
 
 /** How often each replica re-reads the signing keys and deletes what has expired. */
 const refreshEveryMs = 60_000;
@@ -79,6 +74,7 @@ export const tokenService = defineService({
      * from TOKEN_KEY_ENCRYPTION_KEY, so every replica makes and takes the same (./dpop.ts).
      */
     DPOP_NONCE_REQUIRED: flag(false),
+    REQUIRE_PAR: flag(false),
   },
   serve: ({ sql, config, log, metrics, notReady, verify, budget, now }) => {
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
@@ -123,13 +119,17 @@ export const tokenService = defineService({
       })
       : uncachedRevocations(sql);
     const grants = createGrantRepository(sql);
+    const devices = createDeviceCodeRepository(sql);
     const usedJtis = createUsedJtis(sql);
+    const pushedRequests = createPushedRequests(sql);
     const tick = setInterval(async () => {
       if (notReady() !== undefined) return;
       try {
         await keys.refresh();
         await grants.purge(new Date(now()));
+        await devices.purge(new Date(now()), guessLimit);
         await usedJtis.purge(new Date(now()));
+        await pushedRequests.purge(new Date(now()));
         await revocations.reload();
       } catch (error) {
         log.warn("signing keys not refreshed", { error });
@@ -165,6 +165,12 @@ export const tokenService = defineService({
             jwksMaxAgeSeconds: 300,
             csrfKey,
             dpop,
+            pushed: createPushed({
+              repository: pushedRequests,
+              registry,
+              requireAll: config.REQUIRE_PAR,
+              now,
+            }),
             now,
           }),
         ),

@@ -15,8 +15,10 @@ export const oauthErrorDomain = "oauth2";
 
 /**
  * The error codes this server answers: RFC 6749 5.2 (token endpoint) and 4.1.2.1 (authorization
- * endpoint), RFC 7009 2.2.1, RFC 8693 2.2.2 and RFC 9449 (`invalid_dpop_proof` 5, `use_dpop_nonce`
- * 8).
+ * endpoint), RFC 7009 2.2.1, RFC 8693 2.2.2, RFC 9449 (`invalid_dpop_proof` 5, `use_dpop_nonce`
+ * 8) and RFC 8628 3.5 (`authorization_pending`, `slow_down`, `expired_token`; with
+ * `access_denied`), all of them 400 at the token endpoint; and OpenID Connect Core 3.1.2.6's
+ * `consent_required` and `login_required`, which only the authorization endpoint redirects with.
  */
 export type OAuthErrorCode =
   | "invalid_request"
@@ -30,7 +32,12 @@ export type OAuthErrorCode =
   | "access_denied"
   | "invalid_target"
   | "invalid_dpop_proof"
-  | "use_dpop_nonce";
+  | "use_dpop_nonce"
+  | "consent_required"
+  | "login_required"
+  | "authorization_pending"
+  | "slow_down"
+  | "expired_token";
 
 const codes: Record<OAuthErrorCode, Code> = {
   invalid_request: Code.InvalidArgument,
@@ -45,6 +52,11 @@ const codes: Record<OAuthErrorCode, Code> = {
   invalid_target: Code.InvalidArgument,
   invalid_dpop_proof: Code.InvalidArgument,
   use_dpop_nonce: Code.InvalidArgument,
+  consent_required: Code.InvalidArgument,
+  login_required: Code.InvalidArgument,
+  authorization_pending: Code.InvalidArgument,
+  slow_down: Code.InvalidArgument,
+  expired_token: Code.InvalidArgument,
 };
 
 /**

@@ -17,7 +17,10 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
 import type { ClientKey } from "../../gen/registry/oauth/v1/client_key_pb.ts";
 import type { OAuthConfig } from "../../gen/registry/oauth/v1/config_pb.ts";
-import type { Installation } from "../../gen/registry/oauth/v1/installation_pb.ts";
+import {
+  type Installation,
+  InstallationStatus,
+} from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { signToken } from "../../lib/policy/mod.ts";
 import { createGrpcTransport } from "../../lib/rpc/mod.ts";
@@ -77,10 +80,17 @@ export interface Registry {
   getInstallation(projectId: string, installationId: string): Promise<Installation | undefined>;
   /**
    * Records the user's consent, exactly as `POST /v1/installations` does, as the user: the call
-   * carries the user's own `authorization`. Throws PERMISSION_DENIED when the project does not
-   * accept the user (audience `internal`).
+   * carries the user's own `authorization`: creates the installation, or adds the scopes to the
+   * live one's (the union). Throws PERMISSION_DENIED when the project does not accept the user
+   * (audience `internal`), FAILED_PRECONDITION when the union would exceed 100 scopes.
    */
   consent(authorization: string, projectId: string, scopes: string[]): Promise<Installation>;
+  /**
+   * The user's live (active) installation of the project, or undefined when there is none, asked
+   * as the user (the call carries the user's own `authorization`): the installations the user's
+   * account lists, page by page. Never kept in memory: a revocation counts at once.
+   */
+  liveInstallation(authorization: string, projectId: string): Promise<Installation | undefined>;
   /**
    * Whether an active client registers a browser origin as a JavaScript origin: a client of the
    * project of `clientId` when given, of any project otherwise.
@@ -209,8 +219,28 @@ export function createRegistry(options: RegistryOptions): Registry {
         // The user's own refusals stand (an internal project, a token that expired meanwhile).
         if (
           error instanceof ConnectError &&
-          (error.code === Code.PermissionDenied || error.code === Code.Unauthenticated)
+          (error.code === Code.PermissionDenied || error.code === Code.Unauthenticated ||
+            error.code === Code.FailedPrecondition)
         ) throw error;
+        throw unavailable(error);
+      }
+    },
+    async liveInstallation(userAuthorization, projectId) {
+      try {
+        let after = "";
+        for (;;) {
+          const res = await client.listInstallations({ limit: 100, after }, {
+            headers: { authorization: userAuthorization },
+          });
+          const live = res.data.find((i) =>
+            i.projectId === projectId && i.status === InstallationStatus.ACTIVE
+          );
+          if (live) return live;
+          if (!res.hasMore || res.data.length === 0) return undefined;
+          after = res.data[res.data.length - 1]!.id;
+        }
+      } catch (error) {
+        if (error instanceof ConnectError && error.code === Code.Unauthenticated) throw error;
         throw unavailable(error);
       }
     },

@@ -350,6 +350,9 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
     consent(authorization, projectId, scopes) {
       return registry.consent(authorization, projectId, scopes);
     },
+    liveInstallation(authorization, projectId) {
+      return registry.liveInstallation(authorization, projectId);
+    },
     async registersOrigin(origin, clientId) {
       return (await through(
         origins,

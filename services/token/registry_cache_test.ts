@@ -62,6 +62,7 @@ function setup(
     getConfig: () => Promise.resolve(undefined),
     getInstallation: () => Promise.resolve(undefined),
     consent: () => Promise.reject(new Error("not used")),
+    liveInstallation: () => Promise.reject(new Error("not used")),
     registersOrigin(origin) {
       calls.push(`origin ${origin}`);
       return Promise.resolve(origin === "https://app.example");

@@ -7,24 +7,39 @@
  * @module
  */
 
+import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { InstallationStatus } from "../../gen/registry/oauth/v1/installation_pb.ts";
-import type { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
+import {
+  AuthorizationRequestSchema,
+  type TokenService,
+} from "../../gen/registry/token/v1/token_service_pb.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import type { AccessClaims, AccessTokens } from "./access_tokens.ts";
 import {
   type AuthorizationDeps,
+  checkPushed,
   decideAuthorization,
   startAuthorization,
 } from "./authorization.ts";
 import { clientOf } from "./client_auth.ts";
 import type { Dpop } from "./dpop.ts";
+import type { Pushed } from "./pushed.ts";
 import { authorizationCode } from "./grants/authorization_code.ts";
 import { clientCredentials } from "./grants/client_credentials.ts";
 import type { Grant, GrantDeps } from "./grants/context.ts";
 import { refreshToken } from "./grants/refresh_token.ts";
 import { tokenExchange } from "./grants/token_exchange.ts";
+import { deviceCode } from "./grants/device_code.ts";
+import {
+  decideDeviceCode,
+  type DeviceDeps,
+  lookupDeviceCode,
+  startDeviceAuthorization,
+  startDeviceVerification,
+} from "./device.ts";
+import { createDeviceCodeRepository } from "./repository/device_codes.ts";
 import type { KeyRing } from "./keys.ts";
 import { oauthError } from "./oauth_errors.ts";
 import { sha256 } from "./opaque_tokens.ts";
@@ -54,6 +69,8 @@ export interface TokenServiceDeps {
   csrfKey: Promise<CryptoKey>;
   /** Checks DPoP proofs (RFC 9449) and makes their nonces. */
   dpop: Dpop;
+  /** Pushed authorization requests (RFC 9126). */
+  pushed: Pushed;
   /** The clock (ms since the epoch). */
   now: () => number;
 }
@@ -64,6 +81,7 @@ const grantsByType: Record<string, Grant> = {
   authorization_code: authorizationCode,
   refresh_token: refreshToken,
   "urn:ietf:params:oauth:grant-type:token-exchange": tokenExchange,
+  "urn:ietf:params:oauth:grant-type:device_code": deviceCode,
 };
 
 /** Grant types of RFC 6749 and its extensions that this server knowingly does not run. */
@@ -72,7 +90,6 @@ const refusedGrantTypes = new Set([
   "implicit",
   "urn:ietf:params:oauth:grant-type:jwt-bearer",
   "urn:ietf:params:oauth:grant-type:saml2-bearer",
-  "urn:ietf:params:oauth:grant-type:device_code",
 ]);
 
 /** What introspection answers for a token that is not active (RFC 7662 2.2). */
@@ -85,12 +102,21 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
 
   const isRevoked = (jti: string) => deps.revocations.isRevoked(jti);
 
+  const devices = createDeviceCodeRepository(sql);
   const grantDeps: GrantDeps = {
     accessTokens,
     grants,
+    devices,
     registry,
     isRevoked,
     refreshTtlMs: deps.refreshTokenTtlSeconds * 1000,
+    now,
+  };
+  const device: DeviceDeps = {
+    registry,
+    devices,
+    issuer: deps.issuer,
+    csrfKey: deps.csrfKey,
     now,
   };
   const authorization: AuthorizationDeps = {
@@ -174,22 +200,37 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     },
 
     async startAuthorization(req, ctx) {
-      const outcome = await startAuthorization(authorization, req.request, ctx);
-      return "consent" in outcome
-        ? { outcome: { case: "consent", value: outcome.consent } }
-        : { outcome: { case: "redirectTo", value: outcome.redirectTo } };
+      const request = await deps.pushed.resolve(req.request);
+      const outcome = await startAuthorization(authorization, request, ctx);
+      if ("consent" in outcome) return { outcome: { case: "consent", value: outcome.consent } };
+      // A redirect (an error, or a code without a page) is the pushed request's one decision.
+      await deps.pushed.spend(request);
+      return { outcome: { case: "redirectTo", value: outcome.redirectTo } };
     },
 
     async decideAuthorization(req, ctx) {
+      const request = await deps.pushed.resolve(req.request);
+      // Spent before the decision, so that two decisions cannot both get a code.
+      await deps.pushed.spend(request);
       return {
         redirectTo: await decideAuthorization(
           authorization,
-          req.request,
+          request,
           req.decision,
           req.csrfToken,
           ctx,
         ),
       };
+    },
+
+    async pushAuthorizationRequest(req, ctx) {
+      const request = req.request ?? create(AuthorizationRequestSchema);
+      const pushed = await deps.pushed.push(
+        clientOf(ctx),
+        request,
+        (checked) => checkPushed(authorization, checked),
+      );
+      return { requestUri: pushed.requestUri, expiresIn: BigInt(pushed.expiresIn) };
     },
 
     async introspectToken(req, ctx) {
@@ -247,6 +288,22 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       // A refresh token takes every token of its grant with it (RFC 7009 2.1).
       await grants.revokeFamily(refresh.family.id, new Date(now()));
       return {};
+    },
+
+    async startDeviceAuthorization(req, ctx) {
+      return await startDeviceAuthorization(device, clientOf(ctx), req.scope);
+    },
+
+    async startDeviceVerification(_req, ctx) {
+      return await startDeviceVerification(device, ctx);
+    },
+
+    async lookupDeviceCode(req, ctx) {
+      return await lookupDeviceCode(device, req, ctx);
+    },
+
+    async decideDeviceCode(req, ctx) {
+      return await decideDeviceCode(device, req, ctx);
     },
 
     async checkCorsOrigin(req) {

@@ -22,15 +22,24 @@ export interface ClientRow {
   /** `client_secret_basic`, `client_secret_post`, `private_key_jwt` (web) or `none` (spa, native). */
   token_endpoint_auth_method: string;
   dpop_bound_access_tokens: boolean;
+  require_pushed_authorization_requests: boolean;
 }
 
 /**
  * The columns set when a client is created. Without a token_endpoint_auth_method, the table gives
- * the type's default (migrations/0006_client_keys.sql); dpop_bound_access_tokens defaults to false.
+ * the type's default (migrations/0006_client_keys.sql); dpop_bound_access_tokens and
+ * require_pushed_authorization_requests default to false.
  */
 export type NewClient =
   & Pick<ClientRow, "id" | "project_id" | "name" | "type" | "redirect_uris" | "javascript_origins">
-  & Partial<Pick<ClientRow, "token_endpoint_auth_method" | "dpop_bound_access_tokens">>;
+  & Partial<
+    Pick<
+      ClientRow,
+      | "token_endpoint_auth_method"
+      | "dpop_bound_access_tokens"
+      | "require_pushed_authorization_requests"
+    >
+  >;
 
 /** The columns a caller may change. */
 export type ClientChanges = Partial<
@@ -42,6 +51,7 @@ export type ClientChanges = Partial<
     | "status"
     | "token_endpoint_auth_method"
     | "dpop_bound_access_tokens"
+    | "require_pushed_authorization_requests"
   >
 >;
 

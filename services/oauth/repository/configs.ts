@@ -6,6 +6,13 @@
 
 import type { Sql } from "../../../lib/db/mod.ts";
 
+/** One declared scope, as the `scopes` jsonb column holds it. */
+export interface ScopeRow {
+  name: string;
+  description: string;
+  sensitive: boolean;
+}
+
 /** A row of oauth.configs. */
 export interface ConfigRow {
   project_id: string;
@@ -19,6 +26,8 @@ export interface ConfigRow {
   audience: string;
   publishing_status: string;
   secret_max_lifetime_seconds: number;
+  /** The declared scopes (0007), in the order given; empty: none declared. */
+  scopes: ScopeRow[];
   created_at: Date;
   updated_at: Date;
 }
@@ -36,6 +45,7 @@ export type ConfigChanges = Partial<
     | "authorized_domains"
     | "audience"
     | "secret_max_lifetime_seconds"
+    | "scopes"
   >
 >;
 
@@ -57,6 +67,12 @@ export interface ConfigRepository {
 
 /** Creates the repository over a pool. */
 export function createConfigRepository(sql: Sql): ConfigRepository {
+  /** The changes as columns take them: `scopes` as JSON (an array would be a Postgres array). */
+  const stored = (changes: ConfigChanges): ConfigChanges =>
+    changes.scopes === undefined ? changes : {
+      ...changes,
+      scopes: sql.json(changes.scopes as never) as unknown as ScopeRow[],
+    };
   return {
     async get(projectId) {
       const [row] = await sql<ConfigRow[]>`
@@ -68,17 +84,17 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       const [row] = columns.length === 0
         ? await sql<ConfigRow[]>`select * from oauth.configs where project_id = ${projectId}`
         : await sql<ConfigRow[]>`
-            update oauth.configs set ${sql(changes, columns)}, updated_at = now()
+            update oauth.configs set ${sql(stored(changes), columns)}, updated_at = now()
             where project_id = ${projectId}
             returning *`;
       return row;
     },
     async upsert(projectId, changes) {
       const columns = Object.keys(changes) as (keyof ConfigChanges)[];
-      const values = { audience: "external", ...changes, project_id: projectId };
+      const values = { audience: "external", ...stored(changes), project_id: projectId };
       const [row] = await sql<ConfigRow[]>`
-        insert into oauth.configs ${sql(values)}
-        on conflict (project_id) do update set ${sql(changes, columns)}, updated_at = now()
+        insert into oauth.configs ${sql(values as never)}
+        on conflict (project_id) do update set ${sql(stored(changes), columns)}, updated_at = now()
         returning *`;
       return row!;
     },

@@ -36,9 +36,11 @@ export interface Consent {
 /** Reads and writes oauth.installations. */
 export interface InstallationRepository {
   /**
-   * Creates an active installation, or updates the live one of the same project and account
-   * (scopes, application name, who and when; its id and principal stay). Safe under concurrency:
-   * a partial unique index admits one live installation per (project, account).
+   * Creates an active installation, or updates the live one of the same project and account:
+   * adds the scopes it does not hold yet after those it holds (the union, never removing one),
+   * and sets the application name, who and when; its id and principal stay. Safe under
+   * concurrency: a partial unique index admits one live installation per (project, account).
+   * Throws Postgres's check violation (23514) when the union would exceed 100 scopes.
    */
   consent(consent: Consent): Promise<InstallationRow>;
   /** Returns the account's installation, or undefined. */
@@ -61,7 +63,11 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         sql({ ...consent, status: "active", created_at: at, authorized_at: at })
       }
         on conflict (project_id, account_id) where status <> 'revoked' do update set
-          scopes = excluded.scopes,
+          scopes = installations.scopes || array(
+            select s from unnest(excluded.scopes) with ordinality as given(s, i)
+            where s <> all(installations.scopes)
+            order by i
+          ),
           application_name = excluded.application_name,
           authorized_by_id = excluded.authorized_by_id,
           authorized_at = now()

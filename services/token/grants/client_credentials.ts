@@ -7,7 +7,7 @@
 
 import { isPublic } from "../client_auth.ts";
 import { oauthError } from "../oauth_errors.ts";
-import { parseScope } from "../scope.ts";
+import { checkDeclared, parseScope } from "../scope.ts";
 import { confirmation, type Grant, tokenType } from "./context.ts";
 
 /** Runs the grant. */
@@ -19,6 +19,8 @@ export const clientCredentials: Grant = async (deps, client, req, jkt) => {
     );
   }
   const scope = parseScope(req.scope);
+  // A project that declares its scopes gives its clients none other (../scope.ts).
+  if (scope.length > 0) checkDeclared(await deps.registry.getConfig(client.projectId), scope);
   const token = await deps.accessTokens.sign({
     sub: client.id,
     aud: client.projectId,

@@ -1,6 +1,6 @@
 /**
  * What every grant (./client_credentials.ts, ./authorization_code.ts, ./refresh_token.ts,
- * ./token_exchange.ts) is given, and the token of an installation they share.
+ * ./token_exchange.ts, ./device_code.ts) is given, and the token of an installation they share.
  *
  * @module
  */
@@ -15,6 +15,7 @@ import { randomToken, sha256 } from "../opaque_tokens.ts";
 import type { Registry } from "../registry.ts";
 import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_pb.ts";
 import type { FamilyRow, GrantRepository, Spent } from "../repository/grants.ts";
+import type { DeviceCodeRepository } from "../repository/device_codes.ts";
 import { oauthError } from "../oauth_errors.ts";
 import { isPublic } from "../client_auth.ts";
 
@@ -24,6 +25,8 @@ export interface GrantDeps {
   accessTokens: AccessTokens;
   /** Codes, refresh tokens and families. */
   grants: GrantRepository;
+  /** Device codes (RFC 8628). */
+  devices: DeviceCodeRepository;
   /** The registry (installations, clients). */
   registry: Registry;
   /** Whether an access token's `jti` is on the revocation list. */

@@ -88,6 +88,8 @@ function deps(
     accessTokens,
     grants,
     registry,
+    // The device code grant is tested against the stack (tests/device_flow_test.ts).
+    devices: {} as GrantDeps["devices"],
     isRevoked: () => Promise.resolve(false),
     refreshTtlMs: 30 * 86_400_000,
     now: () => clock.now,

@@ -54,8 +54,14 @@ export interface RefreshRow {
   dpop_jkt: string | null;
 }
 
-/** What issuing from a code or a refresh token spends: the code's hash, or the token's. */
-export type Spent = { codeHash: Uint8Array } | { refreshTokenHash: Uint8Array };
+/**
+ * What issuing from a code, a refresh token or a device code spends: the code's hash, the token's,
+ * or the device code's (migrations/0007_device_codes.sql).
+ */
+export type Spent =
+  | { codeHash: Uint8Array }
+  | { refreshTokenHash: Uint8Array }
+  | { deviceCodeHash: Uint8Array };
 
 /**
  * How issuing went: `issued`; or nothing written because what it spends was spent first (by a
@@ -153,6 +159,12 @@ export function createGrantRepository(
             ? await tx`
               update token.authorization_codes set redeemed_at = ${at}
               where code_hash = ${spent.codeHash} and family_id = ${familyId}
+                and redeemed_at is null
+              returning family_id`
+            : "deviceCodeHash" in spent
+            ? await tx`
+              update token.device_codes set redeemed_at = ${at}
+              where device_code_hash = ${spent.deviceCodeHash} and family_id = ${familyId}
                 and redeemed_at is null
               returning family_id`
             : await tx`

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/config.proto.
  */
 export const file_registry_oauth_v1_config: GenFile = /*@__PURE__*/
-  fileDesc("Ch5yZWdpc3RyeS9vYXV0aC92MS9jb25maWcucHJvdG8SEXJlZ2lzdHJ5Lm9hdXRoLnYxIv4ECgtPQXV0aENvbmZpZxIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQMSHQoQYXBwbGljYXRpb25fbmFtZRgCIAEoCUID4EECEh8KDXN1cHBvcnRfZW1haWwYAyABKAlCA+BBAUgAiAEBEhoKCGxvZ29fdXJpGAQgASgJQgPgQQFIAYgBARIeCgxob21lcGFnZV91cmkYBSABKAlCA+BBAUgCiAEBEiQKEnByaXZhY3lfcG9saWN5X3VyaRgGIAEoCUID4EEBSAOIAQESJgoUdGVybXNfb2Zfc2VydmljZV91cmkYByABKAlCA+BBAUgEiAEBEh8KEmF1dGhvcml6ZWRfZG9tYWlucxgIIAMoCUID4EEBEjIKCGF1ZGllbmNlGAkgASgOMhsucmVnaXN0cnkub2F1dGgudjEuQXVkaWVuY2VCA+BBARJDChFwdWJsaXNoaW5nX3N0YXR1cxgKIAEoDjIjLnJlZ2lzdHJ5Lm9hdXRoLnYxLlB1Ymxpc2hpbmdTdGF0dXNCA+BBAxIzCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCnVwZGF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSKAobc2VjcmV0X21heF9saWZldGltZV9zZWNvbmRzGA0gASgFQgPgQQFCEAoOX3N1cHBvcnRfZW1haWxCCwoJX2xvZ29fdXJpQg8KDV9ob21lcGFnZV91cmlCFQoTX3ByaXZhY3lfcG9saWN5X3VyaUIXChVfdGVybXNfb2Zfc2VydmljZV91cmkqUgoIQXVkaWVuY2USGAoUQVVESUVOQ0VfVU5TUEVDSUZJRUQQABIVChFBVURJRU5DRV9JTlRFUk5BTBABEhUKEUFVRElFTkNFX0VYVEVSTkFMEAIqdgoQUHVibGlzaGluZ1N0YXR1cxIhCh1QVUJMSVNISU5HX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVBVQkxJU0hJTkdfU1RBVFVTX1RFU1RJTkcQARIgChxQVUJMSVNISU5HX1NUQVRVU19QUk9EVUNUSU9OEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("Ch5yZWdpc3RyeS9vYXV0aC92MS9jb25maWcucHJvdG8SEXJlZ2lzdHJ5Lm9hdXRoLnYxIrgFCgtPQXV0aENvbmZpZxIXCgpwcm9qZWN0X2lkGAEgASgJQgPgQQMSHQoQYXBwbGljYXRpb25fbmFtZRgCIAEoCUID4EECEh8KDXN1cHBvcnRfZW1haWwYAyABKAlCA+BBAUgAiAEBEhoKCGxvZ29fdXJpGAQgASgJQgPgQQFIAYgBARIeCgxob21lcGFnZV91cmkYBSABKAlCA+BBAUgCiAEBEiQKEnByaXZhY3lfcG9saWN5X3VyaRgGIAEoCUID4EEBSAOIAQESJgoUdGVybXNfb2Zfc2VydmljZV91cmkYByABKAlCA+BBAUgEiAEBEh8KEmF1dGhvcml6ZWRfZG9tYWlucxgIIAMoCUID4EEBEjIKCGF1ZGllbmNlGAkgASgOMhsucmVnaXN0cnkub2F1dGgudjEuQXVkaWVuY2VCA+BBARJDChFwdWJsaXNoaW5nX3N0YXR1cxgKIAEoDjIjLnJlZ2lzdHJ5Lm9hdXRoLnYxLlB1Ymxpc2hpbmdTdGF0dXNCA+BBAxIzCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCnVwZGF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSKAobc2VjcmV0X21heF9saWZldGltZV9zZWNvbmRzGA0gASgFQgPgQQESOAoGc2NvcGVzGA4gAygLMiMucmVnaXN0cnkub2F1dGgudjEuU2NvcGVEZWNsYXJhdGlvbkID4EEBQhAKDl9zdXBwb3J0X2VtYWlsQgsKCV9sb2dvX3VyaUIPCg1faG9tZXBhZ2VfdXJpQhUKE19wcml2YWN5X3BvbGljeV91cmlCFwoVX3Rlcm1zX29mX3NlcnZpY2VfdXJpIlcKEFNjb3BlRGVjbGFyYXRpb24SEQoEbmFtZRgBIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAIgASgJQgPgQQISFgoJc2Vuc2l0aXZlGAMgASgIQgPgQQEqUgoIQXVkaWVuY2USGAoUQVVESUVOQ0VfVU5TUEVDSUZJRUQQABIVChFBVURJRU5DRV9JTlRFUk5BTBABEhUKEUFVRElFTkNFX0VYVEVSTkFMEAIqdgoQUHVibGlzaGluZ1N0YXR1cxIhCh1QVUJMSVNISU5HX1NUQVRVU19VTlNQRUNJRklFRBAAEh0KGVBVQkxJU0hJTkdfU1RBVFVTX1RFU1RJTkcQARIgChxQVUJMSVNISU5HX1NUQVRVU19QUk9EVUNUSU9OEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * OAuthConfig is the consent-screen configuration ("brand") of one project: what an end user sees
@@ -127,6 +127,18 @@ export type OAuthConfig = Message<"registry.oauth.v1.OAuthConfig"> & {
    * @generated from field: int32 secret_max_lifetime_seconds = 13;
    */
   secretMaxLifetimeSeconds: number;
+
+  /**
+   * The scopes the project's applications may ask for, each with what the consent page tells the
+   * user about it. At most 100 items; names unique. Defaults to an empty list, and a project that
+   * declares none keeps the old rule: any syntactically valid scope (RFC 6749 3.3) may be asked
+   * for, and the consent page shows scope names. Once the list is not empty, a scope it does not
+   * name is `invalid_scope` at the authorization endpoint and for `client_credentials`; codes,
+   * refresh tokens and installations that hold a scope removed later keep it.
+   *
+   * @generated from field: repeated registry.oauth.v1.ScopeDeclaration scopes = 14;
+   */
+  scopes: ScopeDeclaration[];
 };
 
 /**
@@ -135,6 +147,44 @@ export type OAuthConfig = Message<"registry.oauth.v1.OAuthConfig"> & {
  */
 export const OAuthConfigSchema: GenMessage<OAuthConfig> = /*@__PURE__*/
   messageDesc(file_registry_oauth_v1_config, 0);
+
+/**
+ * One scope a project declares (OAuthConfig.scopes).
+ *
+ * @generated from message registry.oauth.v1.ScopeDeclaration
+ */
+export type ScopeDeclaration = Message<"registry.oauth.v1.ScopeDeclaration"> & {
+  /**
+   * The scope token as clients send it: 1..512 printable ASCII characters other than space,
+   * double quote and backslash (RFC 6749 3.3 scope-token).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What the scope lets the application do, in words for users, shown on the consent page
+   * instead of the name: 1..200 characters (Unicode code points), no control characters.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Whether the scope reaches sensitive data or acts for the user in ways that matter (the
+   * consent page marks it). Defaults to false.
+   *
+   * @generated from field: bool sensitive = 3;
+   */
+  sensitive: boolean;
+};
+
+/**
+ * Describes the message registry.oauth.v1.ScopeDeclaration.
+ * Use `create(ScopeDeclarationSchema)` to create a new message.
+ */
+export const ScopeDeclarationSchema: GenMessage<ScopeDeclaration> = /*@__PURE__*/
+  messageDesc(file_registry_oauth_v1_config, 1);
 
 /**
  * Audience says who may consent to the project's applications. JSON: `internal`, `external`.

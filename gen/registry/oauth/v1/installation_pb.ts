@@ -22,8 +22,9 @@ export const file_registry_oauth_v1_installation: GenFile = /*@__PURE__*/
  * Lifecycle: ConsentInstallation creates it INSTALLATION_STATUS_ACTIVE with a new principal_id
  * (consent is the only approval this service knows, so v1 never returns
  * INSTALLATION_STATUS_PENDING, which is reserved for approval flows). Consenting again while it is
- * active updates its scopes, application_name, authorized_by_id and authorized_at and keeps its
- * id and principal_id. RevokeInstallation sets INSTALLATION_STATUS_REVOKED and revoked_at; the
+ * active adds the scopes given to those it holds (it never removes one: to withdraw scopes, revoke
+ * it), updates application_name, authorized_by_id and authorized_at, and keeps its id and
+ * principal_id. RevokeInstallation sets INSTALLATION_STATUS_REVOKED and revoked_at; the
  * record stays readable, and a later consent creates a new installation.
  *
  * @generated from message registry.oauth.v1.Installation
@@ -66,7 +67,8 @@ export type Installation = Message<"registry.oauth.v1.Installation"> & {
   applicationName: string;
 
   /**
-   * The consented scopes, as given in the latest consent.
+   * The consented scopes: every scope of every consent since the installation was created, in the
+   * order they were first given (at most 100).
    *
    * @generated from field: repeated string scopes = 6;
    */

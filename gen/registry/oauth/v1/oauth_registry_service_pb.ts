@@ -91,7 +91,7 @@ export type UpdateOAuthConfigRequest = Message<"registry.oauth.v1.UpdateOAuthCon
   /**
    * The fields to change, by their proto names (the JSON gateway derives it from the body's
    * keys). When absent, every field set to a non-default value in config. A field named here but
-   * unset in config is cleared (nullable fields to null, authorized_domains to []).
+   * unset in config is cleared (nullable fields to null, authorized_domains and scopes to []).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 3;
    */
@@ -1554,7 +1554,9 @@ export const OAuthRegistryService: GenService<{
    * Records the caller's consent for a project (which needs an OAuthConfig, else NOT_FOUND; an
    * AUDIENCE_INTERNAL project accepts consent only from its administrators, else
    * PERMISSION_DENIED). At most one non-revoked installation exists per (project, account):
-   * consenting again updates it rather than creating another.
+   * consenting again updates it rather than creating another, adding the scopes given to those it
+   * holds (the union; none is removed). FAILED_PRECONDITION when the union would exceed 100
+   * scopes.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.ConsentInstallation
    */

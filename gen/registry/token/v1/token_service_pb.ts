@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/token/v1/token_service.proto.
  */
 export const file_registry_token_v1_token_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSLEAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQESGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBARIiChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBCABKAlCA+BBARIdChBjbGllbnRfYXNzZXJ0aW9uGAUgASgJQgPgQQEiUAoJRHBvcFByb29mEhIKBXByb29mGAEgASgJQgPgQQISGAoLaHR0cF9tZXRob2QYAiABKAlCA+BBAhIVCghodHRwX3VyaRgDIAEoCUID4EECIroDChFJc3N1ZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhcKCmdyYW50X3R5cGUYAiABKAlCA+BBAhISCgVzY29wZRgDIAEoCUID4EEBEhEKBGNvZGUYBCABKAlCA+BBARIZCgxyZWRpcmVjdF91cmkYBSABKAlCA+BBARIaCg1jb2RlX3ZlcmlmaWVyGAYgASgJQgPgQQESGgoNcmVmcmVzaF90b2tlbhgHIAEoCUID4EEBEhoKDXN1YmplY3RfdG9rZW4YCCABKAlCA+BBARIfChJzdWJqZWN0X3Rva2VuX3R5cGUYCSABKAlCA+BBARIVCghhdWRpZW5jZRgKIAEoCUID4EEBEiEKFHJlcXVlc3RlZF90b2tlbl90eXBlGAsgASgJQgPgQQESGAoLYWN0b3JfdG9rZW4YDCABKAlCA+BBARIVCghyZXNvdXJjZRgNIAEoCUID4EEBEi8KBGRwb3AYDiABKAsyHC5yZWdpc3RyeS50b2tlbi52MS5EcG9wUHJvb2ZCA+BBASKnAQoSSXNzdWVUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAMSDQoFc2NvcGUYBCABKAkSFQoNcmVmcmVzaF90b2tlbhgFIAEoCRIZChFpc3N1ZWRfdG9rZW5fdHlwZRgGIAEoCRISCgpkcG9wX25vbmNlGAcgASgJIs4BChRBdXRob3JpemF0aW9uUmVxdWVzdBIaCg1yZXNwb25zZV90eXBlGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQISGQoMcmVkaXJlY3RfdXJpGAMgASgJQgPgQQESEgoFc2NvcGUYBCABKAlCA+BBARISCgVzdGF0ZRgFIAEoCUID4EEBEhsKDmNvZGVfY2hhbGxlbmdlGAYgASgJQgPgQQESIgoVY29kZV9jaGFsbGVuZ2VfbWV0aG9kGAcgASgJQgPgQQEirQIKDUNvbnNlbnRTY3JlZW4SGAoQYXBwbGljYXRpb25fbmFtZRgBIAEoCRITCgtjbGllbnRfbmFtZRgCIAEoCRIQCghsb2dvX3VyaRgDIAEoCRIVCg1zdXBwb3J0X2VtYWlsGAQgASgJEhQKDGhvbWVwYWdlX3VyaRgFIAEoCRIaChJwcml2YWN5X3BvbGljeV91cmkYBiABKAkSHAoUdGVybXNfb2Zfc2VydmljZV91cmkYByABKAkSEgoKdW52ZXJpZmllZBgIIAEoCBIOCgZzY29wZXMYCSADKAkSEgoKYWNjb3VudF9pZBgKIAEoCRIPCgdzdWJqZWN0GAsgASgJEhcKD3JlZGlyZWN0X3RhcmdldBgMIAEoCRISCgpjc3JmX3Rva2VuGA0gASgJIloKGVN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QSPQoHcmVxdWVzdBgBIAEoCzInLnJlZ2lzdHJ5LnRva2VuLnYxLkF1dGhvcml6YXRpb25SZXF1ZXN0QgPgQQIicwoaU3RhcnRBdXRob3JpemF0aW9uUmVzcG9uc2USMwoHY29uc2VudBgBIAEoCzIgLnJlZ2lzdHJ5LnRva2VuLnYxLkNvbnNlbnRTY3JlZW5IABIVCgtyZWRpcmVjdF90bxgCIAEoCUgAQgkKB291dGNvbWUiqAEKGkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQIiMgobRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEhMKC3JlZGlyZWN0X3RvGAEgASgJIoUBChZJbnRyb3NwZWN0VG9rZW5SZXF1ZXN0EjkKBmNsaWVudBgBIAEoCzIkLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudENyZWRlbnRpYWxzQgPgQQISEgoFdG9rZW4YAiABKAlCA+BBAhIcCg90b2tlbl90eXBlX2hpbnQYAyABKAlCA+BBASL8AQoXSW50cm9zcGVjdFRva2VuUmVzcG9uc2USDgoGYWN0aXZlGAEgASgIEg0KBXNjb3BlGAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRISCgp0b2tlbl90eXBlGAQgASgJEgsKA2V4cBgFIAEoAxILCgNpYXQYBiABKAMSCwoDc3ViGAcgASgJEgsKA2F1ZBgIIAEoCRILCgNpc3MYCSABKAkSCwoDanRpGAogASgJEhIKCmFjY291bnRfaWQYCyABKAkSFwoPaW5zdGFsbGF0aW9uX2lkGAwgASgJEg8KB2FjdF9zdWIYDSABKAkSDwoHY25mX2prdBgOIAEoCSKBAQoSUmV2b2tlVG9rZW5SZXF1ZXN0EjkKBmNsaWVudBgBIAEoCzIkLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudENyZWRlbnRpYWxzQgPgQQISEgoFdG9rZW4YAiABKAlCA+BBAhIcCg90b2tlbl90eXBlX2hpbnQYAyABKAlCA+BBASIVChNSZXZva2VUb2tlblJlc3BvbnNlIhAKDkdldEp3a3NSZXF1ZXN0Ij0KD0dldEp3a3NSZXNwb25zZRIRCglqd2tzX2pzb24YASABKAkSFwoPbWF4X2FnZV9zZWNvbmRzGAIgASgDIkUKFkNoZWNrQ29yc09yaWdpblJlcXVlc3QSEwoGb3JpZ2luGAEgASgJQgPgQQISFgoJY2xpZW50X2lkGAIgASgJQgPgQQEiKgoXQ2hlY2tDb3JzT3JpZ2luUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCrSAQoQQ2xpZW50QXV0aE1ldGhvZBIiCh5DTElFTlRfQVVUSF9NRVRIT0RfVU5TUEVDSUZJRUQQABIqCiZDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9CQVNJQxABEikKJUNMSUVOVF9BVVRIX01FVEhPRF9DTElFTlRfU0VDUkVUX1BPU1QQAhIbChdDTElFTlRfQVVUSF9NRVRIT0RfTk9ORRADEiYKIkNMSUVOVF9BVVRIX01FVEhPRF9QUklWQVRFX0tFWV9KV1QQBCpLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMtYFCgxUb2tlblNlcnZpY2USWQoKSXNzdWVUb2tlbhIkLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXF1ZXN0GiUucmVnaXN0cnkudG9rZW4udjEuSXNzdWVUb2tlblJlc3BvbnNlEnEKElN0YXJ0QXV0aG9yaXphdGlvbhIsLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QaLS5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRJ0ChNEZWNpZGVBdXRob3JpemF0aW9uEi0ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlcXVlc3QaLi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVBdXRob3JpemF0aW9uUmVzcG9uc2USaAoPSW50cm9zcGVjdFRva2VuEikucmVnaXN0cnkudG9rZW4udjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlc3BvbnNlElwKC1Jldm9rZVRva2VuEiUucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXF1ZXN0GiYucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXNwb25zZRJQCgdHZXRKd2tzEiEucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1JlcXVlc3QaIi5yZWdpc3RyeS50b2tlbi52MS5HZXRKd2tzUmVzcG9uc2USaAoPQ2hlY2tDb3JzT3JpZ2luEikucmVnaXN0cnkudG9rZW4udjEuQ2hlY2tDb3JzT3JpZ2luUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlc3BvbnNlYgZwcm90bzM", [file_google_api_field_behavior]);
+  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSLEAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQESGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBARIiChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBCABKAlCA+BBARIdChBjbGllbnRfYXNzZXJ0aW9uGAUgASgJQgPgQQEiUAoJRHBvcFByb29mEhIKBXByb29mGAEgASgJQgPgQQISGAoLaHR0cF9tZXRob2QYAiABKAlCA+BBAhIVCghodHRwX3VyaRgDIAEoCUID4EECItQDChFJc3N1ZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhcKCmdyYW50X3R5cGUYAiABKAlCA+BBAhISCgVzY29wZRgDIAEoCUID4EEBEhEKBGNvZGUYBCABKAlCA+BBARIZCgxyZWRpcmVjdF91cmkYBSABKAlCA+BBARIaCg1jb2RlX3ZlcmlmaWVyGAYgASgJQgPgQQESGgoNcmVmcmVzaF90b2tlbhgHIAEoCUID4EEBEhoKDXN1YmplY3RfdG9rZW4YCCABKAlCA+BBARIfChJzdWJqZWN0X3Rva2VuX3R5cGUYCSABKAlCA+BBARIVCghhdWRpZW5jZRgKIAEoCUID4EEBEiEKFHJlcXVlc3RlZF90b2tlbl90eXBlGAsgASgJQgPgQQESGAoLYWN0b3JfdG9rZW4YDCABKAlCA+BBARIVCghyZXNvdXJjZRgNIAEoCUID4EEBEi8KBGRwb3AYDiABKAsyHC5yZWdpc3RyeS50b2tlbi52MS5EcG9wUHJvb2ZCA+BBARIYCgtkZXZpY2VfY29kZRgPIAEoCUID4EEBIqcBChJJc3N1ZVRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoAxINCgVzY29wZRgEIAEoCRIVCg1yZWZyZXNoX3Rva2VuGAUgASgJEhkKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJEhIKCmRwb3Bfbm9uY2UYByABKAki/QEKFEF1dGhvcml6YXRpb25SZXF1ZXN0EhoKDXJlc3BvbnNlX3R5cGUYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIZCgxyZWRpcmVjdF91cmkYAyABKAlCA+BBARISCgVzY29wZRgEIAEoCUID4EEBEhIKBXN0YXRlGAUgASgJQgPgQQESGwoOY29kZV9jaGFsbGVuZ2UYBiABKAlCA+BBARIiChVjb2RlX2NoYWxsZW5nZV9tZXRob2QYByABKAlCA+BBARIYCgtyZXF1ZXN0X3VyaRgIIAEoCUID4EEBEhMKBnByb21wdBgJIAEoCUID4EEBIp8DCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCRI2Cg1zY29wZV9kZXRhaWxzGA4gAygLMh8ucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjb3BlEjgKD2FscmVhZHlfZ3JhbnRlZBgPIAMoCzIfLnJlZ2lzdHJ5LnRva2VuLnYxLkNvbnNlbnRTY29wZSJECgxDb25zZW50U2NvcGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCglzZW5zaXRpdmUYAyABKAgiWgoZU3RhcnRBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAiJzChpTdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRIzCgdjb25zZW50GAEgASgLMiAucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjcmVlbkgAEhUKC3JlZGlyZWN0X3RvGAIgASgJSABCCQoHb3V0Y29tZSKbAQofUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0UmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEj0KB3JlcXVlc3QYAiABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECIksKIFB1c2hBdXRob3JpemF0aW9uUmVxdWVzdFJlc3BvbnNlEhMKC3JlcXVlc3RfdXJpGAEgASgJEhIKCmV4cGlyZXNfaW4YAiABKAMiqAEKGkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQIiMgobRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEhMKC3JlZGlyZWN0X3RvGAEgASgJInAKH1N0YXJ0RGV2aWNlQXV0aG9yaXphdGlvblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgVzY29wZRgCIAEoCUID4EEBIq0BCiBTdGFydERldmljZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtkZXZpY2VfY29kZRgBIAEoCRIRCgl1c2VyX2NvZGUYAiABKAkSGAoQdmVyaWZpY2F0aW9uX3VyaRgDIAEoCRIhChl2ZXJpZmljYXRpb25fdXJpX2NvbXBsZXRlGAQgASgJEhIKCmV4cGlyZXNfaW4YBSABKAMSEAoIaW50ZXJ2YWwYBiABKAMiIAoeU3RhcnREZXZpY2VWZXJpZmljYXRpb25SZXF1ZXN0IkkKH1N0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVzcG9uc2USEgoKY3NyZl90b2tlbhgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJImcKF0xvb2t1cERldmljZUNvZGVSZXF1ZXN0EhYKCXVzZXJfY29kZRgBIAEoCUID4EECEhcKCmNzcmZfdG9rZW4YAiABKAlCA+BBAhIbCg5jbGllbnRfYWRkcmVzcxgDIAEoCUID4EEBImAKGExvb2t1cERldmljZUNvZGVSZXNwb25zZRIxCgdjb25zZW50GAEgASgLMiAucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjcmVlbhIRCgl1c2VyX2NvZGUYAiABKAkimwEKF0RlY2lkZURldmljZUNvZGVSZXF1ZXN0EhYKCXVzZXJfY29kZRgBIAEoCUID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQISGwoOY2xpZW50X2FkZHJlc3MYBCABKAlCA+BBASI0ChhEZWNpZGVEZXZpY2VDb2RlUmVzcG9uc2USGAoQYXBwbGljYXRpb25fbmFtZRgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi/AEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJEg8KB2NuZl9qa3QYDiABKAkigQEKElJldm9rZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEiFQoTUmV2b2tlVG9rZW5SZXNwb25zZSIQCg5HZXRKd2tzUmVxdWVzdCI9Cg9HZXRKd2tzUmVzcG9uc2USEQoJandrc19qc29uGAEgASgJEhcKD21heF9hZ2Vfc2Vjb25kcxgCIAEoAyJFChZDaGVja0NvcnNPcmlnaW5SZXF1ZXN0EhMKBm9yaWdpbhgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EEBIioKF0NoZWNrQ29yc09yaWdpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgq0gEKEENsaWVudEF1dGhNZXRob2QSIgoeQ0xJRU5UX0FVVEhfTUVUSE9EX1VOU1BFQ0lGSUVEEAASKgomQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfQkFTSUMQARIpCiVDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9QT1NUEAISGwoXQ0xJRU5UX0FVVEhfTUVUSE9EX05PTkUQAxImCiJDTElFTlRfQVVUSF9NRVRIT0RfUFJJVkFURV9LRVlfSldUEAQqSwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAjK/CgoMVG9rZW5TZXJ2aWNlElkKCklzc3VlVG9rZW4SJC5yZWdpc3RyeS50b2tlbi52MS5Jc3N1ZVRva2VuUmVxdWVzdBolLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXNwb25zZRJxChJTdGFydEF1dGhvcml6YXRpb24SLC5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Gi0ucmVnaXN0cnkudG9rZW4udjEuU3RhcnRBdXRob3JpemF0aW9uUmVzcG9uc2USdAoTRGVjaWRlQXV0aG9yaXphdGlvbhItLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Gi4ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEmgKD0ludHJvc3BlY3RUb2tlbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZRJcCgtSZXZva2VUb2tlbhIlLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVxdWVzdBomLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVzcG9uc2USUAoHR2V0SndrcxIhLnJlZ2lzdHJ5LnRva2VuLnYxLkdldEp3a3NSZXF1ZXN0GiIucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1Jlc3BvbnNlEmgKD0NoZWNrQ29yc09yaWdpbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5DaGVja0NvcnNPcmlnaW5SZXNwb25zZRKDAQoYU3RhcnREZXZpY2VBdXRob3JpemF0aW9uEjIucmVnaXN0cnkudG9rZW4udjEuU3RhcnREZXZpY2VBdXRob3JpemF0aW9uUmVxdWVzdBozLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0RGV2aWNlQXV0aG9yaXphdGlvblJlc3BvbnNlEoABChdTdGFydERldmljZVZlcmlmaWNhdGlvbhIxLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVxdWVzdBoyLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVzcG9uc2USawoQTG9va3VwRGV2aWNlQ29kZRIqLnJlZ2lzdHJ5LnRva2VuLnYxLkxvb2t1cERldmljZUNvZGVSZXF1ZXN0GisucmVnaXN0cnkudG9rZW4udjEuTG9va3VwRGV2aWNlQ29kZVJlc3BvbnNlEmsKEERlY2lkZURldmljZUNvZGUSKi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVEZXZpY2VDb2RlUmVxdWVzdBorLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZURldmljZUNvZGVSZXNwb25zZRKDAQoYUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0EjIucmVnaXN0cnkudG9rZW4udjEuUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0UmVxdWVzdBozLnJlZ2lzdHJ5LnRva2VuLnYxLlB1c2hBdXRob3JpemF0aW9uUmVxdWVzdFJlc3BvbnNlYgZwcm90bzM", [file_google_api_field_behavior]);
 
 /**
  * The calling client's credentials.
@@ -218,6 +218,13 @@ export type IssueTokenRequest = Message<"registry.token.v1.IssueTokenRequest"> &
    * @generated from field: registry.token.v1.DpopProof dpop = 14;
    */
   dpop?: DpopProof | undefined;
+
+  /**
+   * `urn:ietf:params:oauth:grant-type:device_code`: the device code (RFC 8628 3.4).
+   *
+   * @generated from field: string device_code = 15;
+   */
+  deviceCode: string;
 };
 
 /**
@@ -324,7 +331,8 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
   redirectUri: string;
 
   /**
-   * The scopes asked for, space-separated.
+   * The scopes asked for, space-separated. When the client's project declares scopes
+   * (OAuthConfig.scopes), each must be one of them (else `invalid_scope`).
    *
    * @generated from field: string scope = 4;
    */
@@ -350,6 +358,26 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
    * @generated from field: string code_challenge_method = 7;
    */
   codeChallengeMethod: string;
+
+  /**
+   * A pushed request's `request_uri` (RFC 9126 4), with `client_id`: the request is the one pushed,
+   * and every other field here is ignored. Required when the server has REQUIRE_PAR or the client
+   * require_pushed_authorization_requests.
+   *
+   * @generated from field: string request_uri = 8;
+   */
+  requestUri: string;
+
+  /**
+   * OpenID Connect Core 3.1.2.1 `prompt`, space-separated values: empty (remembered consent skips
+   * the page), `consent` (the page is shown even when consent is remembered), `none` (no page
+   * ever: the code when consent is remembered, else `consent_required`; `login_required` without
+   * a session) and `login` (taken as empty: the session the user has is the sign-in). An unknown
+   * value, a value twice, or `none` with another is `invalid_request`.
+   *
+   * @generated from field: string prompt = 9;
+   */
+  prompt: string;
 };
 
 /**
@@ -458,6 +486,24 @@ export type ConsentScreen = Message<"registry.token.v1.ConsentScreen"> & {
    * @generated from field: string csrf_token = 13;
    */
   csrfToken: string;
+
+  /**
+   * The scopes this page asks the user to allow, in the order of `scopes`: those asked for that
+   * the user's live installation of the project does not hold yet (all of them when there is
+   * none, or with `prompt=consent` on a remembered consent). Each with the project's description
+   * (OAuthConfig.scopes); a project that declares none gives the name as the description.
+   *
+   * @generated from field: repeated registry.token.v1.ConsentScope scope_details = 14;
+   */
+  scopeDetails: ConsentScope[];
+
+  /**
+   * The scopes asked for that the installation already holds and this page does not list again
+   * (in the order of `scopes`), described as in `scope_details`; empty when none.
+   *
+   * @generated from field: repeated registry.token.v1.ConsentScope already_granted = 15;
+   */
+  alreadyGranted: ConsentScope[];
 };
 
 /**
@@ -466,6 +512,42 @@ export type ConsentScreen = Message<"registry.token.v1.ConsentScreen"> & {
  */
 export const ConsentScreenSchema: GenMessage<ConsentScreen> = /*@__PURE__*/
   messageDesc(file_registry_token_v1_token_service, 5);
+
+/**
+ * One scope on the consent page.
+ *
+ * @generated from message registry.token.v1.ConsentScope
+ */
+export type ConsentScope = Message<"registry.token.v1.ConsentScope"> & {
+  /**
+   * The scope token.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What it lets the application do (the project's words), or the name when the project declares
+   * no scopes.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Whether the project marks it sensitive.
+   *
+   * @generated from field: bool sensitive = 3;
+   */
+  sensitive: boolean;
+};
+
+/**
+ * Describes the message registry.token.v1.ConsentScope.
+ * Use `create(ConsentScopeSchema)` to create a new message.
+ */
+export const ConsentScopeSchema: GenMessage<ConsentScope> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 6);
 
 /**
  * Request of StartAuthorization.
@@ -486,7 +568,7 @@ export type StartAuthorizationRequest = Message<"registry.token.v1.StartAuthoriz
  * Use `create(StartAuthorizationRequestSchema)` to create a new message.
  */
 export const StartAuthorizationRequestSchema: GenMessage<StartAuthorizationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 6);
+  messageDesc(file_registry_token_v1_token_service, 7);
 
 /**
  * Response of StartAuthorization: a page to show, or an error to send back to the client.
@@ -509,7 +591,8 @@ export type StartAuthorizationResponse = Message<"registry.token.v1.StartAuthori
     case: "consent";
   } | {
     /**
-     * Redirect the browser here: the client's redirect URI with the error, `state` and `iss`.
+     * Redirect the browser here: the client's redirect URI with the error (or, for remembered
+     * consent, `code`), `state` and `iss`.
      *
      * @generated from field: string redirect_to = 2;
      */
@@ -523,7 +606,63 @@ export type StartAuthorizationResponse = Message<"registry.token.v1.StartAuthori
  * Use `create(StartAuthorizationResponseSchema)` to create a new message.
  */
 export const StartAuthorizationResponseSchema: GenMessage<StartAuthorizationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 7);
+  messageDesc(file_registry_token_v1_token_service, 8);
+
+/**
+ * Request of PushAuthorizationRequest.
+ *
+ * @generated from message registry.token.v1.PushAuthorizationRequestRequest
+ */
+export type PushAuthorizationRequestRequest = Message<"registry.token.v1.PushAuthorizationRequestRequest"> & {
+  /**
+   * The calling client (its client_id must be the request's).
+   *
+   * @generated from field: registry.token.v1.ClientCredentials client = 1;
+   */
+  client?: ClientCredentials | undefined;
+
+  /**
+   * The authorization request, without request_uri.
+   *
+   * @generated from field: registry.token.v1.AuthorizationRequest request = 2;
+   */
+  request?: AuthorizationRequest | undefined;
+};
+
+/**
+ * Describes the message registry.token.v1.PushAuthorizationRequestRequest.
+ * Use `create(PushAuthorizationRequestRequestSchema)` to create a new message.
+ */
+export const PushAuthorizationRequestRequestSchema: GenMessage<PushAuthorizationRequestRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 9);
+
+/**
+ * Response of PushAuthorizationRequest (RFC 9126 2.2; HTTP 201 through the gateway).
+ *
+ * @generated from message registry.token.v1.PushAuthorizationRequestResponse
+ */
+export type PushAuthorizationRequestResponse = Message<"registry.token.v1.PushAuthorizationRequestResponse"> & {
+  /**
+   * `urn:ietf:params:oauth:request_uri:` and 43 base64url characters.
+   *
+   * @generated from field: string request_uri = 1;
+   */
+  requestUri: string;
+
+  /**
+   * Seconds until it expires: 60.
+   *
+   * @generated from field: int64 expires_in = 2;
+   */
+  expiresIn: bigint;
+};
+
+/**
+ * Describes the message registry.token.v1.PushAuthorizationRequestResponse.
+ * Use `create(PushAuthorizationRequestResponseSchema)` to create a new message.
+ */
+export const PushAuthorizationRequestResponseSchema: GenMessage<PushAuthorizationRequestResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 10);
 
 /**
  * Request of DecideAuthorization.
@@ -558,7 +697,7 @@ export type DecideAuthorizationRequest = Message<"registry.token.v1.DecideAuthor
  * Use `create(DecideAuthorizationRequestSchema)` to create a new message.
  */
 export const DecideAuthorizationRequestSchema: GenMessage<DecideAuthorizationRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 8);
+  messageDesc(file_registry_token_v1_token_service, 11);
 
 /**
  * Response of DecideAuthorization.
@@ -580,7 +719,262 @@ export type DecideAuthorizationResponse = Message<"registry.token.v1.DecideAutho
  * Use `create(DecideAuthorizationResponseSchema)` to create a new message.
  */
 export const DecideAuthorizationResponseSchema: GenMessage<DecideAuthorizationResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 9);
+  messageDesc(file_registry_token_v1_token_service, 12);
+
+/**
+ * Request of StartDeviceAuthorization (RFC 8628 3.1).
+ *
+ * @generated from message registry.token.v1.StartDeviceAuthorizationRequest
+ */
+export type StartDeviceAuthorizationRequest = Message<"registry.token.v1.StartDeviceAuthorizationRequest"> & {
+  /**
+   * The calling client.
+   *
+   * @generated from field: registry.token.v1.ClientCredentials client = 1;
+   */
+  client?: ClientCredentials | undefined;
+
+  /**
+   * The scopes asked for, space-separated (as at the authorization endpoint).
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+};
+
+/**
+ * Describes the message registry.token.v1.StartDeviceAuthorizationRequest.
+ * Use `create(StartDeviceAuthorizationRequestSchema)` to create a new message.
+ */
+export const StartDeviceAuthorizationRequestSchema: GenMessage<StartDeviceAuthorizationRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 13);
+
+/**
+ * Response of StartDeviceAuthorization (RFC 8628 3.2).
+ *
+ * @generated from message registry.token.v1.StartDeviceAuthorizationResponse
+ */
+export type StartDeviceAuthorizationResponse = Message<"registry.token.v1.StartDeviceAuthorizationResponse"> & {
+  /**
+   * What the device polls the token endpoint with (opaque, `odc_...`).
+   *
+   * @generated from field: string device_code = 1;
+   */
+  deviceCode: string;
+
+  /**
+   * What the user types on the verification page: `XXXX-XXXX`.
+   *
+   * @generated from field: string user_code = 2;
+   */
+  userCode: string;
+
+  /**
+   * The verification page: the issuer's `/oauth2/device`.
+   *
+   * @generated from field: string verification_uri = 3;
+   */
+  verificationUri: string;
+
+  /**
+   * The verification page with the user code filled in (`?user_code=XXXX-XXXX`).
+   *
+   * @generated from field: string verification_uri_complete = 4;
+   */
+  verificationUriComplete: string;
+
+  /**
+   * Seconds until both codes expire: 600.
+   *
+   * @generated from field: int64 expires_in = 5;
+   */
+  expiresIn: bigint;
+
+  /**
+   * Seconds the device waits between polls: 5.
+   *
+   * @generated from field: int64 interval = 6;
+   */
+  interval: bigint;
+};
+
+/**
+ * Describes the message registry.token.v1.StartDeviceAuthorizationResponse.
+ * Use `create(StartDeviceAuthorizationResponseSchema)` to create a new message.
+ */
+export const StartDeviceAuthorizationResponseSchema: GenMessage<StartDeviceAuthorizationResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 14);
+
+/**
+ * Request of StartDeviceVerification.
+ *
+ * @generated from message registry.token.v1.StartDeviceVerificationRequest
+ */
+export type StartDeviceVerificationRequest = Message<"registry.token.v1.StartDeviceVerificationRequest"> & {
+};
+
+/**
+ * Describes the message registry.token.v1.StartDeviceVerificationRequest.
+ * Use `create(StartDeviceVerificationRequestSchema)` to create a new message.
+ */
+export const StartDeviceVerificationRequestSchema: GenMessage<StartDeviceVerificationRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 15);
+
+/**
+ * Response of StartDeviceVerification.
+ *
+ * @generated from message registry.token.v1.StartDeviceVerificationResponse
+ */
+export type StartDeviceVerificationResponse = Message<"registry.token.v1.StartDeviceVerificationResponse"> & {
+  /**
+   * The CSRF token of the code form: bound to the session, valid 10 minutes.
+   *
+   * @generated from field: string csrf_token = 1;
+   */
+  csrfToken: string;
+
+  /**
+   * The signed-in user's account (shown on the page).
+   *
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message registry.token.v1.StartDeviceVerificationResponse.
+ * Use `create(StartDeviceVerificationResponseSchema)` to create a new message.
+ */
+export const StartDeviceVerificationResponseSchema: GenMessage<StartDeviceVerificationResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 16);
+
+/**
+ * Request of LookupDeviceCode.
+ *
+ * @generated from message registry.token.v1.LookupDeviceCodeRequest
+ */
+export type LookupDeviceCodeRequest = Message<"registry.token.v1.LookupDeviceCodeRequest"> & {
+  /**
+   * The user code as typed.
+   *
+   * @generated from field: string user_code = 1;
+   */
+  userCode: string;
+
+  /**
+   * The code form's CSRF token (StartDeviceVerification).
+   *
+   * @generated from field: string csrf_token = 2;
+   */
+  csrfToken: string;
+
+  /**
+   * The address the user's browser connects from, as the gateway sees it: the other key of the
+   * guessing limit (besides the session). Empty: the session's limit only.
+   *
+   * @generated from field: string client_address = 3;
+   */
+  clientAddress: string;
+};
+
+/**
+ * Describes the message registry.token.v1.LookupDeviceCodeRequest.
+ * Use `create(LookupDeviceCodeRequestSchema)` to create a new message.
+ */
+export const LookupDeviceCodeRequestSchema: GenMessage<LookupDeviceCodeRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 17);
+
+/**
+ * Response of LookupDeviceCode.
+ *
+ * @generated from message registry.token.v1.LookupDeviceCodeResponse
+ */
+export type LookupDeviceCodeResponse = Message<"registry.token.v1.LookupDeviceCodeResponse"> & {
+  /**
+   * What the consent page shows; its `redirect_target` is empty (the answer goes to the device,
+   * not to a redirect URI) and its `csrf_token` is bound to the session and the user code.
+   *
+   * @generated from field: registry.token.v1.ConsentScreen consent = 1;
+   */
+  consent?: ConsentScreen | undefined;
+
+  /**
+   * The user code, normalised (`XXXX-XXXX`), which the consent form sends back.
+   *
+   * @generated from field: string user_code = 2;
+   */
+  userCode: string;
+};
+
+/**
+ * Describes the message registry.token.v1.LookupDeviceCodeResponse.
+ * Use `create(LookupDeviceCodeResponseSchema)` to create a new message.
+ */
+export const LookupDeviceCodeResponseSchema: GenMessage<LookupDeviceCodeResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 18);
+
+/**
+ * Request of DecideDeviceCode.
+ *
+ * @generated from message registry.token.v1.DecideDeviceCodeRequest
+ */
+export type DecideDeviceCodeRequest = Message<"registry.token.v1.DecideDeviceCodeRequest"> & {
+  /**
+   * The user code (as LookupDeviceCode answered it, or as typed).
+   *
+   * @generated from field: string user_code = 1;
+   */
+  userCode: string;
+
+  /**
+   * The user's choice.
+   *
+   * @generated from field: registry.token.v1.Decision decision = 2;
+   */
+  decision: Decision;
+
+  /**
+   * The consent page's CSRF token (LookupDeviceCode's).
+   *
+   * @generated from field: string csrf_token = 3;
+   */
+  csrfToken: string;
+
+  /**
+   * As in LookupDeviceCode.
+   *
+   * @generated from field: string client_address = 4;
+   */
+  clientAddress: string;
+};
+
+/**
+ * Describes the message registry.token.v1.DecideDeviceCodeRequest.
+ * Use `create(DecideDeviceCodeRequestSchema)` to create a new message.
+ */
+export const DecideDeviceCodeRequestSchema: GenMessage<DecideDeviceCodeRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 19);
+
+/**
+ * Response of DecideDeviceCode.
+ *
+ * @generated from message registry.token.v1.DecideDeviceCodeResponse
+ */
+export type DecideDeviceCodeResponse = Message<"registry.token.v1.DecideDeviceCodeResponse"> & {
+  /**
+   * The application's name, for the page that says what happened.
+   *
+   * @generated from field: string application_name = 1;
+   */
+  applicationName: string;
+};
+
+/**
+ * Describes the message registry.token.v1.DecideDeviceCodeResponse.
+ * Use `create(DecideDeviceCodeResponseSchema)` to create a new message.
+ */
+export const DecideDeviceCodeResponseSchema: GenMessage<DecideDeviceCodeResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 20);
 
 /**
  * Request of IntrospectToken (RFC 7662 2.1).
@@ -615,7 +1009,7 @@ export type IntrospectTokenRequest = Message<"registry.token.v1.IntrospectTokenR
  * Use `create(IntrospectTokenRequestSchema)` to create a new message.
  */
 export const IntrospectTokenRequestSchema: GenMessage<IntrospectTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 10);
+  messageDesc(file_registry_token_v1_token_service, 21);
 
 /**
  * Response of IntrospectToken (RFC 7662 2.2). Every field but `active` is empty for an inactive
@@ -730,7 +1124,7 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
  * Use `create(IntrospectTokenResponseSchema)` to create a new message.
  */
 export const IntrospectTokenResponseSchema: GenMessage<IntrospectTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 11);
+  messageDesc(file_registry_token_v1_token_service, 22);
 
 /**
  * Request of RevokeToken (RFC 7009 2.1).
@@ -765,7 +1159,7 @@ export type RevokeTokenRequest = Message<"registry.token.v1.RevokeTokenRequest">
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 12);
+  messageDesc(file_registry_token_v1_token_service, 23);
 
 /**
  * Response of RevokeToken: empty (HTTP 200 with no content, RFC 7009 2.2).
@@ -780,7 +1174,7 @@ export type RevokeTokenResponse = Message<"registry.token.v1.RevokeTokenResponse
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 13);
+  messageDesc(file_registry_token_v1_token_service, 24);
 
 /**
  * Request of GetJwks.
@@ -795,7 +1189,7 @@ export type GetJwksRequest = Message<"registry.token.v1.GetJwksRequest"> & {
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 14);
+  messageDesc(file_registry_token_v1_token_service, 25);
 
 /**
  * Response of GetJwks.
@@ -824,7 +1218,7 @@ export type GetJwksResponse = Message<"registry.token.v1.GetJwksResponse"> & {
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 15);
+  messageDesc(file_registry_token_v1_token_service, 26);
 
 /**
  * Request of CheckCorsOrigin.
@@ -852,7 +1246,7 @@ export type CheckCorsOriginRequest = Message<"registry.token.v1.CheckCorsOriginR
  * Use `create(CheckCorsOriginRequestSchema)` to create a new message.
  */
 export const CheckCorsOriginRequestSchema: GenMessage<CheckCorsOriginRequest> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 16);
+  messageDesc(file_registry_token_v1_token_service, 27);
 
 /**
  * Response of CheckCorsOrigin.
@@ -874,7 +1268,7 @@ export type CheckCorsOriginResponse = Message<"registry.token.v1.CheckCorsOrigin
  * Use `create(CheckCorsOriginResponseSchema)` to create a new message.
  */
 export const CheckCorsOriginResponseSchema: GenMessage<CheckCorsOriginResponse> = /*@__PURE__*/
-  messageDesc(file_registry_token_v1_token_service, 17);
+  messageDesc(file_registry_token_v1_token_service, 28);
 
 /**
  * How the client presented its credentials (RFC 6749 2.3.1, RFC 8414
@@ -980,12 +1374,14 @@ export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
  * DecideAuthorization what to do with the user's choice. Those two calls are made for the
  * signed-in user: they carry the user's platform token (the same JWT the /v1 API takes) as
  * `authorization` metadata, and consent is recorded in the registry with it, exactly as
- * `POST /v1/installations` records it.
+ * `POST /v1/installations` records it (StartAuthorization without one answers only `prompt=none`,
+ * with `login_required`).
  *
  * OAuth errors: every refusal carries a google.rpc.ErrorInfo of domain `oauth2` whose reason is
  * the RFC 6749 5.2 error code (`invalid_request`, `invalid_client`, `invalid_grant`,
- * `unauthorized_client`, `unsupported_grant_type`, `invalid_scope`) and whose message is the
- * `error_description`. Codes: `invalid_client` UNAUTHENTICATED, `unauthorized_client`
+ * `unauthorized_client`, `unsupported_grant_type`, `invalid_scope`; RFC 8628 3.5's
+ * `authorization_pending`, `slow_down`, `access_denied`, `expired_token` for the device code) and
+ * whose message is the `error_description`. Codes: `invalid_client` UNAUTHENTICATED, `unauthorized_client`
  * PERMISSION_DENIED, every other one INVALID_ARGUMENT.
  *
  * Access tokens are JWTs (RFC 9068, header `typ` `at+jwt`) signed with EdDSA (Ed25519) under a
@@ -1018,8 +1414,16 @@ export const TokenService: GenService<{
    *   `subject_token_type` `urn:ietf:params:oauth:token-type:access_token`, `audience` the id of
    *   an active installation of the client's project; returns an access token of that
    *   installation's principal, with `act`.
+   * - `urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 3.4): `device_code` from
+   *   StartDeviceAuthorization, by the client it was issued to. `authorization_pending` while the
+   *   user has not decided; `slow_down` when polled sooner than the interval after the previous
+   *   poll (or the code's issue), and the interval grows by 5 seconds (RFC 8628 3.5);
+   *   `access_denied` after Deny; `expired_token` after its 600 seconds. Once approved, returns
+   *   the installation's access token and a refresh token, once: its client presenting it again
+   *   is `invalid_grant` and revokes what the first redemption issued, as for a code.
    * Public clients (`spa`, `native`) authenticate with their client_id alone and may use only
-   * `authorization_code` and `refresh_token`; confidential clients (`web`) need their secret.
+   * `authorization_code`, `refresh_token` and (`native`) the device code; confidential clients
+   * (`web`) need their secret.
    *
    * @generated from rpc registry.token.v1.TokenService.IssueToken
    */
@@ -1037,6 +1441,16 @@ export const TokenService: GenService<{
    * than `code`, an `internal` project the user does not belong to) is answered as a redirect
    * back to the client with the RFC 6749 4.1.2.1 error, `state` and `iss`.
    *
+   * Remembered consent: when the user's live installation of the project already holds every
+   * scope asked for, no page is shown (unless `prompt=consent`): the answer is the redirect with a
+   * new code that Allow would give (the same code, bound the same way, for exactly the scopes
+   * asked for), and nothing is recorded again. Otherwise the page lists only the scopes the
+   * installation does not hold yet (`scope_details`), and those it holds (`already_granted`).
+   * `prompt=none` never shows a page: remembered consent answers with the code, anything else
+   * with `error=consent_required`. A call without `authorization` metadata is answered only for
+   * `prompt=none`, with `error=login_required` once the client and redirect URI have been checked
+   * (UNAUTHENTICATED otherwise).
+   *
    * @generated from rpc registry.token.v1.TokenService.StartAuthorization
    */
   startAuthorization: {
@@ -1048,7 +1462,8 @@ export const TokenService: GenService<{
    * The authorization endpoint's second step: the user's choice on the consent page, with the
    * request it was shown for and the page's CSRF token. The request is checked again. Allow
    * records the consent in the registry (creating the user's installation of the project, or
-   * updating a live one's scopes) and returns a redirect with a new authorization code; Deny
+   * adding the scopes to a live one's: the union) and returns a redirect with a new
+   * authorization code for exactly the scopes asked for; Deny
    * returns a redirect with `error=access_denied`. Both carry `state` and `iss` (RFC 9207).
    *
    * @generated from rpc registry.token.v1.TokenService.DecideAuthorization
@@ -1108,6 +1523,87 @@ export const TokenService: GenService<{
     methodKind: "unary";
     input: typeof CheckCorsOriginRequestSchema;
     output: typeof CheckCorsOriginResponseSchema;
+  },
+  /**
+   * The device authorization endpoint (RFC 8628 3.1, `POST /oauth2/device_authorization`): a
+   * device that cannot show a browser asks for a device code and a user code. The client
+   * authenticates as at the token endpoint. Who may: `native` clients (public, by their client_id
+   * alone: a TV app, a command-line tool) and `web` clients (confidential, with their secret or
+   * key: a device of the client's own back end); not `spa` clients (`unauthorized_client`): a
+   * browser app has a browser, and the authorization code flow, and its client_id is on every
+   * page it serves, so anyone could start device flows in its name to phish its users (RFC 8628
+   * 5.4). `scope` is checked as the authorization endpoint checks it. Answers an opaque
+   * `device_code` (`odc_` and 43 random characters, stored as its SHA-256), a `user_code` of 8
+   * characters of RFC 8628 6.1's 20 consonants (`BCDFGHJKLMNPQRSTVWXZ`, 34.6 bits) sent as
+   * `XXXX-XXXX`, the verification URI (the issuer's `/oauth2/device`) with and without the code,
+   * `expires_in` 600 and `interval` 5.
+   *
+   * @generated from rpc registry.token.v1.TokenService.StartDeviceAuthorization
+   */
+  startDeviceAuthorization: {
+    methodKind: "unary";
+    input: typeof StartDeviceAuthorizationRequestSchema;
+    output: typeof StartDeviceAuthorizationResponseSchema;
+  },
+  /**
+   * The verification page's first step (RFC 8628 3.3), for the signed-in user (`authorization`
+   * metadata, as StartAuthorization): a CSRF token for the page's code form, bound to the session.
+   *
+   * @generated from rpc registry.token.v1.TokenService.StartDeviceVerification
+   */
+  startDeviceVerification: {
+    methodKind: "unary";
+    input: typeof StartDeviceVerificationRequestSchema;
+    output: typeof StartDeviceVerificationResponseSchema;
+  },
+  /**
+   * The verification page's second step: the user code the user typed (case-insensitive, the
+   * hyphen and spaces ignored), with the code form's CSRF token. Answers the consent screen of the
+   * device code's client, with a CSRF token bound to the session and the user code. Guessing
+   * (RFC 8628 5.1): every wrong code counts against the session and the client's address, in
+   * Postgres (so every replica sees the same counts); after 20 wrong codes within 60 seconds from
+   * either, every code, right or wrong, is refused for 5 minutes (RESOURCE_EXHAUSTED with an
+   * `oauth2` ErrorInfo of reason `slow_down`). A code that is unknown, expired or already decided
+   * is NOT_FOUND (reason `invalid_grant`).
+   *
+   * @generated from rpc registry.token.v1.TokenService.LookupDeviceCode
+   */
+  lookupDeviceCode: {
+    methodKind: "unary";
+    input: typeof LookupDeviceCodeRequestSchema;
+    output: typeof LookupDeviceCodeResponseSchema;
+  },
+  /**
+   * The verification page's choice: Allow records the consent in the registry with the user's
+   * token (exactly as DecideAuthorization does) and approves the device code for the installation
+   * it made; Deny denies it. Either is final; the device learns it at its next poll.
+   *
+   * @generated from rpc registry.token.v1.TokenService.DecideDeviceCode
+   */
+  decideDeviceCode: {
+    methodKind: "unary";
+    input: typeof DecideDeviceCodeRequestSchema;
+    output: typeof DecideDeviceCodeResponseSchema;
+  },
+  /**
+   * A pushed authorization request (RFC 9126, `POST /oauth2/par`): the client, authenticated as
+   * at the token endpoint (a public client by its client_id alone), sends its authorization
+   * request from its back end; it is checked whole, as StartAuthorization checks it (client,
+   * redirect URI, response type, PKCE S256, scope, state), and kept for 60 seconds under a new
+   * `request_uri` (`urn:ietf:params:oauth:request_uri:` and 43 random characters, stored as its
+   * SHA-256). The authorization endpoint then takes `client_id` and `request_uri` and ignores any
+   * other parameter beside them; the request_uri is good for one decision (DecideAuthorization, or
+   * a StartAuthorization that answers with a redirect), and only with the client that pushed it. A
+   * request that carries `request_uri` itself is `invalid_request` (RFC 9126 2.1). A fault that
+   * the authorization endpoint would send back to the redirect URI is answered here as the RFC
+   * 6749 5.2 error instead.
+   *
+   * @generated from rpc registry.token.v1.TokenService.PushAuthorizationRequest
+   */
+  pushAuthorizationRequest: {
+    methodKind: "unary";
+    input: typeof PushAuthorizationRequestRequestSchema;
+    output: typeof PushAuthorizationRequestResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_registry_token_v1_token_service, 0);

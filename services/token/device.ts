@@ -1,0 +1,311 @@
+/**
+ * The device authorization grant (RFC 8628): the device authorization endpoint
+ * (StartDeviceAuthorization), the verification page's steps for the signed-in user
+ * (StartDeviceVerification, LookupDeviceCode, DecideDeviceCode) and the guessing limit on user
+ * codes (RFC 8628 5.1). The token endpoint's part is ./grants/device_code.ts.
+ *
+ * - Who may start one: `native` clients (public, by client_id) and `web` clients (confidential);
+ *   not `spa` clients, which have a browser and the code flow, and whose client_id anyone can
+ *   read (RFC 8628 5.4: a device flow started in their name is a phishing kit).
+ * - User codes: 8 characters of RFC 8628 6.1's 20 consonants (no vowels: no words; no digits
+ *   that look like letters), from `crypto.getRandomValues` without modulo bias, shown as
+ *   `XXXX-XXXX`, compared case-insensitively with hyphens and spaces taken out.
+ * - Guessing: every wrong code (unknown, expired, decided, or not a code at all) counts against
+ *   the session and the client's address, in Postgres, so every replica of the token service (and
+ *   so every gateway) sees the same counts. After 20 wrong codes within 60 seconds from either,
+ *   every code, right or wrong, is refused for 5 minutes: 20 guesses among 20^8 live codes.
+ * - CSRF: the code form's token is bound to the session, the consent form's to the session and
+ *   the user code (HMAC with the consent page's key, separate inputs), valid 10 minutes.
+ *
+ * @module
+ */
+
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { base64Encode } from "@bufbuild/protobuf/wire";
+import { type Client, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { Audience, PublishingStatus } from "../../gen/registry/oauth/v1/config_pb.ts";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  type ConsentScreenSchema,
+  Decision,
+} from "../../gen/registry/token/v1/token_service_pb.ts";
+import { oauthDescription, oauthPaths } from "../../lib/platform/mod.ts";
+import { administers, callerOf } from "../../lib/policy/mod.ts";
+import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
+import { randomToken, sha256 } from "./opaque_tokens.ts";
+import type { Registry } from "./registry.ts";
+import type { DeviceCodeRepository, DeviceCodeRow, GuessLimit } from "./repository/device_codes.ts";
+import { checkDeclared, describeScopes, parseScope } from "./scope.ts";
+
+/** How long a device code and its user code live (RFC 8628 3.2 `expires_in`). */
+export const deviceCodeTtlSeconds = 600;
+/** The polling interval the device is given (RFC 8628 3.2 `interval`). */
+export const pollIntervalSeconds = 5;
+/** The guessing limit (RFC 8628 5.1). */
+export const guessLimit: GuessLimit = { maxFailures: 20, windowMs: 60_000, coolDownMs: 300_000 };
+/** RFC 8628 6.1: the 20 consonants of "base-20" user codes. */
+export const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ";
+/** How long the page's CSRF tokens stay valid. */
+const csrfTtlMs = 10 * 60_000;
+
+/** What the device flow needs. */
+export interface DeviceDeps {
+  registry: Registry;
+  devices: DeviceCodeRepository;
+  /** The issuer (the verification URI is below it). */
+  issuer: string;
+  /** The HMAC key of CSRF tokens (the consent page's). */
+  csrfKey: Promise<CryptoKey>;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+}
+
+/** A new user code: 8 characters of the alphabet, uniformly (bytes of 240 and above redrawn). */
+export function newUserCode(): string {
+  let code = "";
+  while (code.length < 8) {
+    for (const byte of crypto.getRandomValues(new Uint8Array(16))) {
+      if (byte < 240 && code.length < 8) code += userCodeAlphabet[byte % 20];
+    }
+  }
+  return code;
+}
+
+/** A user code as typed, normalised (`BCDFGHJK`), or undefined when it cannot be one. */
+export function normalizeUserCode(typed: string): string | undefined {
+  const code = typed.replace(/[-\s]/g, "").toUpperCase();
+  return /^[BCDFGHJKLMNPQRSTVWXZ]{8}$/.test(code) ? code : undefined;
+}
+
+/** `XXXX-XXXX`. */
+export function formatUserCode(code: string): string {
+  return `${code.slice(0, 4)}-${code.slice(4)}`;
+}
+
+/** A refusal of the verification page, with an `oauth2` reason the gateway tells apart. */
+function pageError(code: Code, reason: string, message: string): ConnectError {
+  return new ConnectError(oauthDescription(message), code, undefined, [
+    { desc: ErrorInfoSchema, value: { reason, domain: oauthErrorDomain, metadata: {} } },
+  ]);
+}
+
+const wrongCode = () =>
+  pageError(
+    Code.NotFound,
+    "invalid_grant",
+    "That code is not valid: it may be mistyped, expired or already used",
+  );
+const tooManyGuesses = () =>
+  pageError(
+    Code.ResourceExhausted,
+    "slow_down",
+    "Too many wrong codes: try again in a few minutes",
+  );
+
+/** StartDeviceAuthorization (RFC 8628 3.1, 3.2). */
+export async function startDeviceAuthorization(deps: DeviceDeps, client: Client, scope: string) {
+  if (client.type === ClientType.SPA) {
+    throw oauthError(
+      "unauthorized_client",
+      "The device flow is for native and web clients; a browser app uses the authorization code flow",
+    );
+  }
+  const scopes = parseScope(scope);
+  const config = await deps.registry.getConfig(client.projectId);
+  // As at the authorization endpoint: no consent screen, no consent; and a project that declares
+  // its scopes gives no other.
+  if (!config) throw oauthError("invalid_client", "The application has no consent screen");
+  if (scopes.length > 0) checkDeclared(config, scopes);
+  const deviceCode = randomToken("odc_");
+  const at = deps.now();
+  for (let tries = 0;; tries++) {
+    const userCode = newUserCode();
+    const created = await deps.devices.create({
+      device_code_hash: await sha256(deviceCode),
+      user_code_hash: await sha256(userCode),
+      client_id: client.id,
+      project_id: client.projectId,
+      scopes,
+      created_at: new Date(at),
+      expires_at: new Date(at + deviceCodeTtlSeconds * 1000),
+      interval_seconds: pollIntervalSeconds,
+      last_polled_at: new Date(at),
+    });
+    if (created) {
+      const verificationUri = deps.issuer + oauthPaths.device;
+      const shown = formatUserCode(userCode);
+      return {
+        deviceCode,
+        userCode: shown,
+        verificationUri,
+        verificationUriComplete: `${verificationUri}?user_code=${shown}`,
+        expiresIn: BigInt(deviceCodeTtlSeconds),
+        interval: BigInt(pollIntervalSeconds),
+      };
+    }
+    // A user code of a live (or recently expired) device code: draw another.
+    if (tries >= 5) throw new ConnectError("No free user code", Code.Unavailable);
+  }
+}
+
+/** The session's hash (the user's platform token, as the `authorization` metadata carries it). */
+async function sessionHash(ctx: HandlerContext): Promise<Uint8Array> {
+  return await sha256(ctx.requestHeader.get("authorization") ?? "");
+}
+
+async function csrfMac(deps: DeviceDeps, parts: string[]): Promise<string> {
+  const mac = await crypto.subtle.sign(
+    "HMAC",
+    await deps.csrfKey,
+    new TextEncoder().encode(parts.join("\n")),
+  );
+  return base64Encode(new Uint8Array(mac), "url");
+}
+
+/** A CSRF token for `purpose`, bound to the session (and `bound`). */
+async function csrfToken(deps: DeviceDeps, ctx: HandlerContext, purpose: string, bound = "") {
+  const until = deps.now() + csrfTtlMs;
+  const session = base64Encode(await sessionHash(ctx), "url");
+  return `${until}.${await csrfMac(deps, [purpose, session, bound, String(until)])}`;
+}
+
+async function csrfValid(
+  deps: DeviceDeps,
+  ctx: HandlerContext,
+  token: string,
+  purpose: string,
+  bound = "",
+): Promise<boolean> {
+  const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(token);
+  if (!match || Number(match[1]) < deps.now()) return false;
+  const session = base64Encode(await sessionHash(ctx), "url");
+  const expected = await csrfMac(deps, [purpose, session, bound, match[1]!]);
+  let diff = 0;
+  for (let i = 0; i < expected.length; i++) {
+    diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
+  }
+  return diff === 0;
+}
+
+/** StartDeviceVerification: the code form's CSRF token. */
+export async function startDeviceVerification(deps: DeviceDeps, ctx: HandlerContext) {
+  return {
+    csrfToken: await csrfToken(deps, ctx, "device-code-form"),
+    accountId: callerOf(ctx).accountId,
+  };
+}
+
+/** The keys a typed code counts against: the session, and the client's address when known. */
+async function guessKeys(ctx: HandlerContext, clientAddress: string): Promise<Uint8Array[]> {
+  const keys = [await sha256(`session\n${ctx.requestHeader.get("authorization") ?? ""}`)];
+  if (clientAddress !== "") keys.push(await sha256(`address\n${clientAddress}`));
+  return keys;
+}
+
+/** A typed user code, through the guessing limit: its pending row, or the refusal. */
+async function attempt(
+  deps: DeviceDeps,
+  ctx: HandlerContext,
+  typed: string,
+  clientAddress: string,
+): Promise<{ row: DeviceCodeRow; code: string }> {
+  const code = normalizeUserCode(typed);
+  const found = await deps.devices.attempt(
+    code === undefined ? undefined : await sha256(code),
+    await guessKeys(ctx, clientAddress),
+    new Date(deps.now()),
+    guessLimit,
+  );
+  if (found === "blocked") throw tooManyGuesses();
+  if (found === undefined || code === undefined) throw wrongCode();
+  return { row: found, code };
+}
+
+/** The client of a code, still active, and its project's consent screen. */
+async function clientAndConfig(deps: DeviceDeps, ctx: HandlerContext, row: DeviceCodeRow) {
+  const client = await deps.registry.lookupClient(row.client_id);
+  if (!client || client.status !== ClientStatus.ACTIVE) throw wrongCode();
+  const config = await deps.registry.getConfig(client.projectId);
+  if (!config) throw wrongCode();
+  if (config.audience === Audience.INTERNAL && !administers(callerOf(ctx), client.projectId)) {
+    throw oauthError("access_denied", "This application is only for the users of its project");
+  }
+  return { client, config };
+}
+
+/** LookupDeviceCode: the consent screen for a typed user code. */
+export async function lookupDeviceCode(
+  deps: DeviceDeps,
+  req: { userCode: string; csrfToken: string; clientAddress: string },
+  ctx: HandlerContext,
+): Promise<{ consent: MessageInitShape<typeof ConsentScreenSchema>; userCode: string }> {
+  if (!(await csrfValid(deps, ctx, req.csrfToken, "device-code-form"))) {
+    throw oauthError("invalid_request", "The page expired or was not shown to this session");
+  }
+  const { row, code } = await attempt(deps, ctx, req.userCode, req.clientAddress);
+  const { client, config } = await clientAndConfig(deps, ctx, row);
+  const caller = callerOf(ctx);
+  return {
+    userCode: formatUserCode(code),
+    consent: {
+      applicationName: config.applicationName,
+      clientName: client.name,
+      logoUri: config.logoUri ?? "",
+      supportEmail: config.supportEmail ?? "",
+      homepageUri: config.homepageUri ?? "",
+      privacyPolicyUri: config.privacyPolicyUri ?? "",
+      termsOfServiceUri: config.termsOfServiceUri ?? "",
+      unverified: config.publishingStatus !== PublishingStatus.PRODUCTION,
+      scopes: row.scopes,
+      // The project's words for each scope, as the consent page shows them.
+      scopeDetails: describeScopes(config, row.scopes),
+      accountId: caller.accountId,
+      subject: caller.subject,
+      redirectTarget: "",
+      csrfToken: await csrfToken(deps, ctx, "device-consent", code),
+    },
+  };
+}
+
+/** DecideDeviceCode: Allow (consent, and the code approved) or Deny. */
+export async function decideDeviceCode(
+  deps: DeviceDeps,
+  req: { userCode: string; decision: Decision; csrfToken: string; clientAddress: string },
+  ctx: HandlerContext,
+): Promise<{ applicationName: string }> {
+  const typed = normalizeUserCode(req.userCode) ?? "";
+  if (!(await csrfValid(deps, ctx, req.csrfToken, "device-consent", typed))) {
+    throw oauthError("invalid_request", "The page expired or was not shown to this session");
+  }
+  if (req.decision !== Decision.ALLOW && req.decision !== Decision.DENY) {
+    throw oauthError("invalid_request", "decision must be allow or deny");
+  }
+  const { row, code } = await attempt(deps, ctx, typed, req.clientAddress);
+  const { client, config } = await clientAndConfig(deps, ctx, row);
+  const hash = await sha256(code);
+  if (req.decision === Decision.DENY) {
+    if (!(await deps.devices.deny(hash, new Date(deps.now())))) throw wrongCode();
+    return { applicationName: config.applicationName };
+  }
+  let installation;
+  try {
+    installation = await deps.registry.consent(
+      ctx.requestHeader.get("authorization")!,
+      client.projectId,
+      row.scopes,
+    );
+  } catch (error) {
+    if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
+      throw oauthError("access_denied", "This application is only for the users of its project");
+    }
+    throw error;
+  }
+  const approved = await deps.devices.approve(hash, new Date(deps.now()), {
+    installationId: installation.id,
+    accountId: installation.accountId,
+    principalId: installation.principalId ?? "",
+  });
+  if (!approved) throw wrongCode();
+  return { applicationName: config.applicationName };
+}

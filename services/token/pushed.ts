@@ -1,0 +1,134 @@
+/**
+ * Pushed authorization requests (RFC 9126). A client sends its authorization request from its back
+ * end (`POST /oauth2/par`, authenticated as at the token endpoint); it is checked whole, as the
+ * authorization endpoint checks it before a user is known, and kept for {@link pushedTtlSeconds}
+ * under a new `request_uri`. The authorization endpoint then takes `client_id` and `request_uri`
+ * and works on the request that was pushed, whatever else the browser's URL says (RFC 9126 4).
+ *
+ * A request_uri is good for one decision: DecideAuthorization spends it before it answers (so two
+ * concurrent decisions cannot both get a code), and a StartAuthorization that answers with a
+ * redirect (an error, or a code when consent needs no page) spends it after. It is good only with
+ * the client that pushed it, and only until it expires; any other use is `invalid_request`, shown to
+ * the user, never redirected (nothing says where the request came from).
+ *
+ * When the server requires PAR (REQUIRE_PAR) or the client does
+ * (`require_pushed_authorization_requests`), an authorization request without `request_uri` is
+ * refused the same way: the page says the application must start the sign-in from its server.
+ *
+ * @module
+ */
+
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
+import {
+  type AuthorizationRequest,
+  AuthorizationRequestSchema,
+} from "../../gen/registry/token/v1/token_service_pb.ts";
+import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
+import { randomToken, sha256 } from "./opaque_tokens.ts";
+import type { Registry } from "./registry.ts";
+import type { PushedRequests } from "./repository/pushed_requests.ts";
+
+/** How long a pushed request lives (RFC 9126 2.2: short; we take 60 seconds). */
+export const pushedTtlSeconds = 60;
+
+/** The prefix of every request_uri (RFC 9126 2.2). */
+export const requestUriPrefix = "urn:ietf:params:oauth:request_uri:";
+
+/** Options of {@link createPushed}. */
+export interface PushedOptions {
+  /** The table. */
+  repository: PushedRequests;
+  /** The registry, for a client's `require_pushed_authorization_requests`. */
+  registry: Pick<Registry, "lookupClient">;
+  /** Whether every client must push its requests (REQUIRE_PAR). */
+  requireAll: boolean;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+}
+
+/** Pushed requests: storing, resolving and spending them. */
+export interface Pushed {
+  /**
+   * Stores `request` for `client` (authenticated) once `check` (the authorization endpoint's
+   * checks, throwing the RFC 6749 5.2 error) accepts it, and returns its request_uri and lifetime.
+   */
+  push(
+    client: Client,
+    request: AuthorizationRequest,
+    check: (request: AuthorizationRequest) => Promise<void>,
+  ): Promise<{ requestUri: string; expiresIn: number }>;
+  /**
+   * The request the authorization endpoint works on: the pushed one when `request` names a
+   * request_uri (still carrying it), else `request` itself, unless PAR is required for it. Throws
+   * what the user is shown.
+   */
+  resolve(request: AuthorizationRequest | undefined): Promise<AuthorizationRequest | undefined>;
+  /** Spends a resolved request's request_uri, if it has one; throws when it was spent already. */
+  spend(request: AuthorizationRequest | undefined): Promise<void>;
+}
+
+/** An error shown on the page, never redirected (see ./authorization.ts). */
+function shown(description: string): ConnectError {
+  return new ConnectError(description, Code.InvalidArgument, undefined, [
+    { desc: ErrorInfoSchema, value: { reason: "invalid_request", domain: oauthErrorDomain } },
+  ]);
+}
+
+/** Creates the pushed-request store. */
+export function createPushed(options: PushedOptions): Pushed {
+  const { repository, registry, requireAll, now } = options;
+  const gone = () =>
+    shown("The request_uri is unknown, expired or already used: start the sign-in again");
+  return {
+    async push(client, request, check) {
+      if (request.requestUri !== "") {
+        throw oauthError("invalid_request", "A pushed request cannot carry request_uri");
+      }
+      if (request.clientId !== "" && request.clientId !== client.id) {
+        throw oauthError("invalid_request", "client_id differs from the authenticated client");
+      }
+      const requestUri = randomToken(requestUriPrefix);
+      const stored = create(AuthorizationRequestSchema, { ...request, clientId: client.id });
+      await check(stored);
+      await repository.create(await sha256(requestUri), {
+        client_id: client.id,
+        request: toBinary(AuthorizationRequestSchema, stored),
+        expires_at: new Date(now() + pushedTtlSeconds * 1000),
+      });
+      return { requestUri, expiresIn: pushedTtlSeconds };
+    },
+
+    async resolve(request) {
+      if (!request) return request;
+      if (request.requestUri === "") {
+        const required = requireAll ||
+          (request.clientId !== "" &&
+            (await registry.lookupClient(request.clientId))?.requirePushedAuthorizationRequests);
+        if (required) {
+          throw shown(
+            "This application must start the sign-in from its server (a pushed authorization request)",
+          );
+        }
+        return request;
+      }
+      if (!request.requestUri.startsWith(requestUriPrefix)) throw gone();
+      const row = await repository.find(await sha256(request.requestUri));
+      if (
+        !row || row.decided_at !== null || row.expires_at.getTime() <= now() ||
+        row.client_id !== request.clientId
+      ) throw gone();
+      const pushed = fromBinary(AuthorizationRequestSchema, row.request);
+      return { ...pushed, requestUri: request.requestUri };
+    },
+
+    async spend(request) {
+      if (!request || request.requestUri === "") return;
+      if (!(await repository.decide(await sha256(request.requestUri), new Date(now())))) {
+        throw gone();
+      }
+    },
+  };
+}

@@ -1,0 +1,198 @@
+/**
+ * The device authorization grant's tables (migrations/0007_device_codes.sql): device codes, and
+ * the counts of wrong user codes (RFC 8628 5.1) that every replica shares. A device code is looked
+ * up by the SHA-256 of its value, and by that of its normalised user code; polling it (the token
+ * endpoint) locks its row, so that two polls at once see each other's time (`slow_down`).
+ *
+ * @module
+ */
+
+import type { Sql } from "../../../lib/db/mod.ts";
+import type { FamilyRow } from "./grants.ts";
+
+/** A device code. */
+export interface DeviceCodeRow {
+  device_code_hash: Uint8Array;
+  user_code_hash: Uint8Array;
+  client_id: string;
+  project_id: string;
+  scopes: string[];
+  created_at: Date;
+  expires_at: Date;
+  interval_seconds: number;
+  last_polled_at: Date;
+  status: "pending" | "approved" | "denied";
+  decided_at: Date | null;
+  family_id: string | null;
+  account_id: string | null;
+  principal_id: string | null;
+  redeemed_at: Date | null;
+}
+
+/** What a poll found (the row is this client's; else `unknown`). */
+export type Poll =
+  | { kind: "unknown" }
+  | { kind: "expired" }
+  | { kind: "redeemed"; familyId: string | null }
+  | { kind: "slow_down" }
+  | { kind: "ready"; row: DeviceCodeRow; family: FamilyRow | undefined };
+
+/** The guessing limit's numbers. */
+export interface GuessLimit {
+  /** Wrong codes allowed within `windowMs` from one key before it is refused. */
+  maxFailures: number;
+  windowMs: number;
+  /** How long a key is then refused, every code, right or wrong. */
+  coolDownMs: number;
+}
+
+/** Reads and writes device codes. */
+export interface DeviceCodeRepository {
+  /** Stores a new device code; false when its user code is taken (make another). */
+  create(
+    row: Omit<
+      DeviceCodeRow,
+      "status" | "decided_at" | "family_id" | "account_id" | "principal_id" | "redeemed_at"
+    >,
+  ): Promise<boolean>;
+  /**
+   * A poll of the token endpoint at `at` by `clientId`: locks the row, and unless it is unknown to
+   * this client, spent or expired, records the poll; one sooner than the interval after the last
+   * (or the issue) adds 5 seconds to the interval and is `slow_down` (RFC 8628 3.5).
+   */
+  poll(deviceCodeHash: Uint8Array, clientId: string, at: Date): Promise<Poll>;
+  /**
+   * A user code typed on the verification page, counted against `keys` (the session's and the
+   * address's hashes), serialised per key: refused (`blocked`) while any key is cooling down;
+   * else the pending, unexpired code, or undefined after counting a failure for every key (the
+   * `maxFailures`-th within the window starts the cool-down).
+   */
+  attempt(
+    userCodeHash: Uint8Array | undefined,
+    keys: Uint8Array[],
+    at: Date,
+    limit: GuessLimit,
+  ): Promise<DeviceCodeRow | "blocked" | undefined>;
+  /**
+   * Approves a pending, unexpired code for an installation: its family is made, for the tokens
+   * to come. False when it is no longer pending (decided meanwhile) or expired.
+   */
+  approve(
+    userCodeHash: Uint8Array,
+    at: Date,
+    holder: { installationId: string; accountId: string; principalId: string },
+  ): Promise<boolean>;
+  /** Denies a pending, unexpired code; false when it was not. */
+  deny(userCodeHash: Uint8Array, at: Date): Promise<boolean>;
+  /** Deletes codes expired an hour before `at`, and counts and cool-downs that are over. */
+  purge(at: Date, limit: GuessLimit): Promise<void>;
+}
+
+/** An advisory lock id of a key (its first 8 bytes, as a signed bigint's text). */
+function lockId(key: Uint8Array): string {
+  return new DataView(key.buffer, key.byteOffset, 8).getBigInt64(0).toString();
+}
+
+/** Creates the repository over a pool. */
+export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
+  return {
+    async create(row) {
+      const inserted = await sql`
+        insert into token.device_codes ${sql(row)}
+        on conflict (user_code_hash) do nothing
+        returning client_id`;
+      return inserted.length === 1;
+    },
+
+    async poll(hash, clientId, at) {
+      return await sql.begin(async (tx): Promise<Poll> => {
+        const [row] = await tx<DeviceCodeRow[]>`
+          select * from token.device_codes where device_code_hash = ${hash} for update`;
+        if (!row || row.client_id !== clientId) return { kind: "unknown" };
+        if (row.redeemed_at !== null) return { kind: "redeemed", familyId: row.family_id };
+        if (row.expires_at.getTime() <= at.getTime()) return { kind: "expired" };
+        const tooSoon = at.getTime() < row.last_polled_at.getTime() + row.interval_seconds * 1000;
+        await tx`
+          update token.device_codes
+          set last_polled_at = ${at},
+            interval_seconds = interval_seconds + ${tooSoon ? 5 : 0}
+          where device_code_hash = ${hash}`;
+        if (tooSoon) return { kind: "slow_down" };
+        const [family] = row.family_id === null ? [] : await tx<FamilyRow[]>`
+          select * from token.families where id = ${row.family_id}`;
+        return { kind: "ready", row, family };
+      });
+    },
+
+    async attempt(userCodeHash, keys, at, limit) {
+      const ordered = keys.map(lockId).sort();
+      return await sql.begin(async (tx) => {
+        for (const id of ordered) await tx`select pg_advisory_xact_lock(${id}::bigint)`;
+        for (const key of keys) {
+          const [blocked] = await tx`
+            select 1 from token.user_code_blocks where key = ${key} and until > ${at}`;
+          if (blocked) return "blocked" as const;
+        }
+        if (userCodeHash !== undefined) {
+          const [row] = await tx<DeviceCodeRow[]>`
+            select * from token.device_codes
+            where user_code_hash = ${userCodeHash} and status = 'pending' and expires_at > ${at}`;
+          if (row) return row;
+        }
+        const since = new Date(at.getTime() - limit.windowMs);
+        for (const key of keys) {
+          await tx`insert into token.user_code_failures (key, at) values (${key}, ${at})`;
+          const [{ n }] = await tx<{ n: number }[]>`
+            select count(*)::int as n from token.user_code_failures
+            where key = ${key} and at > ${since}` as unknown as [{ n: number }];
+          if (n >= limit.maxFailures) {
+            const until = new Date(at.getTime() + limit.coolDownMs);
+            await tx`
+              insert into token.user_code_blocks (key, until) values (${key}, ${until})
+              on conflict (key) do update set until = excluded.until`;
+          }
+        }
+        return undefined;
+      });
+    },
+
+    async approve(userCodeHash, at, holder) {
+      return await sql.begin(async (tx) => {
+        const [row] = await tx<DeviceCodeRow[]>`
+          select * from token.device_codes
+          where user_code_hash = ${userCodeHash} and status = 'pending' and expires_at > ${at}
+          for update`;
+        if (!row) return false;
+        const familyId = crypto.randomUUID();
+        await tx`
+          insert into token.families
+            (id, client_id, project_id, installation_id, created_at, expires_at)
+          values (${familyId}, ${row.client_id}, ${row.project_id}, ${holder.installationId},
+            ${at}, ${row.expires_at})`;
+        await tx`
+          update token.device_codes
+          set status = 'approved', decided_at = ${at}, family_id = ${familyId},
+            account_id = ${holder.accountId}, principal_id = ${holder.principalId}
+          where device_code_hash = ${row.device_code_hash}`;
+        return true;
+      });
+    },
+
+    async deny(userCodeHash, at) {
+      const denied = await sql`
+        update token.device_codes set status = 'denied', decided_at = ${at}
+        where user_code_hash = ${userCodeHash} and status = 'pending' and expires_at > ${at}
+        returning client_id`;
+      return denied.length === 1;
+    },
+
+    async purge(at, limit) {
+      await sql`
+        delete from token.device_codes where expires_at < ${new Date(at.getTime() - 3_600_000)}`;
+      await sql`
+        delete from token.user_code_failures
+        where at < ${new Date(at.getTime() - limit.windowMs)}`;
+      await sql`delete from token.user_code_blocks where until < ${at}`;
+    },
+  };
+}

@@ -1,0 +1,278 @@
+/**
+ * Pushed authorization requests (RFC 9126) end to end: real gateway, oauth-registry and token
+ * service over a real Postgres, driven by a stock client (oauth4webapi's pushedAuthorizationRequest,
+ * through discovery) and the consent page's form played by fetch. The authorization endpoint works
+ * on the pushed request whatever else the URL says; a request_uri is good once, for its own client
+ * only; a pushed request is checked whole when it is pushed; a client (or the server, with
+ * REQUIRE_PAR) that requires PAR gets no sign-in without one.
+ */
+
+import assert from "node:assert/strict";
+import * as oauth from "oauth4webapi";
+import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
+
+const insecure = { [oauth.allowInsecureRequests]: true };
+
+Deno.test("PAR with a stock client: pushed, authorized once, checked whole, required when asked", async (t) => {
+  const stack = await startStack();
+  const api = httpClient(stack.gatewayUrl);
+  const admin = await stack.token({ sub: "admin", projects: ["par1"] });
+  const issuer = new URL(stack.gatewayUrl);
+  let users = 0;
+  /** A user of their own for each flow (consent is remembered per user). */
+  const newUser = () => stack.token({ sub: `par-user-${++users}`, projects: [] });
+  try {
+    await api("PATCH", "/v1/projects/par1/config", {
+      token: admin,
+      json: { application_name: "Pushed", audience: "external" },
+    });
+    const redirect = "https://app.example.com/cb";
+    const newClient = async (json: Record<string, unknown>) => {
+      const res = await api("POST", "/v1/projects/par1/clients", {
+        token: admin,
+        json: { name: "par", redirect_uris: [redirect], ...json },
+      });
+      assert.equal(res.status, 201, res.text);
+      return res.body.id as string;
+    };
+    const web = await newClient({ type: "web" });
+    const secret = (await api("POST", `/v1/projects/par1/clients/${web}/secrets`, {
+      token: admin,
+    })).body.secret as string;
+    const spa = await newClient({ type: "spa" });
+    const auth = oauth.ClientSecretBasic(secret);
+
+    const as = await oauth.processDiscoveryResponse(
+      issuer,
+      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
+    );
+    await t.step("discovery names the PAR endpoint; PAR is not required by default", () => {
+      assert.equal(as.pushed_authorization_request_endpoint, `${stack.gatewayUrl}/oauth2/par`);
+      assert.equal(as.require_pushed_authorization_requests, false);
+    });
+
+    const pkce = async () => {
+      const verifier = oauth.generateRandomCodeVerifier();
+      return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) };
+    };
+    /** Pushes a request for `client`; the request_uri. */
+    const push = async (client: string, clientAuth: oauth.ClientAuth, challenge: string) => {
+      const res = await oauth.pushedAuthorizationRequest(
+        as,
+        { client_id: client },
+        clientAuth,
+        {
+          response_type: "code",
+          redirect_uri: redirect,
+          scope: "read",
+          state: "pushed-state",
+          code_challenge: challenge,
+          code_challenge_method: "S256",
+        },
+        insecure,
+      );
+      const body = await oauth.processPushedAuthorizationResponse(as, { client_id: client }, res);
+      assert.ok(body.request_uri.startsWith("urn:ietf:params:oauth:request_uri:"));
+      assert.ok(body.expires_in > 0 && body.expires_in <= 60, String(body.expires_in));
+      return body.request_uri;
+    };
+    const authorizeGet = (params: Record<string, string>, session: string) =>
+      fetch(`${as.authorization_endpoint}?${new URLSearchParams(params)}`, {
+        redirect: "manual",
+        headers: { cookie: `session=${session}` },
+      });
+    const decide = (fields: Record<string, string>, session: string) =>
+      fetch(as.authorization_endpoint!, {
+        method: "POST",
+        redirect: "manual",
+        headers: {
+          cookie: `session=${session}`,
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: new URLSearchParams({ ...fields, decision: "allow" }),
+      });
+
+    await t.step(
+      "the pushed request is the one authorized, whatever else the URL says",
+      async () => {
+        const { verifier, challenge } = await pkce();
+        const requestUri = await push(web, auth, challenge);
+        const user = await newUser();
+        // RFC 9126 4: parameters beside client_id and request_uri are ignored.
+        const page = await authorizeGet({
+          client_id: web,
+          request_uri: requestUri,
+          redirect_uri: "https://elsewhere.example/cb",
+          state: "not-the-pushed-state",
+          scope: "admin",
+        }, user);
+        const html = await page.text();
+        assert.equal(page.status, 200, html);
+        assert.doesNotMatch(html, /elsewhere\.example|not-the-pushed-state/);
+        const fields = consentFormFields(html);
+        assert.equal(fields.request_uri, requestUri);
+        const back = await decide(fields, user);
+        assert.equal(back.status, 303, await back.clone().text());
+        const location = new URL(back.headers.get("location")!);
+        assert.equal(location.origin + location.pathname, redirect);
+        const params = oauth.validateAuthResponse(as, { client_id: web }, location, "pushed-state");
+        const tokens = await oauth.processAuthorizationCodeResponse(
+          as,
+          { client_id: web },
+          await oauth.authorizationCodeGrantRequest(
+            as,
+            { client_id: web },
+            auth,
+            params,
+            redirect,
+            verifier,
+            insecure,
+          ),
+        );
+        assert.equal(tokens.scope, "read");
+
+        // Good for one decision: the same request_uri again is refused, and not redirected.
+        const again = await authorizeGet({ client_id: web, request_uri: requestUri }, user);
+        assert.equal(again.status, 400);
+        assert.match(await again.text(), /unknown, expired or already used/);
+      },
+    );
+
+    await t.step("a request_uri works only with the client that pushed it", async () => {
+      const { challenge } = await pkce();
+      const requestUri = await push(spa, oauth.None(), challenge);
+      const res = await authorizeGet({ client_id: web, request_uri: requestUri }, await newUser());
+      assert.equal(res.status, 400);
+      await res.body?.cancel();
+      const unknown = await authorizeGet(
+        { client_id: web, request_uri: "urn:ietf:params:oauth:request_uri:nothing" },
+        await newUser(),
+      );
+      assert.equal(unknown.status, 400);
+      await unknown.body?.cancel();
+    });
+
+    /** A raw PAR request with the web client's Basic credentials. */
+    const rawPush = async (form: Record<string, string>) => {
+      const res = await fetch(as.pushed_authorization_request_endpoint!, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          authorization: `Basic ${btoa(`${web}:${secret}`)}`,
+        },
+        body: new URLSearchParams(form),
+      });
+      return { status: res.status, body: await res.json() };
+    };
+    await t.step(
+      "a pushed request is checked whole when it is pushed (RFC 6749 5.2 errors)",
+      async () => {
+        const { challenge } = await pkce();
+        const good = {
+          response_type: "code",
+          redirect_uri: redirect,
+          code_challenge: challenge,
+          code_challenge_method: "S256",
+        };
+        assert.equal((await rawPush(good)).status, 201);
+        const cases: [string, Record<string, string>, string][] = [
+          [
+            "an unregistered redirect_uri",
+            { ...good, redirect_uri: "https://x.example/cb" },
+            "invalid_request",
+          ],
+          [
+            "no PKCE",
+            { ...good, code_challenge: "", code_challenge_method: "" },
+            "invalid_request",
+          ],
+          ["plain PKCE", { ...good, code_challenge_method: "plain" }, "invalid_request"],
+          [
+            "another response_type",
+            { ...good, response_type: "token" },
+            "unsupported_response_type",
+          ],
+          [
+            "a request_uri inside",
+            { ...good, request_uri: "urn:ietf:params:oauth:request_uri:x" },
+            "invalid_request",
+          ],
+          ["another client's client_id", { ...good, client_id: spa }, "invalid_request"],
+        ];
+        for (const [name, form, error] of cases) {
+          const res = await rawPush(form);
+          assert.equal(res.status, 400, `${name}: ${JSON.stringify(res.body)}`);
+          assert.equal(res.body.error, error, name);
+        }
+        const wrong = await fetch(as.pushed_authorization_request_endpoint!, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({ ...good, client_id: web, client_secret: "ocs_wrong" }),
+        });
+        assert.equal(wrong.status, 401);
+        await wrong.body?.cancel();
+      },
+    );
+
+    await t.step("a client that requires PAR gets no sign-in without it", async () => {
+      const set = await api("PATCH", `/v1/projects/par1/clients/${web}`, {
+        token: admin,
+        json: { require_pushed_authorization_requests: true },
+      });
+      assert.equal(set.status, 200, set.text);
+      assert.equal(set.body.require_pushed_authorization_requests, true);
+      const { challenge } = await pkce();
+      const plain = await authorizeGet({
+        response_type: "code",
+        client_id: web,
+        redirect_uri: redirect,
+        code_challenge: challenge,
+        code_challenge_method: "S256",
+      }, await newUser());
+      assert.equal(plain.status, 400);
+      assert.match(await plain.text(), /pushed authorization request/);
+      const requestUri = await push(web, auth, challenge);
+      const page = await authorizeGet({ client_id: web, request_uri: requestUri }, await newUser());
+      assert.equal(page.status, 200);
+      await page.body?.cancel();
+    });
+  } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("REQUIRE_PAR: the metadata says so, and every client must push", async () => {
+  const stack = await startStack({ env: { REQUIRE_PAR: "true" } });
+  try {
+    const issuer = new URL(stack.gatewayUrl);
+    const as = await oauth.processDiscoveryResponse(
+      issuer,
+      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
+    );
+    assert.equal(as.require_pushed_authorization_requests, true);
+    const api = httpClient(stack.gatewayUrl);
+    const admin = await stack.token({ sub: "admin", projects: ["par2"] });
+    await api("PATCH", "/v1/projects/par2/config", {
+      token: admin,
+      json: { application_name: "Pushed", audience: "external" },
+    });
+    const client = (await api("POST", "/v1/projects/par2/clients", {
+      token: admin,
+      json: { name: "spa", type: "spa", redirect_uris: ["https://app.example.com/cb"] },
+    })).body.id as string;
+    const challenge = await oauth.calculatePKCECodeChallenge(oauth.generateRandomCodeVerifier());
+    const res = await fetch(
+      `${as.authorization_endpoint}?${new URLSearchParams({
+        response_type: "code",
+        client_id: client,
+        code_challenge: challenge,
+        code_challenge_method: "S256",
+      })}`,
+      { headers: { cookie: `session=${await stack.token({ sub: "u", projects: [] })}` } },
+    );
+    assert.equal(res.status, 400);
+    assert.match(await res.text(), /pushed authorization request/);
+  } finally {
+    await stack.stop();
+  }
+});
