@@ -20,6 +20,8 @@ export interface LoadSpec {
   headers: Record<string, string>;
   /** HTTP/1.1 (true) or HTTP/2 cleartext (false, for gRPC). */
   h1: boolean;
+  /** Whether 3xx answers are what is measured (a redirect with a code), not errors. */
+  redirects?: boolean;
   /** Concurrent connections, one request in flight on each. */
   concurrency: number;
   /** Measured seconds. */
@@ -107,7 +109,13 @@ export async function h2load(spec: LoadSpec): Promise<LoadResult> {
     // status 0 (up to one per connection per run, seen on every gRPC run) though it succeeded.
     const statuses = /status codes: \d+ 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(text);
     if (!failed || !statuses) throw new Error(`Cannot read h2load's summary: ${text}`);
-    const errors = [failed[2], failed[3], statuses[1], statuses[2], statuses[3]]
+    const errors = [
+      failed[2],
+      failed[3],
+      spec.redirects ? "0" : statuses[1],
+      statuses[2],
+      statuses[3],
+    ]
       .reduce((n, x) => n + Number(x), 0);
     return {
       requests: lines.length,

@@ -238,9 +238,10 @@ interface Op {
   name: string;
   /**
    * Reads and writes are judged against the reference; token calls against the peer; client
-   * authentication and DPoP (`sender`) against {@link senderBaseline} through the same load tool.
+   * authentication and DPoP (`sender`) against {@link senderBaseline} through the same load tool;
+   * the sign-in flows' hot answers (`flow`) against a gateway GET of a client.
    */
-  kind: "read" | "write" | "token" | "sender";
+  kind: "read" | "write" | "token" | "sender" | "flow";
   paths: Partial<Record<Path, Target | UniqueTarget>>;
   /** Runs before each measured run (e.g. to make room for new secrets). */
   before?: () => Promise<unknown>;
@@ -283,6 +284,86 @@ const dpopJwk = await jose.exportJWK(dpopKeys.publicKey);
 /** More one-shot requests than a run can send (about 4,500 grants a second here). */
 const prepared = Math.ceil((seconds + warmup) * 8000);
 const grantBody = "grant_type=client_credentials&scope=read";
+// The sign-in flows' hot answers: an authorization whose consent is remembered (a 302 with a code,
+// no page), and a device's poll before the user decided (authorization_pending), which devices
+// repeat every few seconds. A device code answers pending only on a poll at least its interval
+// after the last: each poll of the run is the first of its own code, made over 5 s earlier.
+const flowClient = (await api("POST", "/v1/projects/bench/clients", {
+  token,
+  json: { name: "flow", type: "native", redirect_uris: ["http://127.0.0.1/cb"] },
+})).body.id as string;
+await api("POST", "/v1/installations", { token, json: { project_id: "bench", scopes: ["read"] } });
+const flowChallenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+const deviceCodes: string[] = [];
+function flowOps(): Op[] {
+  const devicesPerRun = Math.ceil((seconds + warmup) * 3000);
+  return [
+    {
+      name: "authorize, consent remembered",
+      kind: "flow",
+      paths: {
+        gateway: {
+          ...h1(
+            [
+              `${gw}/oauth2/authorize?${new URLSearchParams({
+                response_type: "code",
+                client_id: flowClient,
+                redirect_uri: "http://127.0.0.1:53682/cb",
+                scope: "read",
+                state: "bench",
+                code_challenge: flowChallenge,
+                code_challenge_method: "S256",
+              })}`,
+            ],
+            "GET",
+            undefined,
+            { cookie: `session=${token}` },
+          ),
+          redirects: true,
+        },
+      },
+    },
+    {
+      name: "device poll, pending",
+      kind: "flow",
+      // Fresh device codes for the run, made over 5 s (the interval) before it starts.
+      before: async () => {
+        deviceCodes.length = 0;
+        for (let i = 0; i < devicesPerRun; i += 50) {
+          deviceCodes.push(
+            ...await Promise.all(Array.from({ length: 50 }, async () => {
+              const res = await fetch(`${gw}/oauth2/device_authorization`, {
+                method: "POST",
+                headers: { "content-type": "application/x-www-form-urlencoded" },
+                body: `client_id=${flowClient}&scope=read`,
+              });
+              return (await res.json()).device_code as string;
+            })),
+          );
+        }
+        await new Promise((r) => setTimeout(r, 5_500));
+      },
+      paths: {
+        gateway: {
+          unique: {
+            url: `${gw}/oauth2/token`,
+            prepared: devicesPerRun,
+            request: (i) =>
+              Promise.resolve({
+                body: `grant_type=${
+                  encodeURIComponent("urn:ietf:params:oauth:grant-type:device_code")
+                }&client_id=${flowClient}&device_code=${deviceCodes[i]}`,
+                headers: {},
+              }),
+            // authorization_pending is a 400 (RFC 8628 3.5): the answer wanted here.
+            expectStatus: 400,
+          },
+        },
+      },
+    },
+  ];
+}
+
 function senderOps(): Op[] {
   const at = () => Math.floor(Date.now() / 1000);
   const url = `${gw}/oauth2/token`;
@@ -447,6 +528,7 @@ const ops: Op[] = [
     },
   },
   ...senderOps(),
+  ...flowOps(),
   {
     name: "introspect token",
     kind: "token",
@@ -660,8 +742,14 @@ for (const op of selected) {
     // The ratio of each round against the baseline of the same round (the reference; for the
     // token endpoints the peer; for client authentication and DPoP the grant with a secret under
     // the same load tool), then the median.
-    const baseline = op.kind === "token" ? "peer" : op.kind === "sender" ? undefined : "reference";
-    const ref = baseline === undefined
+    const baseline = op.kind === "token"
+      ? "peer"
+      : op.kind === "sender" || op.kind === "flow"
+      ? undefined
+      : "reference";
+    const ref = op.kind === "flow"
+      ? samples.get(key("get client", "gateway"))
+      : baseline === undefined
       ? (op.name === senderBaseline ? undefined : samples.get(key(senderBaseline, path)))
       : samples.get(key(op.name, baseline));
     const ratios = ref ? list.map((s) => s.rps / ref.find((r) => r.round === s.round)!.rps) : [];
@@ -905,6 +993,13 @@ for (const op of ["grant, private_key_jwt", "grant, secret and DPoP proof"]) {
   if (row?.ratio === undefined) continue;
   lines.push(
     target(row.ratio >= 0.8, `${op} >= 0.8 x the grant with a secret (${fmt(row.ratio, 2)})`),
+  );
+}
+for (const op of ["authorize, consent remembered", "device poll, pending"]) {
+  const row = rowOf(op, "gateway");
+  if (row?.ratio === undefined) continue;
+  lines.push(
+    target(row.ratio >= 0.5, `${op} >= 0.5 x a gateway GET of a client (${fmt(row.ratio, 2)})`),
   );
 }
 const getGateway = rowOf("get client", "gateway");

@@ -18,6 +18,8 @@ export interface UniqueLoadSpec {
   request(i: number): Promise<{ body: string; headers: Record<string, string> }>;
   /** How many requests to make in advance: more than the run can send. */
   prepared: number;
+  /** The status every answer should have (default: any 2xx). */
+  expectStatus?: number;
   /** Concurrent connections, one request in flight on each. */
   concurrency: number;
   /** Measured seconds. */
@@ -112,7 +114,10 @@ export async function uniqueLoad(spec: UniqueLoadSpec): Promise<LoadResult> {
         const done = performance.now();
         if (at >= measureFrom && done <= stopAt) {
           latencies.push(done - at);
-          if (status < 200 || status > 299) errors++;
+          const expected = spec.expectStatus === undefined
+            ? status >= 200 && status <= 299
+            : status === spec.expectStatus;
+          if (!expected) errors++;
         }
       }
     } finally {

@@ -118,6 +118,8 @@ a{color:#1d4ed8}
 .swagger-ui .opblock-tag{flex-wrap:wrap;padding:10px 4px}
 .swagger-ui .opblock-tag>a{flex:1}
 .swagger-ui .opblock-tag small{flex:1 1 100%;order:1;padding:4px 0 0}
+.swagger-ui .servers>label{margin:0;max-width:100%}
+.swagger-ui .servers select{max-width:100%;min-width:0}
 }
 `;
 

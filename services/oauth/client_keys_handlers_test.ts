@@ -342,7 +342,7 @@ Deno.test("client keys and authentication methods, in process, through the real 
             .setProtectedHeader({ alg: algorithm, kid: created.kid })
             .setIssuer(id)
             .setSubject(id)
-            .setAudience("https://token.example/token")
+            .setAudience("https://as.example/token")
             .setIssuedAt()
             .setExpirationTime("1m")
             .setJti(crypto.randomUUID())
@@ -350,7 +350,7 @@ Deno.test("client keys and authentication methods, in process, through the real 
           const verified = await jose.jwtVerify(
             assertion,
             await jose.importJWK(stored.jwk as jose.JWK, stored.algorithm),
-            { issuer: id, audience: "https://token.example/token" },
+            { issuer: id, audience: "https://as.example/token" },
           );
           assert.equal(verified.payload.sub, id);
           // A replay under the same idempotency key: the same key, without its private part.

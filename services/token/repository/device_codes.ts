@@ -105,23 +105,32 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
     },
 
     async poll(hash, clientId, at) {
-      return await sql.begin(async (tx): Promise<Poll> => {
-        const [row] = await tx<DeviceCodeRow[]>`
-          select * from token.device_codes where device_code_hash = ${hash} for update`;
-        if (!row || row.client_id !== clientId) return { kind: "unknown" };
-        if (row.redeemed_at !== null) return { kind: "redeemed", familyId: row.family_id };
-        if (row.expires_at.getTime() <= at.getTime()) return { kind: "expired" };
-        const tooSoon = at.getTime() < row.last_polled_at.getTime() + row.interval_seconds * 1000;
-        await tx`
-          update token.device_codes
+      // One statement (devices poll it every few seconds): the row is locked, read and, when it
+      // is this client's, live and unspent, its poll recorded, in one round trip. A poll that
+      // waited for the lock sees the row as the other poll left it.
+      const [row] = await sql<DeviceCodeRow[]>`
+        with old as (
+          select * from token.device_codes where device_code_hash = ${hash} for update
+        ), polled as (
+          update token.device_codes d
           set last_polled_at = ${at},
-            interval_seconds = interval_seconds + ${tooSoon ? 5 : 0}
-          where device_code_hash = ${hash}`;
-        if (tooSoon) return { kind: "slow_down" };
-        const [family] = row.family_id === null ? [] : await tx<FamilyRow[]>`
-          select * from token.families where id = ${row.family_id}`;
-        return { kind: "ready", row, family };
-      });
+            interval_seconds = d.interval_seconds + case
+              when ${at}::timestamptz < old.last_polled_at + old.interval_seconds * interval '1 second'
+              then 5 else 0 end
+          from old
+          where d.device_code_hash = old.device_code_hash and old.client_id = ${clientId}
+            and old.redeemed_at is null and old.expires_at > ${at}
+          returning 1
+        )
+        select * from old`;
+      if (!row || row.client_id !== clientId) return { kind: "unknown" };
+      if (row.redeemed_at !== null) return { kind: "redeemed", familyId: row.family_id };
+      if (row.expires_at.getTime() <= at.getTime()) return { kind: "expired" };
+      const tooSoon = at.getTime() < row.last_polled_at.getTime() + row.interval_seconds * 1000;
+      if (tooSoon) return { kind: "slow_down" };
+      const [family] = row.family_id === null ? [] : await sql<FamilyRow[]>`
+        select * from token.families where id = ${row.family_id}`;
+      return { kind: "ready", row, family };
     },
 
     async attempt(userCodeHash, keys, at, limit) {
