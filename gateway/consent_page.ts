@@ -15,7 +15,9 @@
  * @module
  */
 
-import type { ConsentScreen } from "../gen/registry/token/v1/token_service_pb.ts";
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { type ConsentScreen, Decision } from "../gen/registry/token/v1/token_service_pb.ts";
+import type { Logger } from "../lib/platform/mod.ts";
 
 /** Escapes text for HTML content and attribute values. */
 export function escapeHtml(text: string): string {
@@ -295,4 +297,46 @@ export async function errorPage(
 ${link ? `<p><a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a></p>` : ""}
 ${reason ? `<p class="note">For the application's developer: ${escapeHtml(reason)}.</p>` : ""}`;
   return await htmlPage(title, body, { status });
+}
+
+/** The 405 page of a page that takes GET and POST, with its `Allow`. */
+export async function methodNotAllowedPage(method: string): Promise<Response> {
+  const res = await errorPage(405, "Method not allowed", `${method} is not allowed here`);
+  res.headers.set("allow", "GET, POST");
+  return res;
+}
+
+/** A consent form's `decision` (`allow` or `deny`; anything else is unspecified). */
+export function decisionOf(choice: string | undefined): Decision {
+  return choice === "allow"
+    ? Decision.ALLOW
+    : choice === "deny"
+    ? Decision.DENY
+    : Decision.UNSPECIFIED;
+}
+
+/**
+ * The page for a call to the token service that failed through no fault of the request: 503
+ * with `Retry-After` when the service could not answer, else 500, logged as `what` failed.
+ */
+export async function serviceFailurePage(
+  err: ConnectError,
+  log: Logger,
+  what: string,
+  requestId: string,
+): Promise<Response> {
+  if (
+    err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
+    err.code === Code.ResourceExhausted
+  ) {
+    const res = await errorPage(
+      503,
+      "Try again in a moment",
+      "The sign-in service is busy or unreachable right now.",
+    );
+    res.headers.set("retry-after", "1");
+    return res;
+  }
+  log.error(`${what} failed`, { code: Code[err.code], request_id: requestId, error: err });
+  return await errorPage(500, "Something went wrong", "The request could not be completed.");
 }

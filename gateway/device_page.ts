@@ -18,9 +18,17 @@
 
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
-import { Decision, type TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
+import type { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { type Logger, oauthPaths } from "../lib/platform/mod.ts";
-import { consentPage, errorPage, escapeHtml, htmlPage } from "./consent_page.ts";
+import {
+  consentPage,
+  decisionOf,
+  errorPage,
+  escapeHtml,
+  htmlPage,
+  methodNotAllowedPage,
+  serviceFailurePage,
+} from "./consent_page.ts";
 
 /** What the page needs from ./oauth.ts. */
 export interface DevicePageDeps {
@@ -100,9 +108,7 @@ async function donePage(allowed: boolean, applicationName: string): Promise<Resp
 export function createDevicePage(deps: DevicePageDeps) {
   return async (req: Request, url: URL, c: DeviceCorrelation): Promise<Response> => {
     if (req.method !== "GET" && req.method !== "POST") {
-      const res = await errorPage(405, "Method not allowed", `${req.method} is not allowed here`);
-      res.headers.set("allow", "GET, POST");
-      return res;
+      return await methodNotAllowedPage(req.method);
     }
     let params: Map<string, string>;
     if (req.method === "GET") {
@@ -150,11 +156,7 @@ export function createDevicePage(deps: DevicePageDeps) {
       }
       const res = await deps.tokens.decideDeviceCode({
         userCode: typed,
-        decision: decision === "allow"
-          ? Decision.ALLOW
-          : decision === "deny"
-          ? Decision.DENY
-          : Decision.UNSPECIFIED,
+        decision: decisionOf(decision),
         csrfToken: params.get("csrf_token") ?? "",
         clientAddress,
       }, call);
@@ -209,22 +211,5 @@ async function failed(
   c: DeviceCorrelation,
 ): Promise<Response> {
   if (err.code === Code.Unauthenticated) return await deps.notSignedIn(req, url);
-  if (
-    err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
-    err.code === Code.ResourceExhausted
-  ) {
-    const res = await errorPage(
-      503,
-      "Try again in a moment",
-      "The sign-in service is busy or unreachable right now.",
-    );
-    res.headers.set("retry-after", "1");
-    return res;
-  }
-  deps.log.error("device verification failed", {
-    code: Code[err.code],
-    request_id: c.requestId,
-    error: err,
-  });
-  return await errorPage(500, "Something went wrong", "The request could not be completed.");
+  return await serviceFailurePage(err, deps.log, "device verification", c.requestId);
 }

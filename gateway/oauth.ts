@@ -43,10 +43,16 @@ import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
 import {
   ClientAuthMethod,
   type ClientCredentials,
-  Decision,
   TokenService,
 } from "../gen/registry/token/v1/token_service_pb.ts";
-import { type AuthorizationParams, consentPage, errorPage } from "./consent_page.ts";
+import {
+  type AuthorizationParams,
+  consentPage,
+  decisionOf,
+  errorPage,
+  methodNotAllowedPage,
+  serviceFailurePage,
+} from "./consent_page.ts";
 import {
   assertionSigningAlgs,
   dpopSigningAlgs,
@@ -338,6 +344,30 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   }
 
   /**
+   * The page for a failed call of the authorization endpoint: an OAuth refusal (invalid_client
+   * included) is the request's, shown and never redirected; UNAUTHENTICATED without one is the
+   * user's session (`unauthenticated` answers it); anything else is the service's.
+   */
+  async function authorizationFailure(
+    err: ConnectError,
+    c: { requestId: string },
+    unauthenticated: () => Promise<Response>,
+  ): Promise<Response> {
+    if (err.findDetails(ErrorInfoSchema).some((d) => d.domain === "oauth2")) {
+      return await errorPage(
+        400,
+        "This sign-in request cannot be completed",
+        "The application that sent you here asked for something this sign-in service cannot " +
+          "do, so you were not sent back to it. You can close this page.",
+        undefined,
+        err.rawMessage,
+      );
+    }
+    if (err.code === Code.Unauthenticated) return await unauthenticated();
+    return await serviceFailurePage(err, options.log, "authorization", c.requestId);
+  }
+
+  /**
    * `GET /oauth2/authorize?prompt=none` without a (valid) session: StartAuthorization asked with
    * no user, which answers `login_required` to a checked client's redirect URI (or refuses to
    * redirect, as it does for any request: the error page).
@@ -348,9 +378,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     params: Map<string, string>,
     c: { requestId: string; traceparent: string },
   ): Promise<Response> {
-    const request = Object.fromEntries(
-      Object.entries(authorizationParams).map(([name, field]) => [field, params.get(name) ?? ""]),
-    ) as Record<(typeof authorizationParams)[keyof AuthorizationParams], string>;
+    const request = requestOf(params);
     try {
       const res = await tokens.startAuthorization({ request }, {
         timeoutMs: options.rpcTimeoutMs,
@@ -364,36 +392,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       }
       return await notSignedIn(req, url);
     } catch (error) {
-      const err = ConnectError.from(error);
-      if (err.findDetails(ErrorInfoSchema).some((d) => d.domain === "oauth2")) {
-        return await errorPage(
-          400,
-          "This sign-in request cannot be completed",
-          "The application that sent you here asked for something this sign-in service cannot " +
-            "do, so you were not sent back to it. You can close this page.",
-          undefined,
-          err.rawMessage,
-        );
-      }
-      if (err.code === Code.Unauthenticated) return await notSignedIn(req, url);
-      if (
-        err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
-        err.code === Code.ResourceExhausted
-      ) {
-        const res = await errorPage(
-          503,
-          "Try again in a moment",
-          "The sign-in service is busy or unreachable right now.",
-        );
-        res.headers.set("retry-after", "1");
-        return res;
-      }
-      options.log.error("authorization failed", {
-        code: Code[err.code],
-        request_id: c.requestId,
-        error,
-      });
-      return await errorPage(500, "Something went wrong", "The request could not be completed.");
+      return await authorizationFailure(ConnectError.from(error), c, () => notSignedIn(req, url));
     }
   }
 
@@ -404,9 +403,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     c: { requestId: string; traceparent: string },
   ): Promise<Response> {
     if (req.method !== "GET" && req.method !== "POST") {
-      const res = await errorPage(405, "Method not allowed", `${req.method} is not allowed here`);
-      res.headers.set("allow", "GET, POST");
-      return res;
+      return await methodNotAllowedPage(req.method);
     }
     let params: Map<string, string>;
     if (req.method === "GET") {
@@ -467,52 +464,18 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       const choice = params.get("decision");
       const res = await tokens.decideAuthorization({
         request,
-        decision: choice === "allow"
-          ? Decision.ALLOW
-          : choice === "deny"
-          ? Decision.DENY
-          : Decision.UNSPECIFIED,
+        decision: decisionOf(choice),
         csrfToken: params.get("csrf_token") ?? "",
       }, call);
       // 303: the browser follows with a GET, as the client's redirect URI expects.
       return redirect(res.redirectTo, 303);
     } catch (error) {
-      const err = ConnectError.from(error);
-      // An OAuth refusal (invalid_client included) is the request's; UNAUTHENTICATED without one
-      // is the user's token.
-      if (err.findDetails(ErrorInfoSchema).some((d) => d.domain === "oauth2")) {
-        return await errorPage(
-          400,
-          "This sign-in request cannot be completed",
-          "The application that sent you here asked for something this sign-in service cannot " +
-            "do, so you were not sent back to it. You can close this page.",
-          undefined,
-          err.rawMessage,
-        );
-      }
-      if (err.code === Code.Unauthenticated) {
-        // A session that no longer verifies is no session.
-        if (silent) return await withoutSession(req, url, params, c);
-        return await notSignedIn(req, url);
-      }
-      if (
-        err.code === Code.Unavailable || err.code === Code.DeadlineExceeded ||
-        err.code === Code.ResourceExhausted
-      ) {
-        const res = await errorPage(
-          503,
-          "Try again in a moment",
-          "The sign-in service is busy or unreachable right now.",
-        );
-        res.headers.set("retry-after", "1");
-        return res;
-      }
-      options.log.error("authorization failed", {
-        code: Code[err.code],
-        request_id: c.requestId,
-        error,
-      });
-      return await errorPage(500, "Something went wrong", "The request could not be completed.");
+      // A session that no longer verifies is no session.
+      return await authorizationFailure(
+        ConnectError.from(error),
+        c,
+        () => silent ? withoutSession(req, url, params, c) : notSignedIn(req, url),
+      );
     }
   }
 

@@ -31,7 +31,6 @@
 
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { base64Encode } from "@bufbuild/protobuf/wire";
 import { type Client, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import {
   Audience,
@@ -53,12 +52,11 @@ import { challengeProblem } from "./pkce.ts";
 import type { Registry } from "./registry.ts";
 import { deriveFromSecret } from "./keys.ts";
 import type { GrantRepository } from "./repository/grants.ts";
+import { csrfToken, csrfValid } from "./csrf.ts";
 import { randomToken, sha256 } from "./opaque_tokens.ts";
 
 /** How long a code lives (RFC 6749 4.1.2 recommends at most 10 minutes; we take 60 seconds). */
 export const codeTtlMs = 60_000;
-/** How long the consent page's CSRF token stays valid. */
-const csrfTtlMs = 10 * 60_000;
 /** The longest `state` echoed back. */
 const maxStateLength = 2048;
 
@@ -244,60 +242,19 @@ function targetOf(redirectUri: string): string {
   return url.protocol === "http:" || url.protocol === "https:" ? url.origin : url.protocol;
 }
 
-/** What a CSRF token is bound to: the user's session and every parameter of the request. */
-async function csrfInput(ctx: HandlerContext, req: AuthorizationRequest, until: number) {
-  const session = await sha256(ctx.requestHeader.get("authorization") ?? "");
-  return new TextEncoder().encode(
-    [
-      base64Encode(session, "url"),
-      req.responseType,
-      req.clientId,
-      req.redirectUri,
-      req.scope,
-      req.state,
-      req.codeChallenge,
-      req.codeChallengeMethod,
-      req.prompt,
-      String(until),
-    ].join("\n"),
-  );
-}
-
-async function csrfToken(
-  deps: AuthorizationDeps,
-  ctx: HandlerContext,
-  req: AuthorizationRequest,
-): Promise<string> {
-  const until = deps.now() + csrfTtlMs;
-  const mac = await crypto.subtle.sign(
-    "HMAC",
-    await deps.csrfKey,
-    await csrfInput(ctx, req, until),
-  );
-  return `${until}.${base64Encode(new Uint8Array(mac), "url")}`;
-}
-
-async function csrfValid(
-  deps: AuthorizationDeps,
-  ctx: HandlerContext,
-  req: AuthorizationRequest,
-  token: string,
-): Promise<boolean> {
-  const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(token);
-  if (!match) return false;
-  const until = Number(match[1]);
-  if (until < deps.now()) return false;
-  const expected = base64Encode(
-    new Uint8Array(
-      await crypto.subtle.sign("HMAC", await deps.csrfKey, await csrfInput(ctx, req, until)),
-    ),
-    "url",
-  );
-  let diff = 0;
-  for (let i = 0; i < expected.length; i++) {
-    diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
-  }
-  return diff === 0;
+/** What a consent page's CSRF token is bound to: every parameter of the request. */
+function csrfBound(req: AuthorizationRequest): string[] {
+  return [
+    "consent",
+    req.responseType,
+    req.clientId,
+    req.redirectUri,
+    req.scope,
+    req.state,
+    req.codeChallenge,
+    req.codeChallengeMethod,
+    req.prompt,
+  ];
 }
 
 /** StartAuthorization: the consent screen, or the error redirect. */
@@ -330,22 +287,12 @@ export async function startAuthorization(
   }
   // prompt=consent on a remembered consent: the page asks for every scope again.
   const listed = toAllow.length > 0 ? toAllow : scopes;
-  const caller = callerOf(ctx);
   return {
     consent: {
-      applicationName: config.applicationName,
-      clientName: client.name,
-      logoUri: config.logoUri ?? "",
-      supportEmail: config.supportEmail ?? "",
-      homepageUri: config.homepageUri ?? "",
-      privacyPolicyUri: config.privacyPolicyUri ?? "",
-      termsOfServiceUri: config.termsOfServiceUri ?? "",
-      unverified: config.publishingStatus !== PublishingStatus.PRODUCTION,
+      ...consentBranding(config, client, ctx),
       scopes,
-      accountId: caller.accountId,
-      subject: caller.subject,
       redirectTarget: targetOf(redirectUri),
-      csrfToken: await csrfToken(deps, ctx, req),
+      csrfToken: await csrfToken(deps, ctx, csrfBound(req)),
       scopeDetails: describeScopes(config, listed).map((d) => create(ConsentScopeSchema, d)),
       alreadyGranted: describeScopes(
         config,
@@ -394,6 +341,27 @@ async function issueCode(
   ]);
 }
 
+/**
+ * What every consent page shows of the project and the user: the project's branding (its
+ * OAuthConfig), the client's name, whether the app is unverified (publishing status `testing`),
+ * and the account granting.
+ */
+export function consentBranding(config: OAuthConfig, client: Client, ctx: HandlerContext) {
+  const caller = callerOf(ctx);
+  return {
+    applicationName: config.applicationName,
+    clientName: client.name,
+    logoUri: config.logoUri ?? "",
+    supportEmail: config.supportEmail ?? "",
+    homepageUri: config.homepageUri ?? "",
+    privacyPolicyUri: config.privacyPolicyUri ?? "",
+    termsOfServiceUri: config.termsOfServiceUri ?? "",
+    unverified: config.publishingStatus !== PublishingStatus.PRODUCTION,
+    accountId: caller.accountId,
+    subject: caller.subject,
+  };
+}
+
 /** DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). */
 export async function decideAuthorization(
   deps: AuthorizationDeps,
@@ -405,7 +373,7 @@ export async function decideAuthorization(
   if (!req) throw shown("invalid_request", "The authorization request is missing");
   const outcome = await check(deps, req, ctx);
   if (outcome.kind === "redirect") return outcome.to;
-  if (!(await csrfValid(deps, ctx, req, csrf))) {
+  if (!(await csrfValid(deps, ctx, csrf, csrfBound(req)))) {
     throw shown(
       "invalid_request",
       "The consent page expired or was not shown to this session; start the sign-in again",

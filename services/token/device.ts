@@ -21,9 +21,8 @@
  */
 
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { base64Encode } from "@bufbuild/protobuf/wire";
 import { type Client, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
-import { Audience, PublishingStatus } from "../../gen/registry/oauth/v1/config_pb.ts";
+import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -32,6 +31,8 @@ import {
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthDescription, oauthPaths } from "../../lib/platform/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
+import { consentBranding } from "./authorization.ts";
+import { csrfToken, csrfValid } from "./csrf.ts";
 import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
 import { randomToken, sha256 } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
@@ -46,8 +47,6 @@ export const pollIntervalSeconds = 5;
 export const guessLimit: GuessLimit = { maxFailures: 20, windowMs: 60_000, coolDownMs: 300_000 };
 /** RFC 8628 6.1: the 20 consonants of "base-20" user codes. */
 export const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ";
-/** How long the page's CSRF tokens stay valid. */
-const csrfTtlMs = 10 * 60_000;
 
 /** What the device flow needs. */
 export interface DeviceDeps {
@@ -149,49 +148,10 @@ export async function startDeviceAuthorization(deps: DeviceDeps, client: Client,
   }
 }
 
-/** The session's hash (the user's platform token, as the `authorization` metadata carries it). */
-async function sessionHash(ctx: HandlerContext): Promise<Uint8Array> {
-  return await sha256(ctx.requestHeader.get("authorization") ?? "");
-}
-
-async function csrfMac(deps: DeviceDeps, parts: string[]): Promise<string> {
-  const mac = await crypto.subtle.sign(
-    "HMAC",
-    await deps.csrfKey,
-    new TextEncoder().encode(parts.join("\n")),
-  );
-  return base64Encode(new Uint8Array(mac), "url");
-}
-
-/** A CSRF token for `purpose`, bound to the session (and `bound`). */
-async function csrfToken(deps: DeviceDeps, ctx: HandlerContext, purpose: string, bound = "") {
-  const until = deps.now() + csrfTtlMs;
-  const session = base64Encode(await sessionHash(ctx), "url");
-  return `${until}.${await csrfMac(deps, [purpose, session, bound, String(until)])}`;
-}
-
-async function csrfValid(
-  deps: DeviceDeps,
-  ctx: HandlerContext,
-  token: string,
-  purpose: string,
-  bound = "",
-): Promise<boolean> {
-  const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(token);
-  if (!match || Number(match[1]) < deps.now()) return false;
-  const session = base64Encode(await sessionHash(ctx), "url");
-  const expected = await csrfMac(deps, [purpose, session, bound, match[1]!]);
-  let diff = 0;
-  for (let i = 0; i < expected.length; i++) {
-    diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
-  }
-  return diff === 0;
-}
-
 /** StartDeviceVerification: the code form's CSRF token. */
 export async function startDeviceVerification(deps: DeviceDeps, ctx: HandlerContext) {
   return {
-    csrfToken: await csrfToken(deps, ctx, "device-code-form"),
+    csrfToken: await csrfToken(deps, ctx, ["device-code-form"]),
     accountId: callerOf(ctx).accountId,
   };
 }
@@ -240,30 +200,20 @@ export async function lookupDeviceCode(
   req: { userCode: string; csrfToken: string; clientAddress: string },
   ctx: HandlerContext,
 ): Promise<{ consent: MessageInitShape<typeof ConsentScreenSchema>; userCode: string }> {
-  if (!(await csrfValid(deps, ctx, req.csrfToken, "device-code-form"))) {
+  if (!(await csrfValid(deps, ctx, req.csrfToken, ["device-code-form"]))) {
     throw oauthError("invalid_request", "The page expired or was not shown to this session");
   }
   const { row, code } = await attempt(deps, ctx, req.userCode, req.clientAddress);
   const { client, config } = await clientAndConfig(deps, ctx, row);
-  const caller = callerOf(ctx);
   return {
     userCode: formatUserCode(code),
     consent: {
-      applicationName: config.applicationName,
-      clientName: client.name,
-      logoUri: config.logoUri ?? "",
-      supportEmail: config.supportEmail ?? "",
-      homepageUri: config.homepageUri ?? "",
-      privacyPolicyUri: config.privacyPolicyUri ?? "",
-      termsOfServiceUri: config.termsOfServiceUri ?? "",
-      unverified: config.publishingStatus !== PublishingStatus.PRODUCTION,
+      ...consentBranding(config, client, ctx),
       scopes: row.scopes,
       // The project's words for each scope, as the consent page shows them.
       scopeDetails: describeScopes(config, row.scopes),
-      accountId: caller.accountId,
-      subject: caller.subject,
       redirectTarget: "",
-      csrfToken: await csrfToken(deps, ctx, "device-consent", code),
+      csrfToken: await csrfToken(deps, ctx, ["device-consent", code]),
     },
   };
 }
@@ -275,7 +225,7 @@ export async function decideDeviceCode(
   ctx: HandlerContext,
 ): Promise<{ applicationName: string }> {
   const typed = normalizeUserCode(req.userCode) ?? "";
-  if (!(await csrfValid(deps, ctx, req.csrfToken, "device-consent", typed))) {
+  if (!(await csrfValid(deps, ctx, req.csrfToken, ["device-consent", typed]))) {
     throw oauthError("invalid_request", "The page expired or was not shown to this session");
   }
   if (req.decision !== Decision.ALLOW && req.decision !== Decision.DENY) {

@@ -145,6 +145,13 @@ export function createDpop(options: DpopOptions): Dpop {
     return key;
   }
 
+  /** The endpoint's URL, normalised once: every proof of the token endpoint names the same. */
+  let endpoint: { uri: string; normalized: string | undefined } | undefined;
+  function endpointHtu(uri: string): string | undefined {
+    if (endpoint?.uri !== uri) endpoint = { uri, normalized: normalizedHtu(uri) };
+    return endpoint.normalized;
+  }
+
   return {
     nonce: currentNonce,
     error,
@@ -188,7 +195,7 @@ export function createDpop(options: DpopOptions): Dpop {
       if (htm !== httpMethod) {
         throw await invalid("The DPoP proof's htm is not the request's method");
       }
-      const expected = normalizedHtu(httpUri);
+      const expected = endpointHtu(httpUri);
       if (typeof htu !== "string" || expected === undefined || normalizedHtu(htu) !== expected) {
         throw await invalid("The DPoP proof's htu is not the URL of this endpoint");
       }

@@ -1,0 +1,61 @@
+/**
+ * CSRF tokens of the pages the token service answers for (the consent page, the device
+ * verification pages): `<until>.<mac>`, where `mac` is the HMAC-SHA256, under the CSRF key
+ * (./authorization.ts's deriveCsrfKey), of what the token is bound to (the values of the form it
+ * protects), the user's session (the SHA-256 of the call's `authorization`) and `until`, its
+ * expiry, {@link csrfTtlMs} after it was made. It is valid only for that session, those values,
+ * until then; compared in constant time.
+ *
+ * @module
+ */
+
+import type { HandlerContext } from "@connectrpc/connect";
+import { base64Encode } from "@bufbuild/protobuf/wire";
+import { sha256 } from "./opaque_tokens.ts";
+
+/** How long a page's CSRF token stays valid. */
+export const csrfTtlMs = 10 * 60_000;
+
+/** The key and the clock tokens are made and checked with. */
+export interface CsrfDeps {
+  /** The HMAC key. */
+  csrfKey: Promise<CryptoKey>;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+}
+
+async function mac(deps: CsrfDeps, ctx: HandlerContext, bound: string[], until: string) {
+  const session = base64Encode(await sha256(ctx.requestHeader.get("authorization") ?? ""), "url");
+  const input = new TextEncoder().encode([session, ...bound, until].join("\n"));
+  return base64Encode(
+    new Uint8Array(await crypto.subtle.sign("HMAC", await deps.csrfKey, input)),
+    "url",
+  );
+}
+
+/** A token for the caller's session and `bound`, valid {@link csrfTtlMs}. */
+export async function csrfToken(
+  deps: CsrfDeps,
+  ctx: HandlerContext,
+  bound: string[],
+): Promise<string> {
+  const until = String(deps.now() + csrfTtlMs);
+  return `${until}.${await mac(deps, ctx, bound, until)}`;
+}
+
+/** Whether `token` was made for the caller's session and `bound`, and has not expired. */
+export async function csrfValid(
+  deps: CsrfDeps,
+  ctx: HandlerContext,
+  token: string,
+  bound: string[],
+): Promise<boolean> {
+  const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(token);
+  if (!match || Number(match[1]) < deps.now()) return false;
+  const expected = await mac(deps, ctx, bound, match[1]!);
+  let diff = 0;
+  for (let i = 0; i < expected.length; i++) {
+    diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
+  }
+  return diff === 0;
+}
