@@ -12,4 +12,11 @@ export {
   propagationMs,
 } from "./change_feed.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
-export { connect, migrate, readMigrations, registerPoolMetrics, type Sql } from "./postgres.ts";
+export {
+  assignments,
+  connect,
+  migrate,
+  readMigrations,
+  registerPoolMetrics,
+  type Sql,
+} from "./postgres.ts";

@@ -261,3 +261,21 @@ export function registerPoolMetrics(
     },
   });
 }
+
+/**
+ * `"a" = $1, "b" = $2`: an update's assignments of `values`' `columns`, as a fragment. For the
+ * statements where postgres.js's own `set ${sql(values, columns)}` would guess wrong: it infers a
+ * helper's meaning from the last keyword before it in the statement's text, and a common table
+ * expression before the update (`with prior as (... for update)`) misleads it.
+ */
+export function assignments<T extends object>(
+  sql: Sql,
+  values: T,
+  columns: readonly (keyof T & string)[],
+): postgres.PendingQuery<postgres.Row[]> {
+  // deno-lint-ignore no-explicit-any
+  const q = sql as any;
+  return columns
+    .map((c) => q`${q(c)} = ${(values as Record<string, unknown>)[c]}`)
+    .reduce((a, b) => q`${a}, ${b}`);
+}

@@ -75,6 +75,8 @@ Deno.test("the oauth migrations apply to an empty database", async () => {
       "clients",
       "configs",
       "deleted_clients",
+      "event_heads",
+      "events",
       "idempotency_keys",
       "installations",
       "schema_migrations",

@@ -60,5 +60,13 @@ export {
 export { createLogger, type Logger } from "./log.ts";
 export { createMetrics, type Metrics, registerBudgetMetrics } from "./metrics.ts";
 export { componentEnv, componentFlags } from "./run_flags.ts";
-export { formatTraceparent, parseTraceparent, requestIdOf, startSpan } from "./trace.ts";
+export {
+  formatTraceparent,
+  forwardedForHeader,
+  forwardedUserAgentHeader,
+  parseTraceparent,
+  peerHeader,
+  requestIdOf,
+  startSpan,
+} from "./trace.ts";
 export { assertionSigningAlgs, dpopSigningAlgs, oauthPaths } from "./oauth_metadata.ts";

@@ -228,6 +228,16 @@ export const settings = {
     default: "`86400` (24 h)",
     meaning: "how long an `Idempotency-Key` is remembered (see Idempotency)",
   },
+  AUDIT_RETENTION_DAYS: {
+    usedBy: ["oauth-registry", "core"],
+    default: "`400`",
+    meaning: "how long audit events are kept (pruned in the background, 1,000 at a time)",
+  },
+  AUDIT_MAX_WATCHERS: {
+    usedBy: ["oauth-registry", "core"],
+    default: "`100`",
+    meaning: "most `WatchEvents` streams at once per process (RESOURCE_EXHAUSTED beyond)",
+  },
   RATE_LIMIT_PER_SECOND: {
     usedBy: ["gateway"],
     default: "`100`",

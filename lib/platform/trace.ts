@@ -7,6 +7,16 @@
 
 import { hexByte } from "./ids.ts";
 
+/**
+ * The peer's address, set by our gRPC and Connect servers on every call they hand a handler
+ * (replacing whatever a caller sent under that name): who called, for the audit trail.
+ */
+export const peerHeader = "x-peer-address";
+/** The caller's address as the gateway saw it (metadata the gateway sets on its calls). */
+export const forwardedForHeader = "x-forwarded-for";
+/** The caller's User-Agent as the gateway saw it (the gRPC `user-agent` is the gateway's own). */
+export const forwardedUserAgentHeader = "x-forwarded-user-agent";
+
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 

@@ -17,6 +17,7 @@
 import type { DescMethod, DescService, MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { Code, ConnectError, type ContextValues, type Interceptor } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { administers, type Caller, callerOf } from "./auth.ts";
 
 /** Refuses a call (throws) unless the caller may make it. */
@@ -82,13 +83,21 @@ export function authorization(policies: readonly ServicePolicy[]): Interceptor {
   }
   return (next) => async (req) => {
     const rule = rules.get(req.method);
-    if (!rule || req.stream) {
+    if (!rule || (req.stream && req.method.methodKind !== "server_streaming")) {
       throw new ConnectError(
         `${req.service.typeName}/${req.method.name} has no authorization rule`,
         Code.PermissionDenied,
       );
     }
-    await rule(req.message, callerOf({ values: req.contextValues }), req.contextValues);
-    return await next(req);
+    const caller = callerOf({ values: req.contextValues });
+    if (!req.stream) {
+      await rule(req.message, caller, req.contextValues);
+      return await next(req);
+    }
+    // A server-streaming call has one request message: read it, check it, hand it on.
+    const first = await req.message[Symbol.asyncIterator]().next();
+    if (first.done) throw new ConnectError("the request has no message", Code.InvalidArgument);
+    await rule(first.value, caller, req.contextValues);
+    return await next({ ...req, message: createAsyncIterable([first.value]) });
   };
 }

@@ -17,6 +17,8 @@ export interface TokenClaims {
   accountId?: string;
   /** `space` (core area). */
   space?: string;
+  /** `client_id`: the OAuth client the token was issued to (recorded in audit events). */
+  clientId?: string;
   /** Lifetime in seconds (default 3600); negative for an already expired token. */
   ttlSeconds?: number;
   /** `iss`. */
@@ -31,6 +33,7 @@ export async function signToken(secret: string, claims: TokenClaims): Promise<st
   if (claims.projects !== undefined) payload.projects = claims.projects;
   if (claims.accountId !== undefined) payload.account_id = claims.accountId;
   if (claims.space !== undefined) payload.space = claims.space;
+  if (claims.clientId !== undefined) payload.client_id = claims.clientId;
   const now = Math.floor(Date.now() / 1000);
   let jwt = new SignJWT(payload)
     .setProtectedHeader({ alg: "HS256", typ: "JWT" })

@@ -1,11 +1,12 @@
 /**
  * The AIP resource conventions every service's handlers share: identifiers in paths, list pages,
- * update masks, validation turned into field violations, enum spellings.
+ * update masks, etags, validation turned into field violations, enum spellings.
  *
  * @module
  */
 
 export { enumName, enumNumber } from "./enums.ts";
+export { etagMismatch, etagMismatchReason, ifMatch } from "./etag.ts";
 export { nullable, pageOf, pathUuid, readPage } from "./pages.ts";
 export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
 export { resolveMask } from "./update_mask.ts";

@@ -46,7 +46,8 @@ export function resolveMask(
     return { paths, violations };
   }
   for (const path of mask.paths) {
-    if (paths.includes(path)) continue;
+    // The etag is the update's precondition (AIP-154), never a field it changes.
+    if (paths.includes(path) || path === "etag") continue;
     if (rules.updatable.includes(path)) {
       paths.push(path);
       continue;

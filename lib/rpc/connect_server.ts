@@ -28,6 +28,7 @@ import {
   type MemoryBudget,
   overBudget,
   overBudgetReason,
+  peerHeader,
   smallRequestBytes,
 } from "../platform/mod.ts";
 import { concat } from "../transport/mod.ts";
@@ -60,11 +61,11 @@ export function connectErrorResponse(error: ConnectError, metadata?: [string, st
 export function connectRoutes(
   served: Routes,
   options: { maxMessageBytes: number; budget: MemoryBudget },
-): Map<string, (req: Request) => Promise<Response>> {
-  const routes = new Map<string, (req: Request) => Promise<Response>>();
+): Map<string, (req: Request, peer: string) => Promise<Response>> {
+  const routes = new Map<string, (req: Request, peer: string) => Promise<Response>>();
   for (const h of served.handlers) {
     const unary = served.unary.get(h.requestPath);
-    routes.set(h.requestPath, (req) => serveCall(h, unary, req, options));
+    routes.set(h.requestPath, (req, peer) => serveCall(h, unary, req, peer, options));
   }
   return routes;
 }
@@ -78,9 +79,9 @@ export function connectRoutes(
 async function answerUnary(
   route: UnaryRoute,
   req: Request,
+  header: Headers,
   chunks: Uint8Array[],
 ): Promise<Response | undefined> {
-  const header = req.headers;
   const encoding = header.get("content-encoding");
   if (
     req.method !== "POST" || header.get("content-type") !== "application/proto" ||
@@ -113,9 +114,13 @@ async function serveCall(
   handler: UniversalHandler,
   unary: UnaryRoute | undefined,
   req: Request,
+  peer: string,
   options: { maxMessageBytes: number; budget: MemoryBudget },
 ): Promise<Response> {
   const lease = options.budget.take(0)!;
+  // Who called, for the audit trail: the connection's peer, never what the caller claims.
+  const header = new Headers(req.headers);
+  header.set(peerHeader, peer);
   try {
     let chunks: Uint8Array[];
     try {
@@ -129,14 +134,14 @@ async function serveCall(
       );
     }
     if (unary) {
-      const answer = await answerUnary(unary, req, chunks);
+      const answer = await answerUnary(unary, req, header, chunks);
       if (answer) return answer;
     }
     const res = await handler({
       httpVersion: "1.1",
       method: req.method,
       url: req.url,
-      header: req.headers,
+      header,
       body: createAsyncIterable(chunks),
       signal: req.signal,
     });

@@ -31,6 +31,7 @@ import {
   type Lease,
   type MemoryBudget,
   overBudget,
+  peerHeader,
   smallRequestBytes,
 } from "../platform/mod.ts";
 import {
@@ -206,9 +207,12 @@ async function handle(
       else {
         if (name === "content-type") contentType = value;
         // Binary metadata is not read by any handler here; its base64 is not validated.
-        if (!name.endsWith("-bin")) header.append(name, value);
+        if (!name.endsWith("-bin") && name !== peerHeader) header.append(name, value);
       }
     }
+    // Who called, for the audit trail: the connection's peer, never what the caller claims.
+    const peer = req.holders.find((h) => h.startsWith("addr:"));
+    if (peer !== undefined) header.set(peerHeader, peer.slice(5));
   } catch {
     return trailersOnly(res, req, new ConnectError("malformed metadata", Code.InvalidArgument));
   }

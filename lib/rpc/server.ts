@@ -129,10 +129,10 @@ export function serve(options: ServeOptions): RunningServer {
     // A message over the size limit is answered RESOURCE_EXHAUSTED without being read.
     admit: (length) =>
       length > maxMessageBytes || options.budget.admits(length * messageCostFactor),
-  }, async (req) => {
+  }, async (req, info) => {
     const path = new URL(req.url).pathname;
     const route = routes.get(path);
-    if (route) return await route(req);
+    if (route) return await route(req, (info.remoteAddr as Deno.NetAddr).hostname);
     if (path === "/healthz") return Response.json({ status: "ok" });
     if (path === "/metrics" && options.metrics) return await options.metrics.response();
     if (path === "/readyz") {

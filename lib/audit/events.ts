@@ -1,0 +1,320 @@
+/**
+ * The audit trail every service keeps in its own schema (table `<schema>.events`, see
+ * services/oauth/migrations/0009_audit_events.sql): one event per change, written **by the
+ * statement that makes the change**, as two more common table expressions of it. A change and its
+ * event are one statement, so one transaction: no change commits without its event, no event
+ * survives a change that rolled back, also when the process is killed mid-request; and it costs
+ * one round trip, not the three more (`begin`, an insert, `commit`) a separate insert would.
+ *
+ * A handler takes its {@link AuditContext} from the call ({@link auditContextOf}) and hands it to
+ * the repository, whose mutating statement adds {@link eventCtes}. What changed is computed by
+ * Postgres from the rows themselves (`<schema>.audit_changes(old, new)`, with {@link rowJson}
+ * leaving out the columns an event never shows), so the old values are the ones the statement
+ * replaced, not what the handler read before.
+ *
+ * Who and from where: the token's claims, the request id, and the caller's address and user agent
+ * as the gateway forwards them (`x-forwarded-for`, `x-forwarded-user-agent`); our servers add the
+ * peer's address (`x-peer-address`, replacing whatever a caller sent under that name), so a direct
+ * caller is recorded by its peer and a forwarded address can be weighed by who forwarded it.
+ *
+ * @module
+ */
+
+import {
+  type DescMessage,
+  fromJson,
+  type JsonValue,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
+import {
+  type Timestamp,
+  timestampDate,
+  timestampFromDate,
+  ValueSchema,
+} from "@bufbuild/protobuf/wkt";
+import * as v from "valibot";
+import type { HandlerContext } from "@connectrpc/connect";
+import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
+import type { Sql } from "../db/mod.ts";
+import { callerOf } from "../policy/mod.ts";
+import { pageLimit, validate } from "../resource/mod.ts";
+import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
+
+/** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
+const maxText = 512;
+
+/** Who made a change, and from where: the same for every event of one call. */
+export interface AuditContext {
+  /** The RPC's full name, `package.Service/Method`. */
+  method: string;
+  /** The token's `sub`. */
+  sub: string;
+  /** The token's `client_id`, or null. */
+  clientId: string | null;
+  /** The token's `installation_id`, or null. */
+  installationId: string | null;
+  /** The request id, or "". */
+  requestId: string;
+  /** The caller's address: forwarded by the gateway, else the peer's. */
+  sourceIp: string;
+  /** The caller's User-Agent: forwarded by the gateway, else the gRPC client's. */
+  userAgent: string;
+  /** The peer's address, or "". */
+  peer: string;
+  /** When the change is made (the service's clock). */
+  at: Date;
+}
+
+function bounded(value: string | null): string {
+  if (value === null) return "";
+  // Control characters are dropped: an event is read by people and by log pipelines.
+  // deno-lint-ignore no-control-regex
+  return value.replace(/[\x00-\x1f\x7f]/g, "").slice(0, maxText);
+}
+
+/** The audit context of a call (after authentication), at `now` (ms since the epoch). */
+export function auditContextOf(ctx: HandlerContext, now: number): AuditContext {
+  const caller = callerOf(ctx);
+  const header = ctx.requestHeader;
+  const peer = bounded(header.get(peerHeader));
+  // A forwarded list names the original client first.
+  const forwarded = bounded(header.get(forwardedForHeader)?.split(",")[0]?.trim() ?? null);
+  return {
+    method: `${ctx.service.typeName}/${ctx.method.name}`,
+    sub: caller.subject,
+    clientId: caller.clientId ?? null,
+    installationId: caller.installationId ?? null,
+    requestId: bounded(header.get("x-request-id")),
+    sourceIp: forwarded || peer,
+    userAgent: bounded(header.get(forwardedUserAgentHeader) ?? header.get("user-agent")),
+    peer,
+    at: new Date(now),
+  };
+}
+
+/** What a repository's write records, and the etag it is conditional on (none: unconditional). */
+export interface Write {
+  /** Who writes, from where. */
+  audit: AuditContext;
+  /** The etag the resource must still have (lib/resource/etag.ts), or undefined. */
+  etag?: string | undefined;
+}
+
+/** A piece of SQL (a postgres.js fragment). */
+// deno-lint-ignore no-explicit-any
+export type Fragment = any;
+
+/** What one event is about. */
+export interface EventTarget {
+  /** The project (or space) the event belongs to: a value, or SQL over `from`'s rows. */
+  parent: string | Fragment;
+  /** The resource name: a value, or SQL over `from`'s rows. */
+  resource: string | Fragment;
+  /**
+   * The rows the statement changed (a CTE name, or several 1-row CTEs joined): the event is
+   * written exactly when this holds a row, so a change that found nothing writes none.
+   */
+  from: Fragment;
+  /** The changes, as SQL over `from` (see {@link changes}). */
+  changes: Fragment;
+  /** The outcome (default `ok`). */
+  result?: string;
+}
+
+/**
+ * The two common table expressions (`audit_head`, `audit_event`) that record one event in the
+ * statement that makes the change: put them in its `with` list, after the CTEs that `from` names.
+ * Postgres runs every data-modifying CTE whether or not it is referenced.
+ */
+export function eventCtes(sql: Sql, schema: string, audit: AuditContext, t: EventTarget): Fragment {
+  const parent = typeof t.parent === "string" ? sql`${t.parent}::text` : t.parent;
+  const resource = typeof t.resource === "string" ? sql`${t.resource}::text` : t.resource;
+  return sql`
+    audit_head as (
+      insert into ${sql(`${schema}.event_heads`)} as h (parent, seq)
+      select ${parent}, 1 from ${t.from} limit 1
+      on conflict (parent) do update set seq = h.seq + 1
+      returning parent, seq
+    ),
+    audit_event as (
+      insert into ${sql(`${schema}.events`)} (
+        parent, seq, occurred_at, method, resource, actor_sub, actor_client_id,
+        actor_installation_id, request_id, source_ip, user_agent, peer, changes, result
+      )
+      select audit_head.parent, audit_head.seq, ${audit.at}, ${audit.method}, ${resource},
+        ${audit.sub}, ${audit.clientId}, ${audit.installationId}, ${audit.requestId},
+        ${audit.sourceIp}, ${audit.userAgent}, ${audit.peer}, ${t.changes}, ${t.result ?? "ok"}
+      from audit_head, ${t.from}
+      limit 1
+    )`;
+}
+
+/**
+ * A row as the JSON an event shows: `to_jsonb(row)` without the columns in `hidden` (ids that the
+ * resource name holds, timestamps that change on every write, secrets, internal columns).
+ */
+export function rowJson(sql: Sql, row: Fragment, hidden: readonly string[]): Fragment {
+  return sql`(to_jsonb(${row}) - ${hidden as string[]}::text[])`;
+}
+
+/** The changes between two rows' JSON ({@link rowJson}; null for a creation or a deletion). */
+export function changes(sql: Sql, schema: string, old: Fragment | null, next: Fragment | null) {
+  return sql`${sql(schema)}.audit_changes(${old ?? sql`null`}, ${next ?? sql`null`})`;
+}
+
+/** A row of `<schema>.events`. */
+export interface EventRow {
+  parent: string;
+  seq: string;
+  occurred_at: Date;
+  method: string;
+  resource: string;
+  actor_sub: string;
+  actor_client_id: string | null;
+  actor_installation_id: string | null;
+  request_id: string;
+  source_ip: string;
+  user_agent: string;
+  peer: string;
+  changes: { field: string; old?: JsonValue; new?: JsonValue }[];
+  result: string;
+}
+
+/**
+ * The columns read of an event (seq as text: it is a bigint). Order by the table's `seq`, not by
+ * this list's (text) `seq`: alias the table.
+ */
+export function eventColumns(sql: Sql): Fragment {
+  return sql`parent, seq::text as seq, occurred_at, method, resource, actor_sub, actor_client_id,
+    actor_installation_id, request_id, source_ip, user_agent, peer, changes, result`;
+}
+
+/** An event row as the message. */
+export function toEvent(row: EventRow): MessageInitShape<typeof EventSchema> {
+  return {
+    id: row.seq,
+    occurredAt: timestampFromDate(row.occurred_at),
+    actor: {
+      sub: row.actor_sub,
+      ...(row.actor_client_id === null ? {} : { clientId: row.actor_client_id }),
+      ...(row.actor_installation_id === null ? {} : { installationId: row.actor_installation_id }),
+    },
+    requestId: row.request_id,
+    sourceIp: row.source_ip,
+    userAgent: row.user_agent,
+    peer: row.peer,
+    method: row.method,
+    resource: row.resource,
+    changes: row.changes.map((c) => ({
+      field: c.field,
+      ...("old" in c ? { old: fromJson(ValueSchema, c.old!) } : {}),
+      ...("new" in c ? { new: fromJson(ValueSchema, c.new!) } : {}),
+    })),
+    result: row.result,
+  };
+}
+
+/** What a list of events is filtered by. */
+export interface EventQuery {
+  /** Page size. */
+  limit: number;
+  /** Events before this number (the previous page's last), or undefined for the newest. */
+  before: bigint | undefined;
+  /** This resource and the ones under it (`projects/p/clients/c` and `.../c/secrets/s`). */
+  resource?: string | undefined;
+  /** The RPC's full name. */
+  method?: string | undefined;
+  /** The actor's `sub`. */
+  actor?: string | undefined;
+  /** At or after this time. */
+  since?: Date | undefined;
+  /** Before this time. */
+  until?: Date | undefined;
+}
+
+/** An event id as a cursor: decimal digits (a bigint), or empty for none. */
+const cursor = v.union(
+  [v.literal(""), v.pipe(v.string(), v.regex(/^(0|[1-9][0-9]{0,17})$/))],
+  "must be an event id (its decimal number)",
+);
+
+const querySchema = v.object({
+  limit: pageLimit,
+  after: cursor,
+  resource: v.pipe(v.string(), v.maxLength(4096, "must be at most 4096 characters")),
+  method: v.pipe(v.string(), v.maxLength(512, "must be at most 512 characters")),
+  actor: v.pipe(v.string(), v.maxLength(1024, "must be at most 1024 characters")),
+});
+
+/** The cursor of a request (`after`): undefined when empty; INVALID_ARGUMENT when malformed. */
+export function readCursor(after: string, desc: DescMessage): bigint | undefined {
+  validate(v.object({ after: cursor }), desc, { after });
+  return after === "" ? undefined : BigInt(after);
+}
+
+/** A ListEvents request's query; INVALID_ARGUMENT for a bad limit, cursor or filter. */
+export function readEventQuery(
+  req: {
+    limit?: number | undefined;
+    after: string;
+    resource: string;
+    method: string;
+    actor: string;
+    since?: Timestamp | undefined;
+    until?: Timestamp | undefined;
+  },
+  desc: DescMessage,
+): EventQuery {
+  const q = validate(querySchema, desc, req);
+  return {
+    limit: q.limit,
+    before: q.after === "" ? undefined : BigInt(q.after),
+    ...(q.resource === "" ? {} : { resource: q.resource }),
+    ...(q.method === "" ? {} : { method: q.method }),
+    ...(q.actor === "" ? {} : { actor: q.actor }),
+    ...(req.since === undefined ? {} : { since: timestampDate(req.since) }),
+    ...(req.until === undefined ? {} : { until: timestampDate(req.until) }),
+  };
+}
+
+/** Up to `limit` + 1 events of a project (or space), newest first. */
+export async function listEvents(
+  sql: Sql,
+  schema: string,
+  parent: string,
+  q: EventQuery,
+): Promise<EventRow[]> {
+  const where = [sql`parent = ${parent}`];
+  if (q.before !== undefined) where.push(sql`seq < ${q.before.toString()}::bigint`);
+  if (q.resource !== undefined) {
+    where.push(sql`(resource = ${q.resource} or starts_with(resource, ${q.resource + "/"}))`);
+  }
+  if (q.method !== undefined) where.push(sql`method = ${q.method}`);
+  if (q.actor !== undefined) where.push(sql`actor_sub = ${q.actor}`);
+  if (q.since !== undefined) where.push(sql`occurred_at >= ${q.since}`);
+  if (q.until !== undefined) where.push(sql`occurred_at < ${q.until}`);
+  const condition = where.reduce((a, b) => sql`${a} and ${b}`);
+  return await sql<EventRow[]>`
+    select ${eventColumns(sql)} from ${sql(`${schema}.events`)} e
+    where ${condition}
+    order by e.seq desc
+    limit ${q.limit + 1}`;
+}
+
+/**
+ * Deletes up to `batch` events older than `cutoff`; returns how many. Small batches: retention runs
+ * beside the traffic, and a long delete would hold locks and bloat a transaction.
+ */
+export async function pruneEvents(
+  sql: Sql,
+  schema: string,
+  cutoff: Date,
+  batch = 1000,
+): Promise<number> {
+  const table = sql(`${schema}.events`);
+  const gone = await sql`
+    delete from ${table} where ctid = any(array(
+      select ctid from ${table} where occurred_at < ${cutoff} limit ${batch}
+    ))`;
+  return gone.count;
+}

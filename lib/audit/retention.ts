@@ -1,0 +1,66 @@
+/**
+ * Retention of the audit trail: events older than `AUDIT_RETENTION_DAYS` (default 400, as Google
+ * Cloud keeps admin activity logs) are deleted in the background, a thousand at a time, every
+ * `intervalMs`. Every replica runs it; the batches are small, and one replica's delete of rows
+ * another is deleting only finds fewer.
+ *
+ * @module
+ */
+
+import type { Sql } from "../db/mod.ts";
+import { type Logger, positiveInt } from "../platform/mod.ts";
+import { pruneEvents } from "./events.ts";
+
+/** The settings of the services that keep events. */
+export const auditSettings = {
+  /** How long events are kept, in days (default 400). */
+  AUDIT_RETENTION_DAYS: positiveInt(400),
+  /** Most WatchEvents streams at once per process (default 100). */
+  AUDIT_MAX_WATCHERS: positiveInt(100),
+};
+
+/** Options of {@link keepEvents}. */
+export interface RetentionOptions {
+  /** Days to keep. */
+  days: number;
+  /** The clock (ms since the epoch). */
+  now: () => number;
+  /** Where deletions and failures are reported. */
+  log: Logger;
+  /** How often to prune (default 10 minutes). */
+  intervalMs?: number;
+  /** Most batches per run (default 100: 100,000 events). */
+  maxBatches?: number;
+}
+
+/** Deletes what is past retention now; returns how many events. */
+export async function pruneOnce(sql: Sql, schema: string, o: RetentionOptions): Promise<number> {
+  const cutoff = new Date(o.now() - o.days * 86_400_000);
+  let total = 0;
+  for (let i = 0; i < (o.maxBatches ?? 100); i++) {
+    const n = await pruneEvents(sql, schema, cutoff);
+    total += n;
+    if (n < 1000) break;
+  }
+  return total;
+}
+
+/** Prunes every `intervalMs` until the returned function is called. */
+export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () => void {
+  let running = false;
+  const run = async () => {
+    if (running) return;
+    running = true;
+    try {
+      const n = await pruneOnce(sql, schema, o);
+      if (n > 0) o.log.info("pruned audit events past retention", { count: n, days: o.days });
+    } catch (error) {
+      o.log.warn("cannot prune audit events", { error });
+    } finally {
+      running = false;
+    }
+  };
+  const timer = setInterval(run, o.intervalMs ?? 600_000);
+  Deno.unrefTimer(timer);
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,38 @@
+/**
+ * Etags (AIP-154): every resource carries the version of its row, and a write that names one
+ * changes the row only while it is still that version.
+ *
+ * The version is the row's `xmin`, the id of the transaction that wrote it: Postgres changes it on
+ * every write of the row and on nothing else, so it needs no column, no trigger and no write of
+ * its own (Npgsql and EF Core use it the same way), and a conditional write is one statement:
+ * `... where xmin::text = $etag`. It is opaque to callers: compared, never parsed.
+ *
+ * A stale etag is ABORTED (AIP-154) with a google.rpc.ErrorInfo of reason {@link etagMismatchReason},
+ * which the gateway answers 412 Precondition Failed.
+ *
+ * @module
+ */
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
+import type { Sql } from "../db/mod.ts";
+import { errorDomain } from "../platform/mod.ts";
+
+/** ErrorInfo reason of a stale etag (HTTP 412). */
+export const etagMismatchReason = "ETAG_MISMATCH";
+
+/** ABORTED: the resource changed since the etag was read. */
+export function etagMismatch(label: string): ConnectError {
+  return new ConnectError(
+    `The ${label} has changed since the etag was read; read it again and retry`,
+    Code.Aborted,
+    undefined,
+    [{ desc: ErrorInfoSchema, value: { reason: etagMismatchReason, domain: errorDomain } }],
+  );
+}
+
+/** `and <column> = <etag>` when a write is conditional, nothing otherwise (SQL fragments). */
+// deno-lint-ignore no-explicit-any
+export function ifMatch(sql: Sql, column: any, etag: string | undefined): any {
+  return etag === undefined ? sql`` : sql`and ${column} = ${etag}`;
+}
