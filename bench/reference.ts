@@ -9,6 +9,7 @@
  * @module
  */
 
+import type { Write } from "../lib/audit/mod.ts";
 import { connect } from "../lib/db/mod.ts";
 import { idKind } from "../lib/platform/mod.ts";
 import { createJourneyRepository } from "../services/core/repository/journeys.ts";
@@ -28,6 +29,23 @@ const ids = {
   unit: idKind("unit"),
 };
 const project = "bench";
+
+/** The audit event every write records, as the services do (the same statements). */
+function write(req: Request): Write {
+  return {
+    audit: {
+      method: `reference/${req.method}`,
+      sub: account,
+      clientId: null,
+      installationId: null,
+      requestId: crypto.randomUUID(),
+      sourceIp: "127.0.0.1",
+      userAgent: req.headers.get("user-agent") ?? "",
+      peer: "127.0.0.1",
+      at: new Date(),
+    },
+  };
+}
 const space = "bench";
 const account = "bench-account";
 
@@ -88,7 +106,7 @@ async function handle(req: Request): Promise<Response> {
         type: body.type,
         redirect_uris: body.redirect_uris ?? [],
         javascript_origins: body.javascript_origins ?? [],
-      });
+      }, write(req));
       return Response.json(client(row), { status: 201 });
     }
     case "GET clients/1": {
@@ -107,7 +125,7 @@ async function handle(req: Request): Promise<Response> {
       const uuid = ids.client.toUuid(parts[1]!)!;
       const current = await clients.get(project, uuid);
       if (!current) return notFound();
-      const row = await clients.update(project, uuid, { name: body.name });
+      const row = await clients.update(project, uuid, { name: body.name }, write(req));
       return Response.json(client(row!));
     }
     case "POST clients/3": {
@@ -122,6 +140,7 @@ async function handle(req: Request): Promise<Response> {
         maxLive: maxSecretsPerClient,
         maxAll: 2 * maxSecretsPerClient,
         expiresAt: () => null,
+        write: write(req),
       });
       if (result.kind !== "created") return notFound();
       return Response.json({
@@ -156,7 +175,7 @@ async function handle(req: Request): Promise<Response> {
         application_name: config.application_name,
         scopes: body.scopes ?? [],
         authorized_by_id: account,
-      });
+      }, write(req));
       return Response.json({
         ...row,
         id: ids.installation.fromUuid(row.id),
@@ -179,7 +198,7 @@ async function handle(req: Request): Promise<Response> {
         priority: "none",
         description: null,
         due_at: null,
-      });
+      }, write(req));
       return Response.json(unit(row), { status: 201 });
     }
     case "GET units/1": {

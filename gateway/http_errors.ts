@@ -15,6 +15,7 @@ import {
 } from "../lib/platform/mod.ts";
 import { overBudgetReason } from "../lib/platform/mod.ts";
 import { keyReusedReason } from "../lib/policy/mod.ts";
+import { etagMismatchReason } from "../lib/resource/mod.ts";
 
 /**
  * HTTP status per RPC code: connect-es's mapping, but FAILED_PRECONDITION is 409 here (a state
@@ -76,7 +77,12 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
   }
   // Every 503 says when to come back (the contract's promise): the service's pause, else 1 s.
   if (error.code === Code.Unavailable) headers["retry-after"] = retryAfter ?? "1";
-  // An idempotency key reused with another request: 422, as Stripe answers.
-  const status = hasReason(error, keyReusedReason) ? 422 : statusOf(error.code);
+  // An idempotency key reused with another request: 422, as Stripe answers; a stale `If-Match`
+  // (or etag field): 412 Precondition Failed (RFC 9110 13.1.1).
+  const status = hasReason(error, keyReusedReason)
+    ? 422
+    : hasReason(error, etagMismatchReason)
+    ? 412
+    : statusOf(error.code);
   return errorResponse(status, error.code, message, details, headers);
 }

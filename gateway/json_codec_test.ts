@@ -140,6 +140,7 @@ const oauthConfigKeys = [
   "updated_at",
   "secret_max_lifetime_seconds",
   "scopes",
+  "etag",
 ];
 
 // ----- decoding: keys -------------------------------------------------------------------------
@@ -611,6 +612,7 @@ Deno.test("CreateClientKeyRequest and ClientKey: jwk in, jwk and private_jwk out
     "expires_at",
     "last_used_at",
     "status",
+    "etag",
   ]);
   assert.deepEqual(listed.jwk, key.jwk);
   assert.equal(listed.status, "active");
@@ -786,7 +788,7 @@ Deno.test("decodeScalarParam: strings, bools, enums and the rest", () => {
 
 // ----- encoding -------------------------------------------------------------------------------
 
-Deno.test("encode: an OAuthConfig has exactly its 14 keys, null for unset optionals", () => {
+Deno.test("encode: an OAuthConfig has exactly its 15 keys, null for unset optionals", () => {
   const config = create(OAuthConfigSchema, {
     projectId: "p1",
     applicationName: "Acme",
@@ -810,6 +812,7 @@ Deno.test("encode: an OAuthConfig has exactly its 14 keys, null for unset option
     updated_at: null,
     secret_max_lifetime_seconds: 0,
     scopes: [],
+    etag: "",
   });
   // Empty values of set optionals are kept, not nulled.
   const empty = encodeMessage(OAuthConfigSchema, create(OAuthConfigSchema, { supportEmail: "" }));
@@ -835,6 +838,7 @@ Deno.test("encode: a ClientSecret's plaintext key appears only when set", () => 
     expires_at: null,
     last_used_at: null,
     status: null,
+    etag: "",
   });
   const created = encodeMessage(
     ClientSecretSchema,
@@ -849,6 +853,7 @@ Deno.test("encode: a ClientSecret's plaintext key appears only when set", () => 
     "last_used_at",
     "status",
     "secret",
+    "etag",
   ]);
   assert.equal(created.secret, "ocs_abcd");
 });
@@ -877,6 +882,7 @@ Deno.test("encode: Client and Installation enums, lists and nulls", () => {
     token_endpoint_auth_method: null,
     dpop_bound_access_tokens: false,
     require_pushed_authorization_requests: false,
+    etag: "",
   });
   const installation = encodeMessage(
     InstallationSchema,
@@ -894,6 +900,7 @@ Deno.test("encode: Client and Installation enums, lists and nulls", () => {
     "authorized_at",
     "created_at",
     "revoked_at",
+    "etag",
   ]);
   assert.equal(installation.principal_id, null);
   assert.equal(installation.status, "revoked");

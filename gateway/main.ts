@@ -235,7 +235,7 @@ export function startGateway(
     clientAddress: string,
   ) {
     if (url.pathname.startsWith("/v1/")) {
-      return await transcode(req, url, { requestId, traceparent });
+      return await transcode(req, url, { requestId, traceparent, clientAddress });
     }
     const answered = await oauth(req, url, { requestId, traceparent, clientAddress });
     if (answered) return answered;

@@ -216,6 +216,9 @@ function orNull(schema: Json): Json {
     return out;
   }
   const { description, ...rest } = schema;
+  // A schema that allows any value (google.protobuf.Value) allows null already: a `oneOf` with
+  // null would match null twice, and so refuse it.
+  if (Object.keys(rest).length === 0) return schema;
   return {
     ...(description === undefined ? {} : { description }),
     oneOf: [...("$ref" in rest ? [rest] : (rest.oneOf as Json[] | undefined) ?? [rest]), {
@@ -443,7 +446,12 @@ const errorSchema: Json = {
 };
 
 /** Builds the operation of one route. */
-function operation(route: Route, schemas: Schemas, options: DescribeOptions): Json {
+function operation(
+  route: Route,
+  schemas: Schemas,
+  options: DescribeOptions,
+  operationId: string,
+): Json {
   const limits = (field: DescField) => options.limits?.(field, "parameter") || {};
   const description = text(options.comments(route.method));
   const input = route.method.input;
@@ -498,7 +506,7 @@ function operation(route: Route, schemas: Schemas, options: DescribeOptions): Js
   }
 
   const op: Json = {
-    operationId: route.method.name.charAt(0).toLowerCase() + route.method.name.slice(1),
+    operationId,
     tags: [route.service.name],
     summary: firstSentence(description),
     description,
@@ -649,12 +657,25 @@ function operationalPaths(): Record<string, Json> {
 /** Builds the OpenAPI 3.1 document of the annotated RPCs of the given services. */
 export function describeApi(services: DescService[], options: DescribeOptions): Json {
   const schemas = new Schemas(options.comments, options.limits ?? (() => ({})));
-  const routes = buildRoutes(services);
+  // In one order whatever the caller's, so that a name two packages share (each service's
+  // ListEventsResponse) goes to the same message in every build of the document.
+  const routes = buildRoutes([...services].sort((a, b) => a.typeName < b.typeName ? -1 : 1));
+  // An RPC name two services share (ListEvents) is told apart by its service in operationId.
+  const seen = new Map<string, number>();
+  for (const r of routes) seen.set(r.method.name, (seen.get(r.method.name) ?? 0) + 1);
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     // A template's variables are already OpenAPI's `{name}`.
     const path = (paths[route.template] ??= {});
-    path[route.httpMethod.toLowerCase()] = operation(route, schemas, options);
+    const name = seen.get(route.method.name)! > 1
+      ? route.service.name.replace(/Service$/, "") + route.method.name
+      : route.method.name;
+    path[route.httpMethod.toLowerCase()] = operation(
+      route,
+      schemas,
+      options,
+      name.charAt(0).toLowerCase() + name.slice(1),
+    );
   }
   const tags: Json[] = services
     .filter((s) => routes.some((r) => r.service === s))

@@ -54,6 +54,7 @@ Deno.test("request bodies leave out output-only fields, and PATCH bodies immutab
   // status is refused by a create (new clients are active), though a PATCH may set it.
   assert.deepEqual(Object.keys(schemas.ClientInput.properties).sort(), [
     "dpop_bound_access_tokens",
+    "etag",
     "javascript_origins",
     "name",
     "redirect_uris",

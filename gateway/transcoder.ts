@@ -31,6 +31,7 @@ import { concat } from "../lib/transport/mod.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
 import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
+import { forwardedForHeader, forwardedUserAgentHeader } from "../lib/platform/mod.ts";
 import { wireSizeOf } from "../lib/rpc/mod.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
@@ -268,6 +269,8 @@ export interface Correlation {
   requestId: string;
   /** The gateway's span as a `traceparent` value. */
   traceparent: string;
+  /** The client's address (CLIENT_ADDRESS_HEADER, else the peer's), for the audit trail. */
+  clientAddress?: string;
 }
 
 /** What the transcoder answered, and the route template it matched (for logs and metrics). */
@@ -337,6 +340,11 @@ export function createTranscoder(
         "x-request-id": correlation.requestId,
         traceparent: correlation.traceparent,
       };
+      // Who called, from where, for the services' audit trails.
+      if (correlation.clientAddress) header[forwardedForHeader] = correlation.clientAddress;
+      const agent = req.headers.get("user-agent");
+      if (agent !== null) header[forwardedUserAgentHeader] = agent;
+      precondition(route, input, req.headers.get("if-match"));
       const key = req.headers.get(keyHeader);
       if (key !== null) header[keyHeader] = key;
       let responseHeader = noHeaders;
@@ -358,9 +366,18 @@ export function createTranscoder(
       if (out === undefined) {
         throw new ConnectError(`${route.method.name} returned no ${bodyField}`, Code.Internal);
       }
+      const headers = replayed(responseHeader);
+      // A single resource's version, as its `ETag` (a strong validator, RFC 9110 8.8.3).
+      const etag = route.responseBody ? (out as { etag?: unknown }).etag : undefined;
+      if (typeof etag === "string" && etag !== "") {
+        headers.etag = `"${etag}"`;
+        if (route.httpMethod === "GET" && noneMatch(req.headers.get("if-none-match"), etag)) {
+          return new Response(null, { status: 304, headers });
+        }
+      }
       return Response.json(encodeMessage(schema, out), {
         status: route.httpMethod === "POST" ? 201 : 200,
-        headers: replayed(responseHeader),
+        headers,
       });
     } catch (error) {
       if (error instanceof HttpError) {
@@ -391,4 +408,51 @@ export function createTranscoder(
 /** `Idempotent-Replayed: true` when the service replayed a stored outcome. */
 function replayed(header: Headers): Record<string, string> {
   return header.get(replayedHeader) === "true" ? { "idempotent-replayed": "true" } : {};
+}
+
+/** The entity tags of an `If-Match` or `If-None-Match` list (RFC 9110 13.1.1): `*`, or the tags. */
+function entityTags(value: string): "*" | { tag: string; weak: boolean }[] | undefined {
+  if (value.trim() === "*") return "*";
+  const tags: { tag: string; weak: boolean }[] = [];
+  for (const part of value.split(",")) {
+    const match = /^\s*(W\/)?"([\x21\x23-\x7e]*)"\s*$/.exec(part);
+    if (!match) return undefined;
+    tags.push({ tag: match[2]!, weak: match[1] !== undefined });
+  }
+  return tags;
+}
+
+/** Whether `If-None-Match` matches the current etag (weak comparison, RFC 9110 13.1.2). */
+function noneMatch(header: string | null, etag: string): boolean {
+  if (header === null) return false;
+  const tags = entityTags(header);
+  return tags === "*" || (tags !== undefined && tags.some((t) => t.tag === etag));
+}
+
+/**
+ * `If-Match` on a PATCH or DELETE: its one strong tag becomes the request's precondition, the
+ * resource's `etag` field for an update and the request's for a delete (AIP-154); the service
+ * refuses a stale one (412). `*` asks only that the resource exist, which the write checks
+ * anyway. A malformed value, a weak tag or several tags are a 400: the services compare one
+ * version.
+ */
+function precondition(route: Route, input: Message, header: string | null): void {
+  if (header === null || (route.httpMethod !== "PATCH" && route.httpMethod !== "DELETE")) return;
+  const tags = entityTags(header);
+  if (tags === "*") return;
+  if (tags === undefined || tags.length !== 1 || tags[0]!.weak) {
+    throw new HttpError(
+      400,
+      Code.InvalidArgument,
+      'If-Match must be one strong entity tag ("...", as the ETag header gives it) or *',
+    );
+  }
+  const target = route.body.kind === "field"
+    ? (input as Record<string, unknown>)[route.body.field.localName] as Record<string, unknown>
+    : input as unknown as Record<string, unknown>;
+  const holder = route.body.kind === "field" ? route.body.field.message! : route.method.input;
+  if (!holder.fields.some((f) => f.name === "etag")) {
+    throw new HttpError(400, Code.InvalidArgument, "This operation takes no If-Match");
+  }
+  target.etag = tags[0]!.tag;
 }

@@ -16,6 +16,7 @@ const roleKeys = [
   "description",
   "resource_type",
   "permissions",
+  "etag",
 ];
 const journeyKeys = [
   "object",
@@ -27,6 +28,7 @@ const journeyKeys = [
   "name",
   "description",
   "active",
+  "etag",
 ];
 const unitKeys = [
   "object",
@@ -41,6 +43,7 @@ const unitKeys = [
   "priority",
   "description",
   "due_at",
+  "etag",
 ];
 const timestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 

@@ -25,6 +25,7 @@ const client = {
   token_endpoint_auth_method: "client_secret_basic",
   dpop_bound_access_tokens: false,
   require_pushed_authorization_requests: false,
+  etag: "1234",
 };
 
 function check(method: string, path: string, status: number, body: unknown, headers = json) {

@@ -6,6 +6,7 @@
  */
 
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
+import { auditSettings, createEventFeed, keepEvents } from "../../lib/audit/mod.ts";
 import { createIdempotencyStore } from "../../lib/db/mod.ts";
 import {
   authentication,
@@ -25,28 +26,40 @@ export const coreService = defineService({
   schema: "core",
   migrations: new URL("./migrations/", import.meta.url),
   ports: { grpc: 50052, http: 8082 },
-  settings: { ...idempotencySettings },
-  serve: ({ sql, config, log, metrics, verify, notReady }) => ({
-    services: [bind(CoreService, createCore({ sql }))],
-    interceptors: [
-      tracing(),
-      logging(log),
-      metering(metrics),
-      deadline(),
-      availability(notReady),
-      authentication(verify),
-      authorization([policyOf(CoreService, corePolicy)]),
-      // Keys are scoped by the caller's space too (lib/policy), the core area's only tenancy.
-      idempotency(
-        createIdempotencyStore(sql, {
-          schema: "core",
-          ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
-          log,
-        }),
-        [CoreService],
-      ),
-    ],
-  }),
+  settings: { ...idempotencySettings, ...auditSettings },
+  serve: ({ sql, config, log, metrics, verify, notReady, now }) => {
+    keepEvents(sql, "core", { days: config.AUDIT_RETENTION_DAYS, now, log });
+    return {
+      services: [
+        bind(
+          CoreService,
+          createCore({
+            sql,
+            now,
+            feed: createEventFeed(sql, "core", { maxWatchers: config.AUDIT_MAX_WATCHERS }),
+          }),
+        ),
+      ],
+      interceptors: [
+        tracing(),
+        logging(log),
+        metering(metrics),
+        deadline(),
+        availability(notReady),
+        authentication(verify),
+        authorization([policyOf(CoreService, corePolicy)]),
+        // Keys are scoped by the caller's space too (lib/policy), the core area's only tenancy.
+        idempotency(
+          createIdempotencyStore(sql, {
+            schema: "core",
+            ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
+            log,
+          }),
+          [CoreService],
+        ),
+      ],
+    };
+  },
 });
 
 if (import.meta.main) Deno.exit(await runService(coreService));

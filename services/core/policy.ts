@@ -2,7 +2,8 @@
  * Who may call each CoreService method: the one table the authorization interceptor (lib/policy)
  * checks before idempotency and the handler. The core area's only tenancy is the token's `space`
  * claim: every method needs one (PERMISSION_DENIED without), and every query is scoped to it, so a
- * caller never sees or changes another space's roles, journeys or units.
+ * caller never sees or changes another space's roles, journeys or units. ListEvents and WatchEvents
+ * (the audit trail and its feed) are the caller's space's, to its members like the rest.
  *
  * @module
  */
@@ -38,4 +39,6 @@ export const corePolicy: Policy<typeof CoreService> = {
   listUnits: inSpace,
   updateUnit: inSpace,
   deleteUnit: inSpace,
+  listEvents: inSpace,
+  watchEvents: inSpace,
 };

@@ -14,9 +14,11 @@ import {
   CreateJourneyRequestSchema,
   CreateRoleRequestSchema,
   CreateUnitRequestSchema,
+  ListEventsRequestSchema,
   ListJourneysRequestSchema,
   ListRolesRequestSchema,
   ListUnitsRequestSchema,
+  WatchEventsRequestSchema,
 } from "../../gen/registry/core/v1/core_service_pb.ts";
 import type { JourneySchema } from "../../gen/registry/core/v1/journey_pb.ts";
 import type { RoleSchema } from "../../gen/registry/core/v1/role_pb.ts";
@@ -26,6 +28,15 @@ import {
   type UnitSchema,
   UnitStatusSchema,
 } from "../../gen/registry/core/v1/unit_pb.ts";
+import {
+  auditContextOf,
+  type EventFeed,
+  listEvents,
+  readCursor,
+  readEventQuery,
+  toEvent,
+  type Write,
+} from "../../lib/audit/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
 import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
@@ -67,6 +78,7 @@ function toRole(row: RoleRow): MessageInitShape<typeof RoleSchema> {
     ...nullable("description", row.description),
     resourceType: row.resource_type,
     permissions: row.permissions,
+    etag: row.etag,
   };
 }
 
@@ -81,6 +93,7 @@ function toJourney(row: JourneyRow): MessageInitShape<typeof JourneySchema> {
     name: row.name,
     description: row.description,
     active: row.active,
+    etag: row.etag,
   };
 }
 
@@ -98,6 +111,7 @@ function toUnit(row: UnitRow): MessageInitShape<typeof UnitSchema> {
     priority: enumNumber(UnitPrioritySchema, row.priority)!,
     ...nullable("description", row.description),
     ...(row.due_at === null ? {} : { dueAt: timestampFromDate(row.due_at) }),
+    etag: row.etag,
   };
 }
 
@@ -112,11 +126,26 @@ function roleFields(req: { role?: unknown }, desc: typeof CreateRoleRequestSchem
   };
 }
 
+/** What the CoreService handlers need. */
+export interface CoreDeps {
+  sql: Sql;
+  /** The service's clock (ms since the epoch; default `Date.now`). */
+  now?: () => number;
+  /** The change feed WatchEvents serves (none: WatchEvents is UNAVAILABLE). */
+  feed?: EventFeed;
+}
+
 /** Creates the CoreService handlers. */
-export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> {
+export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
   const roles = createRoleRepository(deps.sql);
   const journeys = createJourneyRepository(deps.sql);
   const units = createUnitRepository(deps.sql);
+  const now = deps.now ?? Date.now;
+  /** What a write records (who, from where, when), and the etag it is conditional on. */
+  const writeOf = (ctx: HandlerContext, etag = ""): Write => ({
+    audit: auditContextOf(ctx, now()),
+    ...(etag === "" ? {} : { etag }),
+  });
 
   /** Resolves a journey id given in a request to its UUID, or NOT_FOUND (other spaces too). */
   async function journeyRef(space: string, id: string): Promise<string> {
@@ -168,8 +197,8 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
     async createRole(req, ctx) {
       const space = spaceOf(ctx);
       const fields = roleFields(req, CreateRoleRequestSchema);
-      const row = await roles.create({ id: ids.role.generate().uuid, space, ...fields })
-        .catch((e) => roleTaken(e, fields));
+      const role = { id: ids.role.generate().uuid, space, ...fields };
+      const row = await roles.create(role, writeOf(ctx)).catch((e) => roleTaken(e, fields));
       return { role: toRole(row) };
     },
 
@@ -199,13 +228,16 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.role, "role", req.roleId);
       const fields = roleFields(req, CreateRoleRequestSchema);
-      const row = await roles.replace(space, uuid, fields).catch((e) => roleTaken(e, fields));
+      const row = await roles.replace(space, uuid, fields, writeOf(ctx, req.role?.etag))
+        .catch((e) => roleTaken(e, fields));
       if (!row) throw notFound("role", req.roleId);
       return { role: toRole(row) };
     },
 
     async deleteRole(req, ctx) {
-      if (!(await roles.delete(spaceOf(ctx), pathUuid(ids.role, "role", req.roleId)))) {
+      const space = spaceOf(ctx);
+      const uuid = pathUuid(ids.role, "role", req.roleId);
+      if (!(await roles.delete(space, uuid, writeOf(ctx, req.etag)))) {
         throw notFound("role", req.roleId);
       }
       return {};
@@ -214,7 +246,10 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
     async createJourney(req, ctx) {
       const space = spaceOf(ctx);
       const fields = await journeyFields(ctx, space, req);
-      const row = await journeys.create({ id: ids.journey.generate().uuid, space, ...fields });
+      const row = await journeys.create(
+        { id: ids.journey.generate().uuid, space, ...fields },
+        writeOf(ctx),
+      );
       return { journey: toJourney(row) };
     },
 
@@ -243,7 +278,7 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
       if (!(await journeys.get(space, uuid))) throw notFound("journey", req.journeyId);
       const fields = await journeyFields(ctx, space, req);
-      const result = await journeys.replace(space, uuid, fields);
+      const result = await journeys.replace(space, uuid, fields, writeOf(ctx, req.journey?.etag));
       if (result === "not_found") throw notFound("journey", req.journeyId);
       if (result === "no_parent") throw notFound("journey", req.journey!.parent!);
       if (result === "cycle") {
@@ -258,7 +293,8 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
 
     async deleteJourney(req, ctx) {
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
-      const result = await journeys.delete(spaceOf(ctx), uuid).catch((e) => {
+      const write = writeOf(ctx, req.etag);
+      const result = await journeys.delete(spaceOf(ctx), uuid, write).catch((e) => {
         // A unit or child added while the delete ran trips a foreign key instead: which one
         // says which (tests/concurrency_test.ts).
         const { code, constraint_name } = e as { code?: string; constraint_name?: string };
@@ -288,7 +324,7 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
           space,
           originator: callerOf(ctx).subject,
           ...fields,
-        });
+        }, writeOf(ctx));
         return { unit: toUnit(row) };
       } catch (error) {
         // The journey was deleted between the check and the insert.
@@ -335,7 +371,8 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
       const uuid = pathUuid(ids.unit, "unit", req.unitId);
       if (!(await units.get(space, uuid))) throw notFound("unit", req.unitId);
       const fields = await unitFields(space, req);
-      const row = await units.replace(space, uuid, fields).catch((error) => {
+      const write = writeOf(ctx, req.unit?.etag);
+      const row = await units.replace(space, uuid, fields, write).catch((error) => {
         if ((error as { code?: string }).code === "23503") {
           throw notFound("journey", req.unit!.journey);
         }
@@ -346,10 +383,30 @@ export function createCore(deps: { sql: Sql }): ServiceImpl<typeof CoreService> 
     },
 
     async deleteUnit(req, ctx) {
-      if (!(await units.delete(spaceOf(ctx), pathUuid(ids.unit, "unit", req.unitId)))) {
+      const space = spaceOf(ctx);
+      const uuid = pathUuid(ids.unit, "unit", req.unitId);
+      if (!(await units.delete(space, uuid, writeOf(ctx, req.etag)))) {
         throw notFound("unit", req.unitId);
       }
       return {};
+    },
+
+    async listEvents(req, ctx) {
+      const space = spaceOf(ctx);
+      const query = readEventQuery(req, ListEventsRequestSchema);
+      const rows = await listEvents(deps.sql, "core", space, query);
+      return pageOf(rows, query.limit, toEvent);
+    },
+
+    async *watchEvents(req, ctx) {
+      const space = spaceOf(ctx);
+      if (!deps.feed) {
+        throw new ConnectError("This process serves no change feed", Code.Unavailable);
+      }
+      const after = readCursor(req.after, WatchEventsRequestSchema) ?? 0n;
+      for await (const rows of deps.feed.watch(space, after, ctx.signal)) {
+        for (const row of rows) yield { event: toEvent(row) };
+      }
     },
   };
 }

@@ -10,6 +10,7 @@ import {
   type CreateClientSecretResponse,
   OAuthRegistryService,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { auditSettings, createEventFeed, keepEvents } from "../../lib/audit/mod.ts";
 import { createIdempotencyStore } from "../../lib/db/mod.ts";
 import { positiveInt, required } from "../../lib/platform/mod.ts";
 import {
@@ -37,47 +38,52 @@ export const oauthRegistryService = defineService({
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     MAX_KEYS_PER_CLIENT: positiveInt(10),
     ...idempotencySettings,
+    ...auditSettings,
   },
-  serve: ({ sql, config, log, metrics, verify, notReady, now }) => ({
-    services: [
-      bind(
-        OAuthRegistryService,
-        createOAuthRegistry({
-          sql,
-          hasher: createSecretHasher(config.CLIENT_SECRET_HMAC_KEY),
-          maxSecretsPerClient: config.MAX_SECRETS_PER_CLIENT,
-          maxKeysPerClient: config.MAX_KEYS_PER_CLIENT,
-          now,
-          log,
-        }),
-      ),
-    ],
-    interceptors: [
-      tracing(),
-      logging(log),
-      metering(metrics),
-      deadline(),
-      availability(notReady),
-      authentication(verify),
-      authorization([
-        policyOf(OAuthRegistryService, createOAuthPolicy(createConfigRepository(sql))),
-      ]),
-      idempotency(
-        createIdempotencyStore(sql, {
-          schema: "oauth",
-          ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
-          log,
-        }),
-        [OAuthRegistryService],
-        // The plaintext of a secret, and the private part of a generated key, are never stored: a
-        // replay has none (each is shown once only).
-        [
-          [OAuthRegistryService.method.createClientSecret, withoutPlaintext],
-          [OAuthRegistryService.method.createClientKey, withoutPrivateKey],
-        ],
-      ),
-    ],
-  }),
+  serve: ({ sql, config, log, metrics, verify, notReady, now }) => {
+    keepEvents(sql, "oauth", { days: config.AUDIT_RETENTION_DAYS, now, log });
+    return {
+      services: [
+        bind(
+          OAuthRegistryService,
+          createOAuthRegistry({
+            sql,
+            hasher: createSecretHasher(config.CLIENT_SECRET_HMAC_KEY),
+            maxSecretsPerClient: config.MAX_SECRETS_PER_CLIENT,
+            maxKeysPerClient: config.MAX_KEYS_PER_CLIENT,
+            now,
+            log,
+            feed: createEventFeed(sql, "oauth", { maxWatchers: config.AUDIT_MAX_WATCHERS }),
+          }),
+        ),
+      ],
+      interceptors: [
+        tracing(),
+        logging(log),
+        metering(metrics),
+        deadline(),
+        availability(notReady),
+        authentication(verify),
+        authorization([
+          policyOf(OAuthRegistryService, createOAuthPolicy(createConfigRepository(sql))),
+        ]),
+        idempotency(
+          createIdempotencyStore(sql, {
+            schema: "oauth",
+            ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS,
+            log,
+          }),
+          [OAuthRegistryService],
+          // The plaintext of a secret, and the private part of a generated key, are never stored: a
+          // replay has none (each is shown once only).
+          [
+            [OAuthRegistryService.method.createClientSecret, withoutPlaintext],
+            [OAuthRegistryService.method.createClientKey, withoutPrivateKey],
+          ],
+        ),
+      ],
+    };
+  },
 });
 
 function withoutPlaintext<T>(res: T): T {

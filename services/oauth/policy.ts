@@ -18,6 +18,7 @@
  *   users (PERMISSION_DENIED). The rule reads the project's config (NOT_FOUND without one) and
  *   hands it to the handler.
  * - Installations: any caller; every query is scoped to the caller's account.
+ * - ListEvents, WatchEvents (the audit trail and its feed): callers that administer the project.
  *
  * @module
  */
@@ -81,5 +82,7 @@ export function createOAuthPolicy(
     getInstallation: authenticated,
     listInstallations: authenticated,
     revokeInstallation: authenticated,
+    listEvents: projectAdmin,
+    watchEvents: projectAdmin,
   };
 }

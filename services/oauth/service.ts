@@ -8,7 +8,13 @@
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Timestamp, timestampFromDate, timestampMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createContextKey, type ServiceImpl } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  type HandlerContext,
+  type ServiceImpl,
+} from "@connectrpc/connect";
 import * as v from "valibot";
 import {
   ClientSchema,
@@ -39,11 +45,22 @@ import {
   CreateClientRequestSchema,
   CreateClientSecretRequestSchema,
   ListClientsRequestSchema,
+  ListEventsRequestSchema,
   ListInstallationsRequestSchema,
   OAuthRegistryService,
   UpdateClientRequestSchema,
   UpdateOAuthConfigRequestSchema,
+  WatchEventsRequestSchema,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import {
+  auditContextOf,
+  type EventFeed,
+  listEvents,
+  readCursor,
+  readEventQuery,
+  toEvent,
+  type Write,
+} from "../../lib/audit/mod.ts";
 import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
@@ -119,6 +136,8 @@ export interface OAuthRegistryDeps {
   now?: () => number;
   /** Where a failure to record a secret's use is reported (it never fails the verification). */
   log?: Logger;
+  /** The change feed WatchEvents serves (none: WatchEvents is UNAVAILABLE). */
+  feed?: EventFeed;
 }
 
 const configMask = {
@@ -178,6 +197,7 @@ function toConfig(row: ConfigRow): MessageInitShape<typeof OAuthConfigSchema> {
     publishingStatus: num(PublishingStatusSchema, row.publishing_status),
     createdAt: timestampFromDate(row.created_at),
     updatedAt: timestampFromDate(row.updated_at),
+    etag: row.etag,
     secretMaxLifetimeSeconds: row.secret_max_lifetime_seconds,
     scopes: row.scopes.map((s) => ({
       name: s.name,
@@ -201,6 +221,7 @@ function toClient(row: ClientRow): MessageInitShape<typeof ClientSchema> {
     tokenEndpointAuthMethod: num(TokenEndpointAuthMethodSchema, row.token_endpoint_auth_method),
     dpopBoundAccessTokens: row.dpop_bound_access_tokens,
     requirePushedAuthorizationRequests: row.require_pushed_authorization_requests,
+    etag: row.etag,
   };
 }
 
@@ -218,6 +239,7 @@ function toSecret(row: ClientSecretRow, now: number): MessageInitShape<typeof Cl
     ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
     ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
     status: expired(row.expires_at, now) ? ClientSecretStatus.EXPIRED : ClientSecretStatus.ACTIVE,
+    etag: row.etag,
   };
 }
 
@@ -232,6 +254,7 @@ function toKey(row: ClientKeyRow, now: number): MessageInitShape<typeof ClientKe
     ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
     ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
     status: expired(row.expires_at, now) ? ClientKeyStatus.EXPIRED : ClientKeyStatus.ACTIVE,
+    etag: row.etag,
   };
 }
 
@@ -290,6 +313,7 @@ function toInstallation(row: InstallationRow): MessageInitShape<typeof Installat
     authorizedAt: timestampFromDate(row.authorized_at),
     createdAt: timestampFromDate(row.created_at),
     ...(row.revoked_at === null ? {} : { revokedAt: timestampFromDate(row.revoked_at) }),
+    etag: row.etag,
   };
 }
 
@@ -338,6 +362,11 @@ export function createOAuthRegistry(
   const maxSecretsPerClient = deps.maxSecretsPerClient ?? defaultMaxSecretsPerClient;
   const maxKeysPerClient = deps.maxKeysPerClient ?? defaultMaxKeysPerClient;
   const now = deps.now ?? Date.now;
+  /** What a write records (who, from where, when), and the etag it is conditional on. */
+  const writeOf = (ctx: HandlerContext, etag = ""): Write => ({
+    audit: auditContextOf(ctx, now()),
+    ...(etag === "" ? {} : { etag }),
+  });
 
   /**
    * The client of a client_id in a project the caller administers, for the internal lookups. An
@@ -360,8 +389,9 @@ export function createOAuthRegistry(
       return { config: toConfig(row) };
     },
 
-    async updateOAuthConfig(req) {
+    async updateOAuthConfig(req, ctx) {
       project(req.projectId);
+      const write = writeOf(ctx, req.config?.etag);
       const mask = resolveMask(OAuthConfigSchema, req.config, req.updateMask, configMask, "config");
       assertValid(mask.violations);
       const keys = mask.paths.map(localName) as (keyof typeof configFields)[];
@@ -390,10 +420,11 @@ export function createOAuthRegistry(
         const row = await configs.upsert(
           req.projectId,
           changes as ConfigChanges & { application_name: string },
+          write,
         );
         return { config: toConfig(row) };
       }
-      const row = await configs.update(req.projectId, changes as ConfigChanges);
+      const row = await configs.update(req.projectId, changes as ConfigChanges, write);
       if (!row) {
         throw invalidArgument([{
           field: "config.application_name",
@@ -403,7 +434,7 @@ export function createOAuthRegistry(
       return { config: toConfig(row) };
     },
 
-    async createClient(req) {
+    async createClient(req, ctx) {
       project(req.projectId);
       const { client } = validate(
         createClientSchema(req.client?.type ?? 0),
@@ -425,7 +456,7 @@ export function createOAuthRegistry(
           ),
           dpop_bound_access_tokens: client.dpopBoundAccessTokens,
           require_pushed_authorization_requests: client.requirePushedAuthorizationRequests,
-        });
+        }, writeOf(ctx));
         return { client: toClient(row) };
       } catch (error) {
         if ((error as { code?: string }).code === "23503") throw noConfig(req.projectId);
@@ -452,7 +483,7 @@ export function createOAuthRegistry(
       return pageOf(await clients.list(req.projectId, limit, after), limit, toClient);
     },
 
-    async updateClient(req) {
+    async updateClient(req, ctx) {
       project(req.projectId);
       const uuid = pathId("client", req.clientId);
       const mask = resolveMask(ClientSchema, req.client, req.updateMask, clientMask, "client");
@@ -476,20 +507,26 @@ export function createOAuthRegistry(
           ? text(TokenEndpointAuthMethodSchema, value as number)
           : value;
       });
-      const row = await clients.update(req.projectId, uuid, changes as ClientChanges);
+      const row = await clients.update(
+        req.projectId,
+        uuid,
+        changes as ClientChanges,
+        writeOf(ctx, req.client?.etag),
+      );
       if (!row) throw notFound("client", req.clientId);
       return { client: toClient(row) };
     },
 
-    async deleteClient(req) {
+    async deleteClient(req, ctx) {
       project(req.projectId);
-      if (!(await clients.delete(req.projectId, pathId("client", req.clientId)))) {
+      const uuid = pathId("client", req.clientId);
+      if (!(await clients.delete(req.projectId, uuid, writeOf(ctx, req.etag)))) {
         throw notFound("client", req.clientId);
       }
       return {};
     },
 
-    async createClientSecret(req) {
+    async createClientSecret(req, ctx) {
       project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
       const at = now();
@@ -509,6 +546,7 @@ export function createOAuthRegistry(
         maxLive: maxSecretsPerClient,
         maxAll: 2 * maxSecretsPerClient,
         expiresAt: (maxLifetimeSeconds) => secretExpiry(requested, maxLifetimeSeconds, at),
+        write: writeOf(ctx),
       });
       if (result.kind === "no_client") throw notFound("client", req.clientId);
       if (result.kind === "public") {
@@ -544,19 +582,20 @@ export function createOAuthRegistry(
       return { data: rows.map((row) => toSecret(row, at)), hasMore: false };
     },
 
-    async deleteClientSecret(req) {
+    async deleteClientSecret(req, ctx) {
       project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
       const deleted = await secrets.delete(
         req.projectId,
         clientUuid,
         pathId("secret", req.secretId),
+        writeOf(ctx, req.etag),
       );
       if (!deleted) throw notFound("secret", req.secretId);
       return {};
     },
 
-    async createClientKey(req) {
+    async createClientKey(req, ctx) {
       project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
       const at = now();
@@ -577,7 +616,12 @@ export function createOAuthRegistry(
         algorithm: key.algorithm,
         jwk: key.jwk,
         expires_at: input.expiresAt === undefined ? null : new Date(timestampMs(input.expiresAt)),
-      }, { now: new Date(at), maxLive: maxKeysPerClient, maxAll: 2 * maxKeysPerClient });
+      }, {
+        now: new Date(at),
+        maxLive: maxKeysPerClient,
+        maxAll: 2 * maxKeysPerClient,
+        write: writeOf(ctx),
+      });
       if (result.kind === "no_client") throw notFound("client", req.clientId);
       if (result.kind === "public") {
         throw new ConnectError(
@@ -627,10 +671,11 @@ export function createOAuthRegistry(
       return { clientKey: toKey(row, now()) };
     },
 
-    async deleteClientKey(req) {
+    async deleteClientKey(req, ctx) {
       project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
-      if (!(await keys.delete(req.projectId, clientUuid, pathId("key", req.keyId)))) {
+      const write = writeOf(ctx, req.etag);
+      if (!(await keys.delete(req.projectId, clientUuid, pathId("key", req.keyId), write))) {
         throw notFound("key", req.keyId);
       }
       return {};
@@ -741,7 +786,7 @@ export function createOAuthRegistry(
           application_name: config.application_name,
           scopes: input.scopes,
           authorized_by_id: caller.subject,
-        });
+        }, writeOf(ctx));
       } catch (error) {
         // The union with the scopes the installation holds would exceed the limit (0007).
         if ((error as { code?: string }).code === "23514") {
@@ -782,10 +827,28 @@ export function createOAuthRegistry(
       );
     },
 
+    async listEvents(req) {
+      project(req.projectId);
+      const query = readEventQuery(req, ListEventsRequestSchema);
+      const rows = await listEvents(deps.sql, "oauth", req.projectId, query);
+      return pageOf(rows, query.limit, toEvent);
+    },
+
+    async *watchEvents(req, ctx) {
+      project(req.projectId);
+      if (!deps.feed) {
+        throw new ConnectError("This process serves no change feed", Code.Unavailable);
+      }
+      const after = readCursor(req.after, WatchEventsRequestSchema) ?? 0n;
+      for await (const rows of deps.feed.watch(req.projectId, after, ctx.signal)) {
+        for (const row of rows) yield { event: toEvent(row) };
+      }
+    },
+
     async revokeInstallation(req, ctx) {
       const caller = callerOf(ctx);
       const uuid = pathId("installation", req.installationId);
-      if (!(await installations.revoke(caller.accountId, uuid))) {
+      if (!(await installations.revoke(caller.accountId, uuid, writeOf(ctx, req.etag)))) {
         throw notFound("installation", req.installationId);
       }
       return {};

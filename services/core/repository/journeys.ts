@@ -4,8 +4,17 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db/mod.ts";
+import {
+  type AuditContext,
+  changes,
+  eventCtes,
+  type Fragment,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
+import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.journeys. */
@@ -19,6 +28,8 @@ export interface JourneyRow {
   active: boolean;
   created_at: Date;
   updated_at: Date;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** The columns a caller sets (create and replace). */
@@ -29,6 +40,29 @@ export type JourneyFields = Pick<
 
 /** Why a journey could not be replaced or deleted. */
 export type JourneyRefusal = "not_found" | "no_parent" | "cycle" | "has_children" | "has_units";
+
+/** What an event never shows of a journey: ids and the space (in the resource name), timestamps. */
+const hidden = ["id", "space", "created_at", "updated_at", "etag"] as const;
+
+/** The event CTEs of a change to the journey rows `from` (`old`, `next`: their JSON or null). */
+export function journeyEvent(
+  sql: Sql,
+  audit: AuditContext,
+  from: Fragment,
+  row: string,
+  old: string | null,
+  next: string | null,
+): Fragment {
+  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
+  return eventCtes(sql, "core", audit, {
+    parent: sql`${sql(row)}.space`,
+    resource: sql`'spaces/' || ${sql(row)}.space || '/journeys/' || core.type_id('journey', ${
+      sql(row)
+    }.id)`,
+    from,
+    changes: changes(sql, "core", json(old), json(next)),
+  });
+}
 
 /** Filters of a journey list. */
 export interface JourneyFilter {
@@ -41,7 +75,7 @@ export interface JourneyFilter {
 /** Reads and writes core.journeys. */
 export interface JourneyRepository {
   /** Inserts a journey whose parent (if any) the caller has checked. */
-  create(journey: JourneyFields & { id: string; space: string }): Promise<JourneyRow>;
+  create(journey: JourneyFields & { id: string; space: string }, write: Write): Promise<JourneyRow>;
   /** Returns the space's journey, or undefined. */
   get(space: string, id: string): Promise<JourneyRow | undefined>;
   /** Returns up to `limit` + 1 journeys of the space after the cursor, in id order. */
@@ -56,31 +90,43 @@ export interface JourneyRepository {
   /**
    * Replaces the caller-set columns. The parent must be a journey of the space that does not
    * descend from this one; parent changes in a space are serialised, so two concurrent changes
-   * cannot build a cycle together.
+   * cannot build a cycle together. Throws ABORTED when `write.etag` is not the journey's.
    */
-  replace(space: string, id: string, journey: JourneyFields): Promise<JourneyRow | JourneyRefusal>;
-  /** Deletes a journey that has no units and no children. */
-  delete(space: string, id: string): Promise<true | JourneyRefusal>;
+  replace(
+    space: string,
+    id: string,
+    journey: JourneyFields,
+    write: Write,
+  ): Promise<JourneyRow | JourneyRefusal>;
+  /**
+   * Deletes a journey that has no units and no children. Throws ABORTED when `write.etag` is not
+   * the journey's.
+   */
+  delete(space: string, id: string, write: Write): Promise<true | JourneyRefusal>;
 }
 
 /** Creates the repository over a pool. */
 export function createJourneyRepository(sql: Sql): JourneyRepository {
   return {
-    async create(journey) {
+    async create(journey, write) {
       const at = uuidTime(journey.id); // creation time in id order
       const [row] = await sql<JourneyRow[]>`
-        insert into core.journeys ${sql({ ...journey, created_at: at, updated_at: at })}
-        returning *`;
+        with created as (
+          insert into core.journeys ${sql({ ...journey, created_at: at, updated_at: at })}
+          returning *, xmin::text as etag
+        ),
+        ${journeyEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        select * from created`;
       return row!;
     },
     async get(space, id) {
       const [row] = await sql<JourneyRow[]>`
-        select * from core.journeys where id = ${id} and space = ${space}`;
+        select *, xmin::text as etag from core.journeys where id = ${id} and space = ${space}`;
       return row;
     },
     async list(space, filter, limit, after) {
       return await sql<JourneyRow[]>`
-        select * from core.journeys
+        select *, xmin::text as etag from core.journeys
         where space = ${space}
           ${filter.parentId === undefined ? sql`` : sql`and parent_id = ${filter.parentId}`}
           ${filter.active === undefined ? sql`` : sql`and active = ${filter.active}`}
@@ -93,7 +139,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
         select exists (select 1 from core.journeys where id = ${id} and space = ${space}) as found`;
       return row!.found || await isTombstone(sql, "journey", id, space);
     },
-    async replace(space, id, journey) {
+    async replace(space, id, journey, write) {
       return await sql.begin(async (tx) => {
         await tx`select pg_advisory_xact_lock(hashtext(${"core.journeys:" + space}))`;
         if (journey.parent_id !== null) {
@@ -107,29 +153,59 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           if (!parent) return "no_parent" as const;
           if (parent.cycle) return "cycle" as const;
         }
+        const columns = Object.keys(journey) as (keyof JourneyFields)[];
+        const q = tx as unknown as Sql;
+        // The row is locked first, so `prior` is the version the update replaces.
         const [row] = await tx<JourneyRow[]>`
-          update core.journeys set ${tx(journey)}, updated_at = greatest(now(), created_at)
-          where id = ${id} and space = ${space}
-          returning *`;
-        return row ?? "not_found" as const;
+          with prior as (
+            select *, xmin::text as etag from core.journeys
+            where id = ${id} and space = ${space}
+            for update
+          ),
+          updated as (
+            update core.journeys j
+            set ${assignments(q, journey, columns)}, updated_at = greatest(now(), j.created_at)
+            from prior
+            where j.id = prior.id ${ifMatch(q, q`prior.etag`, write.etag)}
+            returning j.*, j.xmin::text as etag
+          ),
+          ${journeyEvent(q, write.audit, q`prior, updated`, "updated", "prior", "updated")}
+          select * from updated`;
+        if (row) return row;
+        if (write.etag !== undefined) {
+          const [found] =
+            await tx`select 1 from core.journeys where id = ${id} and space = ${space}`;
+          if (found) throw etagMismatch("journey");
+        }
+        return "not_found" as const;
       });
     },
-    async delete(space, id) {
+    async delete(space, id, write) {
       return await sql.begin(async (tx) => {
-        const [row] = await tx<{ children: boolean; units: boolean }[]>`
+        const [row] = await tx<{ children: boolean; units: boolean; etag: string }[]>`
           select
             exists (select 1 from core.journeys c where c.parent_id = j.id) as children,
-            exists (select 1 from core.units u where u.journey_id = j.id) as units
+            exists (select 1 from core.units u where u.journey_id = j.id) as units,
+            j.xmin::text as etag
           from core.journeys j
           where j.id = ${id} and j.space = ${space}
           for update`;
         if (!row) return "not_found" as const;
+        // Locked: the version read is the one the delete removes.
+        if (write.etag !== undefined && row.etag !== write.etag) throw etagMismatch("journey");
         if (row.children) return "has_children" as const;
         if (row.units) return "has_units" as const;
-        await tx`delete from core.journeys where id = ${id}`;
+        const q = tx as unknown as Sql;
         await tx`
-          insert into core.tombstones (id, kind, space, list_key)
-          values (${id}, 'journey', ${space}, ${space})`;
+          with gone as (
+            delete from core.journeys where id = ${id} and space = ${space} returning *
+          ),
+          tombstone as (
+            insert into core.tombstones (id, kind, space, list_key)
+            select id, 'journey', space, space from gone
+          ),
+          ${journeyEvent(q, write.audit, q`gone`, "gone", "gone", null)}
+          select id from gone`;
         return true as const;
       });
     },

@@ -4,8 +4,17 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db/mod.ts";
+import {
+  type AuditContext,
+  changes,
+  eventCtes,
+  type Fragment,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
+import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.roles. */
@@ -18,15 +27,40 @@ export interface RoleRow {
   permissions: string[];
   created_at: Date;
   updated_at: Date;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** The columns a caller sets (create and replace). */
 export type RoleFields = Pick<RoleRow, "name" | "description" | "resource_type" | "permissions">;
 
+/** What an event never shows of a role: ids and the space (in the resource name), timestamps. */
+const hidden = ["id", "space", "created_at", "updated_at", "etag"] as const;
+
+/** The event CTEs of a change to the role rows `from` (`old`, `next`: their JSON or null). */
+export function roleEvent(
+  sql: Sql,
+  audit: AuditContext,
+  from: Fragment,
+  row: string,
+  old: string | null,
+  next: string | null,
+): Fragment {
+  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
+  return eventCtes(sql, "core", audit, {
+    parent: sql`${sql(row)}.space`,
+    resource: sql`'spaces/' || ${sql(row)}.space || '/roles/' || core.type_id('role', ${
+      sql(row)
+    }.id)`,
+    from,
+    changes: changes(sql, "core", json(old), json(next)),
+  });
+}
+
 /** Reads and writes core.roles. */
 export interface RoleRepository {
   /** Inserts a role; throws Postgres 23505 when the name is taken for the resource type. */
-  create(role: RoleFields & { id: string; space: string }): Promise<RoleRow>;
+  create(role: RoleFields & { id: string; space: string }, write: Write): Promise<RoleRow>;
   /** Returns the space's role, or undefined. */
   get(space: string, id: string): Promise<RoleRow | undefined>;
   /** Returns up to `limit` + 1 roles of the space after the cursor, in id order. */
@@ -38,30 +72,37 @@ export interface RoleRepository {
   ): Promise<RoleRow[]>;
   /** Whether the id names a role of the space, present or deleted. */
   isCursor(space: string, id: string): Promise<boolean>;
-  /** Replaces the caller-set columns; undefined when there is no such role. */
-  replace(space: string, id: string, role: RoleFields): Promise<RoleRow | undefined>;
-  /** Deletes a role; false when there was none. */
-  delete(space: string, id: string): Promise<boolean>;
+  /**
+   * Replaces the caller-set columns; undefined when there is no such role, throws ABORTED when
+   * `write.etag` is not the role's.
+   */
+  replace(space: string, id: string, role: RoleFields, write: Write): Promise<RoleRow | undefined>;
+  /** Deletes a role; false when there was none, throws ABORTED when `write.etag` is not the role's. */
+  delete(space: string, id: string, write: Write): Promise<boolean>;
 }
 
 /** Creates the repository over a pool. */
 export function createRoleRepository(sql: Sql): RoleRepository {
-  return {
-    async create(role) {
+  const repo: RoleRepository = {
+    async create(role, write) {
       const at = uuidTime(role.id); // creation time in id order
       const [row] = await sql<RoleRow[]>`
-        insert into core.roles ${sql({ ...role, created_at: at, updated_at: at })}
-        returning *`;
+        with created as (
+          insert into core.roles ${sql({ ...role, created_at: at, updated_at: at })}
+          returning *, xmin::text as etag
+        ),
+        ${roleEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        select * from created`;
       return row!;
     },
     async get(space, id) {
       const [row] = await sql<RoleRow[]>`
-        select * from core.roles where id = ${id} and space = ${space}`;
+        select *, xmin::text as etag from core.roles where id = ${id} and space = ${space}`;
       return row;
     },
     async list(space, resourceType, limit, after) {
       return await sql<RoleRow[]>`
-        select * from core.roles
+        select *, xmin::text as etag from core.roles
         where space = ${space}
           ${resourceType === undefined ? sql`` : sql`and resource_type = ${resourceType}`}
           ${after === undefined ? sql`` : sql`and id > ${after}`}
@@ -73,20 +114,47 @@ export function createRoleRepository(sql: Sql): RoleRepository {
         select exists (select 1 from core.roles where id = ${id} and space = ${space}) as found`;
       return row!.found || await isTombstone(sql, "role", id, space);
     },
-    async replace(space, id, role) {
+    async replace(space, id, role, write) {
+      const columns = Object.keys(role) as (keyof RoleFields)[];
+      // The row is locked first, so `prior` is the version the update replaces.
       const [row] = await sql<RoleRow[]>`
-        update core.roles set ${sql(role)}, updated_at = greatest(now(), created_at)
-        where id = ${id} and space = ${space}
-        returning *`;
+        with prior as (
+          select *, xmin::text as etag from core.roles
+          where id = ${id} and space = ${space}
+          for update
+        ),
+        updated as (
+          update core.roles r
+          set ${assignments(sql, role, columns)}, updated_at = greatest(now(), r.created_at)
+          from prior
+          where r.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+          returning r.*, r.xmin::text as etag
+        ),
+        ${roleEvent(sql, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+        select * from updated`;
+      if (!row && write.etag !== undefined && await repo.get(space, id)) {
+        throw etagMismatch("role");
+      }
       return row;
     },
-    async delete(space, id) {
+    async delete(space, id, write) {
       const rows = await sql`
-        with gone as (delete from core.roles where id = ${id} and space = ${space} returning id)
-        insert into core.tombstones (id, kind, space, list_key)
-        select id, 'role', ${space}, ${space} from gone
-        returning id`;
+        with gone as (
+          delete from core.roles
+          where id = ${id} and space = ${space} ${ifMatch(sql, sql`xmin::text`, write.etag)}
+          returning *
+        ),
+        tombstone as (
+          insert into core.tombstones (id, kind, space, list_key)
+          select id, 'role', space, space from gone
+        ),
+        ${roleEvent(sql, write.audit, sql`gone`, "gone", "gone", null)}
+        select id from gone`;
+      if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
+        throw etagMismatch("role");
+      }
       return rows.length > 0;
     },
   };
+  return repo;
 }

@@ -4,8 +4,17 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db/mod.ts";
+import {
+  type AuditContext,
+  changes,
+  eventCtes,
+  type Fragment,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
+import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.units. */
@@ -22,6 +31,8 @@ export interface UnitRow {
   due_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** The columns a caller sets (create and replace). */
@@ -29,6 +40,36 @@ export type UnitFields = Pick<
   UnitRow,
   "journey_id" | "title" | "assignee" | "status" | "priority" | "description" | "due_at"
 >;
+
+/**
+ * What an event never shows of a unit: its id and the space (in the resource name), timestamps.
+ * Its journey is shown: a replace may move the unit to another one.
+ */
+const hidden = ["id", "space", "created_at", "updated_at", "etag"] as const;
+
+/**
+ * The event CTEs of a change to the unit rows `from` (`old`, `next`: their JSON or null), named
+ * under the journey of `row` (the one a moved unit is in after the change).
+ */
+export function unitEvent(
+  sql: Sql,
+  audit: AuditContext,
+  from: Fragment,
+  row: string,
+  old: string | null,
+  next: string | null,
+): Fragment {
+  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
+  const r = sql(row);
+  return eventCtes(sql, "core", audit, {
+    parent: sql`${r}.space`,
+    resource:
+      sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.journey_id)
+      || '/units/' || core.type_id('unit', ${r}.id)`,
+    from,
+    changes: changes(sql, "core", json(old), json(next)),
+  });
+}
 
 /** Filters of a unit list. */
 export interface UnitFilter {
@@ -41,7 +82,10 @@ export interface UnitFilter {
 /** Reads and writes core.units. */
 export interface UnitRepository {
   /** Inserts a unit; throws Postgres 23503 when its journey was deleted meanwhile. */
-  create(unit: UnitFields & { id: string; space: string; originator: string }): Promise<UnitRow>;
+  create(
+    unit: UnitFields & { id: string; space: string; originator: string },
+    write: Write,
+  ): Promise<UnitRow>;
   /** Returns the space's unit, or undefined. */
   get(space: string, id: string): Promise<UnitRow | undefined>;
   /** Returns up to `limit` + 1 units of the journey after the cursor, in id order. */
@@ -53,30 +97,37 @@ export interface UnitRepository {
   ): Promise<UnitRow[]>;
   /** Whether the id names a unit of the journey, present or deleted. */
   isCursor(journeyId: string, id: string): Promise<boolean>;
-  /** Replaces the caller-set columns; undefined when there is no such unit. */
-  replace(space: string, id: string, unit: UnitFields): Promise<UnitRow | undefined>;
-  /** Deletes a unit; false when there was none. */
-  delete(space: string, id: string): Promise<boolean>;
+  /**
+   * Replaces the caller-set columns; undefined when there is no such unit, throws ABORTED when
+   * `write.etag` is not the unit's.
+   */
+  replace(space: string, id: string, unit: UnitFields, write: Write): Promise<UnitRow | undefined>;
+  /** Deletes a unit; false when there was none, throws ABORTED when `write.etag` is not the unit's. */
+  delete(space: string, id: string, write: Write): Promise<boolean>;
 }
 
 /** Creates the repository over a pool. */
 export function createUnitRepository(sql: Sql): UnitRepository {
-  return {
-    async create(unit) {
+  const repo: UnitRepository = {
+    async create(unit, write) {
       const at = uuidTime(unit.id); // creation time in id order
       const [row] = await sql<UnitRow[]>`
-        insert into core.units ${sql({ ...unit, created_at: at, updated_at: at })}
-        returning *`;
+        with created as (
+          insert into core.units ${sql({ ...unit, created_at: at, updated_at: at })}
+          returning *, xmin::text as etag
+        ),
+        ${unitEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        select * from created`;
       return row!;
     },
     async get(space, id) {
       const [row] = await sql<UnitRow[]>`
-        select * from core.units where id = ${id} and space = ${space}`;
+        select *, xmin::text as etag from core.units where id = ${id} and space = ${space}`;
       return row;
     },
     async list(journeyId, filter, limit, after) {
       return await sql<UnitRow[]>`
-        select * from core.units
+        select *, xmin::text as etag from core.units
         where journey_id = ${journeyId}
           ${filter.status === undefined ? sql`` : sql`and status = ${filter.status}`}
           ${filter.assignee === undefined ? sql`` : sql`and assignee = ${filter.assignee}`}
@@ -89,22 +140,47 @@ export function createUnitRepository(sql: Sql): UnitRepository {
         select exists (select 1 from core.units where id = ${id} and journey_id = ${journeyId}) as found`;
       return row!.found || await isTombstone(sql, "unit", id, journeyId);
     },
-    async replace(space, id, unit) {
+    async replace(space, id, unit, write) {
+      const columns = Object.keys(unit) as (keyof UnitFields)[];
+      // The row is locked first, so `prior` is the version the update replaces.
       const [row] = await sql<UnitRow[]>`
-        update core.units set ${sql(unit)}, updated_at = greatest(now(), created_at)
-        where id = ${id} and space = ${space}
-        returning *`;
+        with prior as (
+          select *, xmin::text as etag from core.units
+          where id = ${id} and space = ${space}
+          for update
+        ),
+        updated as (
+          update core.units u
+          set ${assignments(sql, unit, columns)}, updated_at = greatest(now(), u.created_at)
+          from prior
+          where u.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+          returning u.*, u.xmin::text as etag
+        ),
+        ${unitEvent(sql, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+        select * from updated`;
+      if (!row && write.etag !== undefined && await repo.get(space, id)) {
+        throw etagMismatch("unit");
+      }
       return row;
     },
-    async delete(space, id) {
+    async delete(space, id, write) {
       const rows = await sql`
         with gone as (
-          delete from core.units where id = ${id} and space = ${space} returning id, journey_id
-        )
-        insert into core.tombstones (id, kind, space, list_key)
-        select id, 'unit', ${space}, journey_id::text from gone
-        returning id`;
+          delete from core.units
+          where id = ${id} and space = ${space} ${ifMatch(sql, sql`xmin::text`, write.etag)}
+          returning *
+        ),
+        tombstone as (
+          insert into core.tombstones (id, kind, space, list_key)
+          select id, 'unit', space, journey_id::text from gone
+        ),
+        ${unitEvent(sql, write.audit, sql`gone`, "gone", "gone", null)}
+        select id from gone`;
+      if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
+        throw etagMismatch("unit");
+      }
       return rows.length > 0;
     },
   };
+  return repo;
 }

@@ -9,8 +9,10 @@
  * @module
  */
 
+import { changes, eventCtes, type Fragment, rowJson, type Write } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 import type { PublicJwk } from "../client_keys.ts";
 import { lastUsedResolutionSeconds } from "./client_secrets.ts";
 import type { ClientRow } from "./clients.ts";
@@ -28,6 +30,8 @@ export interface ClientKeyRow {
   created_at: Date;
   expires_at: Date | null;
   last_used_at: Date | null;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** A client with its live keys, oldest first. */
@@ -51,6 +55,23 @@ export interface CreateKeyOptions {
   maxLive: number;
   /** Most keys, live or expired, the client may hold. */
   maxAll: number;
+  /** What the creation records. */
+  write: Write;
+}
+
+/** What an event never shows of a key: ids (in the resource name), timestamps and its uses. */
+const hidden = ["id", "client_id", "created_at", "last_used_at", "etag"] as const;
+
+/** The event CTEs of a key created or deleted (the rows of the CTE `changed`). */
+function keyEvent(sql: Sql, write: Write, projectId: string, deleted: boolean): Fragment {
+  const json = rowJson(sql, sql`changed`, hidden);
+  return eventCtes(sql, "oauth", write.audit, {
+    parent: projectId,
+    resource: sql`${"projects/" + projectId + "/clients/"}
+      || oauth.type_id('cli', changed.client_id) || '/keys/' || oauth.type_id('key', changed.id)`,
+    from: sql`changed`,
+    changes: deleted ? changes(sql, "oauth", json, null) : changes(sql, "oauth", null, json),
+  });
 }
 
 /** The columns of a new key. */
@@ -76,7 +97,7 @@ export interface ClientKeyRepository {
   /** Returns a key of the project's client, or undefined. */
   get(projectId: string, clientId: string, id: string): Promise<ClientKeyRow | undefined>;
   /** Deletes a key of the project's client; returns false when there was none. */
-  delete(projectId: string, clientId: string, id: string): Promise<boolean>;
+  delete(projectId: string, clientId: string, id: string, write: Write): Promise<boolean>;
   /** Returns a client (of any project) with its keys live at `now`, or undefined. */
   clientWithKeys(clientId: string, now: Date): Promise<ClientWithKeys | undefined>;
   /**
@@ -93,7 +114,6 @@ export interface ClientKeyRepository {
 export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
   /** The rule of a live key, as SQL over `oauth.client_keys` (unqualified columns). */
   const live = (now: Date) => sql`(expires_at is null or expires_at > ${now})`;
-  const columns = sql`id, client_id, kid, algorithm, jwk, created_at, expires_at, last_used_at`;
   return {
     async create(projectId, key, options) {
       try {
@@ -114,6 +134,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           if (held!.live >= options.maxLive) return { kind: "full", held: "live" } as const;
           if (held!.total >= options.maxAll) return { kind: "full", held: "all" } as const;
           const [row] = await tx<ClientKeyRow[]>`
+            with changed as (
             insert into oauth.client_keys ${
             tx({
               id: key.id,
@@ -125,7 +146,11 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
               expires_at: key.expires_at,
             })
           }
-            returning ${columns}`;
+            returning *, xmin::text as etag
+            ),
+            ${keyEvent(tx as unknown as Sql, options.write, projectId, false)}
+            select id, client_id, kid, algorithm, jwk, created_at, expires_at, last_used_at, etag
+            from changed`;
           return { kind: "created", row: row! } as const;
         });
       } catch (error) {
@@ -137,7 +162,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
     async list(projectId, clientId) {
       const rows = await sql<(ClientKeyRow & { id: string | null })[]>`
         select k.id, c.id as client_id, k.kid, k.algorithm, k.jwk, k.created_at, k.expires_at,
-          k.last_used_at
+          k.last_used_at, k.xmin::text as etag
         from oauth.clients c
         left join oauth.client_keys k on k.client_id = c.id
         where c.id = ${clientId} and c.project_id = ${projectId}
@@ -148,27 +173,37 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
     async get(projectId, clientId, id) {
       const [row] = await sql<ClientKeyRow[]>`
         select k.id, k.client_id, k.kid, k.algorithm, k.jwk, k.created_at, k.expires_at,
-          k.last_used_at
+          k.last_used_at, k.xmin::text as etag
         from oauth.client_keys k join oauth.clients c on c.id = k.client_id
         where k.id = ${id} and k.client_id = ${clientId} and c.project_id = ${projectId}`;
       return row;
     },
-    async delete(projectId, clientId, id) {
+    async delete(projectId, clientId, id, write) {
       const rows = await sql`
-        delete from oauth.client_keys k
-        using oauth.clients c
-        where k.id = ${id} and k.client_id = ${clientId}
-          and c.id = k.client_id and c.project_id = ${projectId}
-        returning k.id`;
+        with changed as (
+          delete from oauth.client_keys k
+          using oauth.clients c
+          where k.id = ${id} and k.client_id = ${clientId}
+            and c.id = k.client_id and c.project_id = ${projectId}
+            ${ifMatch(sql, sql`k.xmin::text`, write.etag)}
+          returning k.*
+        ),
+        ${keyEvent(sql, write, projectId, true)}
+        select id from changed`;
+      if (
+        rows.length === 0 && write.etag !== undefined && await this.get(projectId, clientId, id)
+      ) {
+        throw etagMismatch("key");
+      }
       return rows.length > 0;
     },
     async clientWithKeys(clientId, now) {
       const [row] = await sql<(ClientRow & { keys: ClientKeyRow[] })[]>`
-        select c.*, coalesce((
+        select c.*, c.xmin::text as etag, coalesce((
           select json_agg(json_build_object(
             'id', k.id, 'client_id', k.client_id, 'kid', k.kid, 'algorithm', k.algorithm,
             'jwk', k.jwk, 'created_at', k.created_at, 'expires_at', k.expires_at,
-            'last_used_at', k.last_used_at
+            'last_used_at', k.last_used_at, 'etag', k.xmin::text
           ) order by k.id)
           from oauth.client_keys k
           where k.client_id = c.id and (k.expires_at is null or k.expires_at > ${now})

@@ -8,8 +8,17 @@
  * @module
  */
 
+import {
+  type AuditContext,
+  changes,
+  eventCtes,
+  type Fragment,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 import type { ClientRow } from "./clients.ts";
 
 /** A row of oauth.client_secrets, without the hash. */
@@ -20,6 +29,8 @@ export interface ClientSecretRow {
   created_at: Date;
   expires_at: Date | null;
   last_used_at: Date | null;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** A live secret of a client, for verification. */
@@ -56,6 +67,41 @@ export interface CreateSecretOptions {
    * no limit); it may throw to refuse the secret, and then nothing is written.
    */
   expiresAt(maxLifetimeSeconds: number): Date | null;
+  /** What the creation records. */
+  write: Write;
+}
+
+/**
+ * What an event never shows of a secret: ids (in the resource name), its hash and hint (nothing
+ * of a secret's value is ever written to the trail), timestamps and its uses.
+ */
+const hidden = [
+  "id",
+  "client_id",
+  "secret_hash",
+  "secret_hint",
+  "created_at",
+  "last_used_at",
+  "etag",
+] as const;
+
+/** The event CTEs of a secret created or deleted (the rows of the CTE `row`). */
+function secretEvent(
+  sql: Sql,
+  audit: AuditContext,
+  projectId: string,
+  row: string,
+  deleted: boolean,
+): Fragment {
+  const r = sql(row);
+  const json = rowJson(sql, r, hidden);
+  return eventCtes(sql, "oauth", audit, {
+    parent: projectId,
+    resource: sql`${"projects/" + projectId + "/clients/"} || oauth.type_id('cli', ${r}.client_id)
+      || '/secrets/' || oauth.type_id('sec', ${r}.id)`,
+    from: r,
+    changes: deleted ? changes(sql, "oauth", json, null) : changes(sql, "oauth", null, json),
+  });
 }
 
 /** Reads and writes oauth.client_secrets. */
@@ -73,7 +119,7 @@ export interface ClientSecretRepository {
   /** Returns the secrets of the project's client in id order, or undefined if there is no client. */
   list(projectId: string, clientId: string): Promise<ClientSecretRow[] | undefined>;
   /** Deletes a secret of the project's client; returns false when there was none. */
-  delete(projectId: string, clientId: string, id: string): Promise<boolean>;
+  delete(projectId: string, clientId: string, id: string, write: Write): Promise<boolean>;
   /** Returns a client (of any project) with its secrets live at `now`, or undefined. */
   clientWithSecrets(clientId: string, now: Date): Promise<ClientWithSecrets | undefined>;
   /**
@@ -120,16 +166,21 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         if (held!.live >= options.maxLive) return { kind: "full", held: "live" } as const;
         if (held!.total >= options.maxAll) return { kind: "full", held: "all" } as const;
         const [row] = await tx<ClientSecretRow[]>`
-          insert into oauth.client_secrets ${
+          with changed as (
+            insert into oauth.client_secrets ${
           tx({ ...secret, created_at: uuidTime(secret.id), expires_at: expiresAt })
         }
-          returning id, client_id, secret_hint, created_at, expires_at, last_used_at`;
+            returning *, xmin::text as etag
+          ),
+          ${secretEvent(tx as unknown as Sql, options.write.audit, projectId, "changed", false)}
+          select id, client_id, secret_hint, created_at, expires_at, last_used_at, etag from changed`;
         return { kind: "created", row: row! } as const;
       });
     },
     async list(projectId, clientId) {
       const rows = await sql<(ClientSecretRow & { client_exists: boolean })[]>`
-        select s.id, c.id as client_id, s.secret_hint, s.created_at, s.expires_at, s.last_used_at
+        select s.id, c.id as client_id, s.secret_hint, s.created_at, s.expires_at, s.last_used_at,
+          s.xmin::text as etag
         from oauth.clients c
         left join oauth.client_secrets s on s.client_id = c.id
         where c.id = ${clientId} and c.project_id = ${projectId}
@@ -137,13 +188,24 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
       if (rows.length === 0) return undefined;
       return rows.filter((r) => r.id !== null);
     },
-    async delete(projectId, clientId, id) {
+    async delete(projectId, clientId, id, write) {
       const rows = await sql`
-        delete from oauth.client_secrets s
-        using oauth.clients c
-        where s.id = ${id} and s.client_id = ${clientId}
-          and c.id = s.client_id and c.project_id = ${projectId}
-        returning s.id`;
+        with changed as (
+          delete from oauth.client_secrets s
+          using oauth.clients c
+          where s.id = ${id} and s.client_id = ${clientId}
+            and c.id = s.client_id and c.project_id = ${projectId}
+            ${ifMatch(sql, sql`s.xmin::text`, write.etag)}
+          returning s.*
+        ),
+        ${secretEvent(sql, write.audit, projectId, "changed", true)}
+        select id from changed`;
+      if (rows.length === 0 && write.etag !== undefined) {
+        const [found] = await sql`
+          select 1 from oauth.client_secrets s join oauth.clients c on c.id = s.client_id
+          where s.id = ${id} and s.client_id = ${clientId} and c.project_id = ${projectId}`;
+        if (found) throw etagMismatch("secret");
+      }
       return rows.length > 0;
     },
     async clientWithSecrets(clientId, now) {
@@ -151,7 +213,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
       // column cost verification about 5% more, measured in process). The rule of `live`, written
       // out: a fragment is a query object built per call, on the hottest path there is.
       const rows = await sql<(ClientRow & SecretColumns)[]>`
-        select c.*, s.id as secret_id, encode(s.secret_hash, 'hex') as secret_hash,
+        select c.*, c.xmin::text as etag, s.id as secret_id, encode(s.secret_hash, 'hex') as secret_hash,
           s.expires_at as secret_expires_at, s.last_used_at as secret_last_used_at
         from oauth.clients c
         left join (

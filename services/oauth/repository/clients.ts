@@ -5,8 +5,17 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db/mod.ts";
+import {
+  type AuditContext,
+  changes,
+  eventCtes,
+  type Fragment,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
+import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 
 /** A row of oauth.clients. */
 export interface ClientRow {
@@ -23,6 +32,31 @@ export interface ClientRow {
   token_endpoint_auth_method: string;
   dpop_bound_access_tokens: boolean;
   require_pushed_authorization_requests: boolean;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
+}
+
+/** What an event never shows of a client: ids (in the resource name), timestamps, internals. */
+const hidden = ["id", "project_id", "created_at", "updated_at", "origin_keys", "etag"] as const;
+
+/** The event CTEs of a change to the client rows `from` (`old`, `next`: their JSON or null). */
+export function clientEvent(
+  sql: Sql,
+  audit: AuditContext,
+  from: Fragment,
+  row: string,
+  old: string | null,
+  next: string | null,
+): Fragment {
+  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
+  return eventCtes(sql, "oauth", audit, {
+    parent: sql`${sql(row)}.project_id`,
+    resource: sql`'projects/' || ${sql(row)}.project_id || '/clients/' || oauth.type_id('cli', ${
+      sql(row)
+    }.id)`,
+    from,
+    changes: changes(sql, "oauth", json(old), json(next)),
+  });
 }
 
 /**
@@ -58,7 +92,7 @@ export type ClientChanges = Partial<
 /** Reads and writes oauth.clients. */
 export interface ClientRepository {
   /** Inserts a client; throws the Postgres error 23503 when the project has no configuration. */
-  create(client: NewClient): Promise<ClientRow>;
+  create(client: NewClient, write: Write): Promise<ClientRow>;
   /** Returns the project's client, or undefined. */
   get(projectId: string, id: string): Promise<ClientRow | undefined>;
   /** Returns the client of that id in any project, or undefined (for a token service). */
@@ -67,10 +101,21 @@ export interface ClientRepository {
   list(projectId: string, limit: number, after: string | undefined): Promise<ClientRow[]>;
   /** Whether the id names a client of the project, present or deleted. */
   isCursor(projectId: string, id: string): Promise<boolean>;
-  /** Changes the given columns; returns undefined when there is no such client. */
-  update(projectId: string, id: string, changes: ClientChanges): Promise<ClientRow | undefined>;
-  /** Deletes a client (its secrets and keys go with it); returns false when there was none. */
-  delete(projectId: string, id: string): Promise<boolean>;
+  /**
+   * Changes the given columns; returns undefined when there is no such client, throws ABORTED
+   * when `write.etag` is not the client's.
+   */
+  update(
+    projectId: string,
+    id: string,
+    changes: ClientChanges,
+    write: Write,
+  ): Promise<ClientRow | undefined>;
+  /**
+   * Deletes a client (its secrets and keys go with it); returns false when there was none, throws
+   * ABORTED when `write.etag` is not the client's.
+   */
+  delete(projectId: string, id: string, write: Write): Promise<boolean>;
   /**
    * Whether an active client registers a JavaScript origin, compared as browsers send it
    * (migrations/0003_origin_keys.sql): a client of `projectId` when given, and of the projects
@@ -85,25 +130,31 @@ export interface ClientRepository {
 /** Creates the repository over a pool. */
 export function createClientRepository(sql: Sql): ClientRepository {
   return {
-    async create(client) {
+    async create(client, write) {
       const at = uuidTime(client.id); // creation time in id order
       const [row] = await sql<ClientRow[]>`
-        insert into oauth.clients ${sql({ ...client, created_at: at, updated_at: at })}
-        returning *`;
+        with created as (
+          insert into oauth.clients ${sql({ ...client, created_at: at, updated_at: at })}
+          returning *, xmin::text as etag
+        ),
+        ${clientEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        select * from created`;
       return row!;
     },
     async get(projectId, id) {
       const [row] = await sql<ClientRow[]>`
-        select * from oauth.clients where id = ${id} and project_id = ${projectId}`;
+        select *, xmin::text as etag from oauth.clients
+        where id = ${id} and project_id = ${projectId}`;
       return row;
     },
     async find(id) {
-      const [row] = await sql<ClientRow[]>`select * from oauth.clients where id = ${id}`;
+      const [row] = await sql<ClientRow[]>`
+        select *, xmin::text as etag from oauth.clients where id = ${id}`;
       return row;
     },
     async list(projectId, limit, after) {
       return await sql<ClientRow[]>`
-        select * from oauth.clients
+        select *, xmin::text as etag from oauth.clients
         where project_id = ${projectId} ${after === undefined ? sql`` : sql`and id > ${after}`}
         order by id
         limit ${limit + 1}`;
@@ -115,26 +166,53 @@ export function createClientRepository(sql: Sql): ClientRepository {
           as found`;
       return row!.found;
     },
-    async update(projectId, id, changes) {
+    async update(projectId, id, changes, write) {
       const columns = Object.keys(changes) as (keyof ClientChanges)[];
       const [row] = columns.length === 0
         ? await sql<ClientRow[]>`
-            select * from oauth.clients where id = ${id} and project_id = ${projectId}`
+            select *, xmin::text as etag from oauth.clients
+            where id = ${id} and project_id = ${projectId}`
+        // The row is locked first, so `prior` is the version the update replaces.
         : await sql<ClientRow[]>`
-            update oauth.clients
-            set ${sql(changes, columns)}, updated_at = greatest(now(), created_at)
-            where id = ${id} and project_id = ${projectId}
-            returning *`;
+            with prior as (
+              select *, xmin::text as etag from oauth.clients
+              where id = ${id} and project_id = ${projectId}
+              for update
+            ),
+            updated as (
+              update oauth.clients c
+              set ${assignments(sql, changes, columns)}, updated_at = greatest(now(), c.created_at)
+              from prior
+              where c.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+              returning c.*, c.xmin::text as etag
+            ),
+            ${clientEvent(sql, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+            select * from updated`;
+      if (row && write.etag !== undefined && row.etag !== write.etag && columns.length === 0) {
+        throw etagMismatch("client");
+      }
+      if (!row && write.etag !== undefined && await this.get(projectId, id)) {
+        throw etagMismatch("client");
+      }
       return row;
     },
-    async delete(projectId, id) {
+    async delete(projectId, id, write) {
       const rows = await sql`
         with gone as (
-          delete from oauth.clients where id = ${id} and project_id = ${projectId}
-          returning id, project_id
-        )
-        insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
-        returning id`;
+          delete from oauth.clients
+          where id = ${id} and project_id = ${projectId} ${
+        ifMatch(sql, sql`xmin::text`, write.etag)
+      }
+          returning *
+        ),
+        tombstone as (
+          insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
+        ),
+        ${clientEvent(sql, write.audit, sql`gone`, "gone", "gone", null)}
+        select id from gone`;
+      if (rows.length === 0 && write.etag !== undefined && await this.get(projectId, id)) {
+        throw etagMismatch("client");
+      }
       return rows.length > 0;
     },
     async registersOrigin(origin, { projectId, projects }) {

@@ -4,7 +4,9 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db/mod.ts";
+import { changes as diff, eventCtes, rowJson, type Write } from "../../../lib/audit/mod.ts";
+import { assignments, type Sql } from "../../../lib/db/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 
 /** One declared scope, as the `scopes` jsonb column holds it. */
 export interface ScopeRow {
@@ -30,6 +32,8 @@ export interface ConfigRow {
   scopes: ScopeRow[];
   created_at: Date;
   updated_at: Date;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** The columns a caller may change. */
@@ -53,17 +57,25 @@ export type ConfigChanges = Partial<
 export interface ConfigRepository {
   /** Returns the project's configuration, or undefined. */
   get(projectId: string): Promise<ConfigRow | undefined>;
-  /** Changes the given columns; returns undefined when the project has no configuration. */
-  update(projectId: string, changes: ConfigChanges): Promise<ConfigRow | undefined>;
+  /**
+   * Changes the given columns; returns undefined when the project has no configuration, throws
+   * ABORTED when `write.etag` is not the configuration's.
+   */
+  update(projectId: string, changes: ConfigChanges, write: Write): Promise<ConfigRow | undefined>;
   /**
    * Creates the configuration with `changes` over the defaults, or, if it exists (also when
-   * another request creates it concurrently), changes only the given columns.
+   * another request creates it concurrently), changes only the given columns (ABORTED when
+   * `write.etag` is not the configuration's).
    */
   upsert(
     projectId: string,
     changes: ConfigChanges & { application_name: string },
+    write: Write,
   ): Promise<ConfigRow>;
 }
+
+/** What an event never shows of a configuration: the project (in the name), timestamps. */
+const hidden = ["project_id", "created_at", "updated_at", "etag"] as const;
 
 /** Creates the repository over a pool. */
 export function createConfigRepository(sql: Sql): ConfigRepository {
@@ -73,30 +85,82 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       ...changes,
       scopes: sql.json(changes.scopes as never) as unknown as ScopeRow[],
     };
-  return {
+  /** The event of a change from `prior` (absent for a creation) to `changed`. */
+  const event = (projectId: string, write: Write) =>
+    eventCtes(sql, "oauth", write.audit, {
+      parent: projectId,
+      resource: `projects/${projectId}/config`,
+      from: sql`changed left join prior on true`,
+      changes: diff(
+        sql,
+        "oauth",
+        sql`case when prior is null then null else ${rowJson(sql, sql`prior`, hidden)} end`,
+        rowJson(sql, sql`changed`, hidden),
+      ),
+    });
+  // Locked for an update, so that `prior` is the version replaced. Not for an upsert, whose
+  // conflict locks the row itself (and postgres.js would read the `for update` before its insert
+  // as the context of the `set` helper that follows).
+  const prior = (projectId: string, lock: boolean) =>
+    sql`prior as (
+      select *, xmin::text as etag from oauth.configs where project_id = ${projectId}
+      ${lock ? sql`for update` : sql``}
+    )`;
+  const repo: ConfigRepository = {
     async get(projectId) {
       const [row] = await sql<ConfigRow[]>`
-        select * from oauth.configs where project_id = ${projectId}`;
+        select *, xmin::text as etag from oauth.configs where project_id = ${projectId}`;
       return row;
     },
-    async update(projectId, changes) {
+    async update(projectId, changes, write) {
       const columns = Object.keys(changes) as (keyof ConfigChanges)[];
       const [row] = columns.length === 0
-        ? await sql<ConfigRow[]>`select * from oauth.configs where project_id = ${projectId}`
+        ? await repo.get(projectId).then((r) => r ? [r] : [])
         : await sql<ConfigRow[]>`
-            update oauth.configs set ${sql(stored(changes), columns)}, updated_at = now()
-            where project_id = ${projectId}
-            returning *`;
+            with ${prior(projectId, true)},
+            changed as (
+              update oauth.configs c set ${
+          assignments(sql, stored(changes), columns)
+        }, updated_at = now()
+              from prior
+              where c.project_id = prior.project_id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+              returning c.*, c.xmin::text as etag
+            ),
+            ${event(projectId, write)}
+            select * from changed`;
+      await stale(row, columns.length, projectId, write);
       return row;
     },
-    async upsert(projectId, changes) {
+    async upsert(projectId, changes, write) {
       const columns = Object.keys(changes) as (keyof ConfigChanges)[];
       const values = { audience: "external", ...stored(changes), project_id: projectId };
       const [row] = await sql<ConfigRow[]>`
-        insert into oauth.configs ${sql(values as never)}
-        on conflict (project_id) do update set ${sql(stored(changes), columns)}, updated_at = now()
-        returning *`;
+        with ${prior(projectId, false)},
+        changed as (
+          insert into oauth.configs ${sql(values as never)}
+          on conflict (project_id) do update set ${
+        assignments(sql, stored(changes), columns)
+      }, updated_at = now()
+          ${write.etag === undefined ? sql`` : sql`where configs.xmin::text = ${write.etag}`}
+          returning *, xmin::text as etag
+        ),
+        ${event(projectId, write)}
+        select * from changed`;
+      await stale(row, columns.length, projectId, write);
       return row!;
     },
   };
+  /** ABORTED when a conditional write found the configuration at another version. */
+  async function stale(
+    row: ConfigRow | undefined,
+    columns: number,
+    projectId: string,
+    write: Write,
+  ): Promise<void> {
+    if (write.etag === undefined) return;
+    if (row ? columns === 0 && row.etag !== write.etag : await repo.get(projectId)) {
+      throw etagMismatch("OAuth config");
+    }
+  }
+  return repo;
 }

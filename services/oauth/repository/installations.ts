@@ -4,8 +4,10 @@
  * @module
  */
 
+import { changes, eventCtes, type Fragment, rowJson, type Write } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
+import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
 
 /** A row of oauth.installations. */
 export interface InstallationRow {
@@ -20,6 +22,8 @@ export interface InstallationRow {
   authorized_at: Date;
   created_at: Date;
   revoked_at: Date | null;
+  /** The row's version (lib/resource/etag.ts). */
+  etag: string;
 }
 
 /** The consent being recorded. */
@@ -42,23 +46,46 @@ export interface InstallationRepository {
    * concurrency: a partial unique index admits one live installation per (project, account).
    * Throws Postgres's check violation (23514) when the union would exceed 100 scopes.
    */
-  consent(consent: Consent): Promise<InstallationRow>;
+  consent(consent: Consent, write: Write): Promise<InstallationRow>;
   /** Returns the account's installation, or undefined. */
   get(accountId: string, id: string): Promise<InstallationRow | undefined>;
   /** Returns the project's installation, whoever's account it is in, or undefined. */
   getInProject(projectId: string, id: string): Promise<InstallationRow | undefined>;
   /** Returns up to `limit` + 1 installations of the account after the cursor id, in id order. */
   list(accountId: string, limit: number, after: string | undefined): Promise<InstallationRow[]>;
-  /** Revokes the account's installation; returns false when there is no such installation. */
-  revoke(accountId: string, id: string): Promise<boolean>;
+  /**
+   * Revokes the account's installation; returns false when there is no such installation, throws
+   * ABORTED when `write.etag` is not the installation's.
+   */
+  revoke(accountId: string, id: string, write: Write): Promise<boolean>;
+}
+
+/** What an event never shows of an installation: ids (in the resource name), timestamps. */
+const hidden = ["id", "project_id", "created_at", "etag"] as const;
+
+/** The event CTEs of a change from the row `prior` (or none: `prior` is null) to `changed`. */
+function installationEvent(sql: Sql, write: Write, from: Fragment, prior: Fragment): Fragment {
+  return eventCtes(sql, "oauth", write.audit, {
+    parent: sql`changed.project_id`,
+    resource: sql`'projects/' || changed.project_id || '/installations/'
+      || oauth.type_id('ins', changed.id)`,
+    from,
+    changes: changes(sql, "oauth", prior, rowJson(sql, sql`changed`, hidden)),
+  });
 }
 
 /** Creates the repository over a pool. */
 export function createInstallationRepository(sql: Sql): InstallationRepository {
   return {
-    async consent(consent) {
+    async consent(consent, write) {
       const at = uuidTime(consent.id); // creation time in id order
       const [row] = await sql<InstallationRow[]>`
+        with prior as (
+          select *, xmin::text as etag from oauth.installations
+          where project_id = ${consent.project_id} and account_id = ${consent.account_id}
+            and status <> 'revoked'
+        ),
+        changed as (
         insert into oauth.installations ${
         sql({ ...consent, status: "active", created_at: at, authorized_at: at })
       }
@@ -71,37 +98,61 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
           application_name = excluded.application_name,
           authorized_by_id = excluded.authorized_by_id,
           authorized_at = now()
-        returning *`;
+        returning *, xmin::text as etag
+        ),
+        ${
+        installationEvent(
+          sql,
+          write,
+          sql`changed left join prior on true`,
+          sql`case when prior is null then null else ${rowJson(sql, sql`prior`, hidden)} end`,
+        )
+      }
+        select * from changed`;
       return row!;
     },
     async get(accountId, id) {
       const [row] = await sql<InstallationRow[]>`
-        select * from oauth.installations where id = ${id} and account_id = ${accountId}`;
+        select *, xmin::text as etag from oauth.installations where id = ${id} and account_id = ${accountId}`;
       return row;
     },
     async getInProject(projectId, id) {
       const [row] = await sql<InstallationRow[]>`
-        select * from oauth.installations where id = ${id} and project_id = ${projectId}`;
+        select *, xmin::text as etag from oauth.installations where id = ${id} and project_id = ${projectId}`;
       return row;
     },
     async list(accountId, limit, after) {
       return await sql<InstallationRow[]>`
-        select * from oauth.installations
+        select *, xmin::text as etag from oauth.installations
         where account_id = ${accountId} ${after === undefined ? sql`` : sql`and id > ${after}`}
         order by id
         limit ${limit + 1}`;
     },
-    async revoke(accountId, id) {
-      const [row] = await sql<{ id: string }[]>`
-        with revoked as (
-          update oauth.installations set status = 'revoked', revoked_at = now()
+    async revoke(accountId, id, write) {
+      const [row] = await sql<{ id: string; etag: string; revoked: boolean }[]>`
+        with prior as (
+          select *, xmin::text as etag from oauth.installations
           where id = ${id} and account_id = ${accountId} and status <> 'revoked'
-          returning id
-        )
-        select id from revoked
+          for update
+        ),
+        changed as (
+          update oauth.installations i set status = 'revoked', revoked_at = now()
+          from prior
+          where i.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+          returning i.*
+        ),
+        ${installationEvent(sql, write, sql`prior, changed`, rowJson(sql, sql`prior`, hidden))}
+        select id, null as etag, true as revoked from changed
         union all
-        select id from oauth.installations where id = ${id} and account_id = ${accountId}
+        select id, xmin::text, false from oauth.installations
+        where id = ${id} and account_id = ${accountId}
         limit 1`;
+      // Revoking a revoked installation changes nothing and succeeds, whatever the etag.
+      if (row && !row.revoked && write.etag !== undefined && row.etag !== write.etag) {
+        const [current] = await sql<{ status: string }[]>`
+          select status from oauth.installations where id = ${id}`;
+        if (current?.status !== "revoked") throw etagMismatch("installation");
+      }
       return row !== undefined;
     },
   };

@@ -6,6 +6,10 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.ts";
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.ts";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Event } from "../../audit/v1/event_pb.ts";
+import { file_registry_audit_v1_event } from "../../audit/v1/event_pb.ts";
 import type { Journey } from "./journey_pb.ts";
 import { file_registry_core_v1_journey } from "./journey_pb.ts";
 import type { Role } from "./role_pb.ts";
@@ -18,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/core/v1/core_service.proto.
  */
 export const file_registry_core_v1_core_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNyZWdpc3RyeS9jb3JlL3YxL2NvcmVfc2VydmljZS5wcm90bxIQcmVnaXN0cnkuY29yZS52MSI+ChFDcmVhdGVSb2xlUmVxdWVzdBIpCgRyb2xlGAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlQgPgQQIiOgoSQ3JlYXRlUm9sZVJlc3BvbnNlEiQKBHJvbGUYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlJvbGUiJgoOR2V0Um9sZVJlcXVlc3QSFAoHcm9sZV9pZBgBIAEoCUID4EECIjcKD0dldFJvbGVSZXNwb25zZRIkCgRyb2xlGAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlInwKEExpc3RSb2xlc1JlcXVlc3QSHwoNcmVzb3VyY2VfdHlwZRgBIAEoCUID4EEBSACIAQESFwoFbGltaXQYAiABKAVCA+BBAUgBiAEBEhIKBWFmdGVyGAMgASgJQgPgQQFCEAoOX3Jlc291cmNlX3R5cGVCCAoGX2xpbWl0IlsKEUxpc3RSb2xlc1Jlc3BvbnNlEg4KBm9iamVjdBgBIAEoCRIkCgRkYXRhGAIgAygLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlEhAKCGhhc19tb3JlGAMgASgIIlQKEVVwZGF0ZVJvbGVSZXF1ZXN0EhQKB3JvbGVfaWQYASABKAlCA+BBAhIpCgRyb2xlGAIgASgLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlQgPgQQIiOgoSVXBkYXRlUm9sZVJlc3BvbnNlEiQKBHJvbGUYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlJvbGUiKQoRRGVsZXRlUm9sZVJlcXVlc3QSFAoHcm9sZV9pZBgBIAEoCUID4EECIhQKEkRlbGV0ZVJvbGVSZXNwb25zZSJHChRDcmVhdGVKb3VybmV5UmVxdWVzdBIvCgdqb3VybmV5GAEgASgLMhkucmVnaXN0cnkuY29yZS52MS5Kb3VybmV5QgPgQQIiQwoVQ3JlYXRlSm91cm5leVJlc3BvbnNlEioKB2pvdXJuZXkYASABKAsyGS5yZWdpc3RyeS5jb3JlLnYxLkpvdXJuZXkiLAoRR2V0Sm91cm5leVJlcXVlc3QSFwoKam91cm5leV9pZBgBIAEoCUID4EECIkAKEkdldEpvdXJuZXlSZXNwb25zZRIqCgdqb3VybmV5GAEgASgLMhkucmVnaXN0cnkuY29yZS52MS5Kb3VybmV5IpYBChNMaXN0Sm91cm5leXNSZXF1ZXN0EhgKBnBhcmVudBgBIAEoCUID4EEBSACIAQESGAoGYWN0aXZlGAIgASgIQgPgQQFIAYgBARIXCgVsaW1pdBgDIAEoBUID4EEBSAKIAQESEgoFYWZ0ZXIYBCABKAlCA+BBAUIJCgdfcGFyZW50QgkKB19hY3RpdmVCCAoGX2xpbWl0ImEKFExpc3RKb3VybmV5c1Jlc3BvbnNlEg4KBm9iamVjdBgBIAEoCRInCgRkYXRhGAIgAygLMhkucmVnaXN0cnkuY29yZS52MS5Kb3VybmV5EhAKCGhhc19tb3JlGAMgASgIImAKFFVwZGF0ZUpvdXJuZXlSZXF1ZXN0EhcKCmpvdXJuZXlfaWQYASABKAlCA+BBAhIvCgdqb3VybmV5GAIgASgLMhkucmVnaXN0cnkuY29yZS52MS5Kb3VybmV5QgPgQQIiQwoVVXBkYXRlSm91cm5leVJlc3BvbnNlEioKB2pvdXJuZXkYASABKAsyGS5yZWdpc3RyeS5jb3JlLnYxLkpvdXJuZXkiLwoURGVsZXRlSm91cm5leVJlcXVlc3QSFwoKam91cm5leV9pZBgBIAEoCUID4EECIhcKFURlbGV0ZUpvdXJuZXlSZXNwb25zZSI+ChFDcmVhdGVVbml0UmVxdWVzdBIpCgR1bml0GAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Vbml0QgPgQQIiOgoSQ3JlYXRlVW5pdFJlc3BvbnNlEiQKBHVuaXQYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlVuaXQiJgoOR2V0VW5pdFJlcXVlc3QSFAoHdW5pdF9pZBgBIAEoCUID4EECIjcKD0dldFVuaXRSZXNwb25zZRIkCgR1bml0GAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Vbml0IssBChBMaXN0VW5pdHNSZXF1ZXN0EhQKB2pvdXJuZXkYASABKAlCA+BBAhI2CgZzdGF0dXMYAiABKA4yHC5yZWdpc3RyeS5jb3JlLnYxLlVuaXRTdGF0dXNCA+BBAUgAiAEBEhoKCGFzc2lnbmVlGAMgASgJQgPgQQFIAYgBARIXCgVsaW1pdBgEIAEoBUID4EEBSAKIAQESEgoFYWZ0ZXIYBSABKAlCA+BBAUIJCgdfc3RhdHVzQgsKCV9hc3NpZ25lZUIICgZfbGltaXQiWwoRTGlzdFVuaXRzUmVzcG9uc2USDgoGb2JqZWN0GAEgASgJEiQKBGRhdGEYAiADKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlVuaXQSEAoIaGFzX21vcmUYAyABKAgiVAoRVXBkYXRlVW5pdFJlcXVlc3QSFAoHdW5pdF9pZBgBIAEoCUID4EECEikKBHVuaXQYAiABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlVuaXRCA+BBAiI6ChJVcGRhdGVVbml0UmVzcG9uc2USJAoEdW5pdBgBIAEoCzIWLnJlZ2lzdHJ5LmNvcmUudjEuVW5pdCIpChFEZWxldGVVbml0UmVxdWVzdBIUCgd1bml0X2lkGAEgASgJQgPgQQIiFAoSRGVsZXRlVW5pdFJlc3BvbnNlMpYPCgtDb3JlU2VydmljZRJ7CgpDcmVhdGVSb2xlEiMucmVnaXN0cnkuY29yZS52MS5DcmVhdGVSb2xlUmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuQ3JlYXRlUm9sZVJlc3BvbnNlIiKC0+STAhw6BHJvbGViBHJvbGUiDi92MS9jb3JlL3JvbGVzEnYKB0dldFJvbGUSIC5yZWdpc3RyeS5jb3JlLnYxLkdldFJvbGVSZXF1ZXN0GiEucmVnaXN0cnkuY29yZS52MS5HZXRSb2xlUmVzcG9uc2UiJoLT5JMCIGIEcm9sZRIYL3YxL2NvcmUvcm9sZXMve3JvbGVfaWR9EmwKCUxpc3RSb2xlcxIiLnJlZ2lzdHJ5LmNvcmUudjEuTGlzdFJvbGVzUmVxdWVzdBojLnJlZ2lzdHJ5LmNvcmUudjEuTGlzdFJvbGVzUmVzcG9uc2UiFoLT5JMCEBIOL3YxL2NvcmUvcm9sZXMShQEKClVwZGF0ZVJvbGUSIy5yZWdpc3RyeS5jb3JlLnYxLlVwZGF0ZVJvbGVSZXF1ZXN0GiQucmVnaXN0cnkuY29yZS52MS5VcGRhdGVSb2xlUmVzcG9uc2UiLILT5JMCJjoEcm9sZWIEcm9sZRoYL3YxL2NvcmUvcm9sZXMve3JvbGVfaWR9EnkKCkRlbGV0ZVJvbGUSIy5yZWdpc3RyeS5jb3JlLnYxLkRlbGV0ZVJvbGVSZXF1ZXN0GiQucmVnaXN0cnkuY29yZS52MS5EZWxldGVSb2xlUmVzcG9uc2UiIILT5JMCGioYL3YxL2NvcmUvcm9sZXMve3JvbGVfaWR9Eo0BCg1DcmVhdGVKb3VybmV5EiYucmVnaXN0cnkuY29yZS52MS5DcmVhdGVKb3VybmV5UmVxdWVzdBonLnJlZ2lzdHJ5LmNvcmUudjEuQ3JlYXRlSm91cm5leVJlc3BvbnNlIiuC0+STAiU6B2pvdXJuZXliB2pvdXJuZXkiES92MS9jb3JlL2pvdXJuZXlzEogBCgpHZXRKb3VybmV5EiMucmVnaXN0cnkuY29yZS52MS5HZXRKb3VybmV5UmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuR2V0Sm91cm5leVJlc3BvbnNlIi+C0+STAiliB2pvdXJuZXkSHi92MS9jb3JlL2pvdXJuZXlzL3tqb3VybmV5X2lkfRJ4CgxMaXN0Sm91cm5leXMSJS5yZWdpc3RyeS5jb3JlLnYxLkxpc3RKb3VybmV5c1JlcXVlc3QaJi5yZWdpc3RyeS5jb3JlLnYxLkxpc3RKb3VybmV5c1Jlc3BvbnNlIhmC0+STAhMSES92MS9jb3JlL2pvdXJuZXlzEpoBCg1VcGRhdGVKb3VybmV5EiYucmVnaXN0cnkuY29yZS52MS5VcGRhdGVKb3VybmV5UmVxdWVzdBonLnJlZ2lzdHJ5LmNvcmUudjEuVXBkYXRlSm91cm5leVJlc3BvbnNlIjiC0+STAjI6B2pvdXJuZXliB2pvdXJuZXkaHi92MS9jb3JlL2pvdXJuZXlzL3tqb3VybmV5X2lkfRKIAQoNRGVsZXRlSm91cm5leRImLnJlZ2lzdHJ5LmNvcmUudjEuRGVsZXRlSm91cm5leVJlcXVlc3QaJy5yZWdpc3RyeS5jb3JlLnYxLkRlbGV0ZUpvdXJuZXlSZXNwb25zZSImgtPkkwIgKh4vdjEvY29yZS9qb3VybmV5cy97am91cm5leV9pZH0SewoKQ3JlYXRlVW5pdBIjLnJlZ2lzdHJ5LmNvcmUudjEuQ3JlYXRlVW5pdFJlcXVlc3QaJC5yZWdpc3RyeS5jb3JlLnYxLkNyZWF0ZVVuaXRSZXNwb25zZSIigtPkkwIcOgR1bml0YgR1bml0Ig4vdjEvY29yZS91bml0cxJ2CgdHZXRVbml0EiAucmVnaXN0cnkuY29yZS52MS5HZXRVbml0UmVxdWVzdBohLnJlZ2lzdHJ5LmNvcmUudjEuR2V0VW5pdFJlc3BvbnNlIiaC0+STAiBiBHVuaXQSGC92MS9jb3JlL3VuaXRzL3t1bml0X2lkfRJsCglMaXN0VW5pdHMSIi5yZWdpc3RyeS5jb3JlLnYxLkxpc3RVbml0c1JlcXVlc3QaIy5yZWdpc3RyeS5jb3JlLnYxLkxpc3RVbml0c1Jlc3BvbnNlIhaC0+STAhASDi92MS9jb3JlL3VuaXRzEoUBCgpVcGRhdGVVbml0EiMucmVnaXN0cnkuY29yZS52MS5VcGRhdGVVbml0UmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuVXBkYXRlVW5pdFJlc3BvbnNlIiyC0+STAiY6BHVuaXRiBHVuaXQaGC92MS9jb3JlL3VuaXRzL3t1bml0X2lkfRJ5CgpEZWxldGVVbml0EiMucmVnaXN0cnkuY29yZS52MS5EZWxldGVVbml0UmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuRGVsZXRlVW5pdFJlc3BvbnNlIiCC0+STAhoqGC92MS9jb3JlL3VuaXRzL3t1bml0X2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_registry_core_v1_journey, file_registry_core_v1_role, file_registry_core_v1_unit]);
+  fileDesc("CiNyZWdpc3RyeS9jb3JlL3YxL2NvcmVfc2VydmljZS5wcm90bxIQcmVnaXN0cnkuY29yZS52MSI+ChFDcmVhdGVSb2xlUmVxdWVzdBIpCgRyb2xlGAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlQgPgQQIiOgoSQ3JlYXRlUm9sZVJlc3BvbnNlEiQKBHJvbGUYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlJvbGUiJgoOR2V0Um9sZVJlcXVlc3QSFAoHcm9sZV9pZBgBIAEoCUID4EECIjcKD0dldFJvbGVSZXNwb25zZRIkCgRyb2xlGAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlInwKEExpc3RSb2xlc1JlcXVlc3QSHwoNcmVzb3VyY2VfdHlwZRgBIAEoCUID4EEBSACIAQESFwoFbGltaXQYAiABKAVCA+BBAUgBiAEBEhIKBWFmdGVyGAMgASgJQgPgQQFCEAoOX3Jlc291cmNlX3R5cGVCCAoGX2xpbWl0IlsKEUxpc3RSb2xlc1Jlc3BvbnNlEg4KBm9iamVjdBgBIAEoCRIkCgRkYXRhGAIgAygLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlEhAKCGhhc19tb3JlGAMgASgIIlQKEVVwZGF0ZVJvbGVSZXF1ZXN0EhQKB3JvbGVfaWQYASABKAlCA+BBAhIpCgRyb2xlGAIgASgLMhYucmVnaXN0cnkuY29yZS52MS5Sb2xlQgPgQQIiOgoSVXBkYXRlUm9sZVJlc3BvbnNlEiQKBHJvbGUYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlJvbGUiPAoRRGVsZXRlUm9sZVJlcXVlc3QSFAoHcm9sZV9pZBgBIAEoCUID4EECEhEKBGV0YWcYAiABKAlCA+BBASIUChJEZWxldGVSb2xlUmVzcG9uc2UiRwoUQ3JlYXRlSm91cm5leVJlcXVlc3QSLwoHam91cm5leRgBIAEoCzIZLnJlZ2lzdHJ5LmNvcmUudjEuSm91cm5leUID4EECIkMKFUNyZWF0ZUpvdXJuZXlSZXNwb25zZRIqCgdqb3VybmV5GAEgASgLMhkucmVnaXN0cnkuY29yZS52MS5Kb3VybmV5IiwKEUdldEpvdXJuZXlSZXF1ZXN0EhcKCmpvdXJuZXlfaWQYASABKAlCA+BBAiJAChJHZXRKb3VybmV5UmVzcG9uc2USKgoHam91cm5leRgBIAEoCzIZLnJlZ2lzdHJ5LmNvcmUudjEuSm91cm5leSKWAQoTTGlzdEpvdXJuZXlzUmVxdWVzdBIYCgZwYXJlbnQYASABKAlCA+BBAUgAiAEBEhgKBmFjdGl2ZRgCIAEoCEID4EEBSAGIAQESFwoFbGltaXQYAyABKAVCA+BBAUgCiAEBEhIKBWFmdGVyGAQgASgJQgPgQQFCCQoHX3BhcmVudEIJCgdfYWN0aXZlQggKBl9saW1pdCJhChRMaXN0Sm91cm5leXNSZXNwb25zZRIOCgZvYmplY3QYASABKAkSJwoEZGF0YRgCIAMoCzIZLnJlZ2lzdHJ5LmNvcmUudjEuSm91cm5leRIQCghoYXNfbW9yZRgDIAEoCCJgChRVcGRhdGVKb3VybmV5UmVxdWVzdBIXCgpqb3VybmV5X2lkGAEgASgJQgPgQQISLwoHam91cm5leRgCIAEoCzIZLnJlZ2lzdHJ5LmNvcmUudjEuSm91cm5leUID4EECIkMKFVVwZGF0ZUpvdXJuZXlSZXNwb25zZRIqCgdqb3VybmV5GAEgASgLMhkucmVnaXN0cnkuY29yZS52MS5Kb3VybmV5IkIKFERlbGV0ZUpvdXJuZXlSZXF1ZXN0EhcKCmpvdXJuZXlfaWQYASABKAlCA+BBAhIRCgRldGFnGAIgASgJQgPgQQEiFwoVRGVsZXRlSm91cm5leVJlc3BvbnNlIj4KEUNyZWF0ZVVuaXRSZXF1ZXN0EikKBHVuaXQYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlVuaXRCA+BBAiI6ChJDcmVhdGVVbml0UmVzcG9uc2USJAoEdW5pdBgBIAEoCzIWLnJlZ2lzdHJ5LmNvcmUudjEuVW5pdCImCg5HZXRVbml0UmVxdWVzdBIUCgd1bml0X2lkGAEgASgJQgPgQQIiNwoPR2V0VW5pdFJlc3BvbnNlEiQKBHVuaXQYASABKAsyFi5yZWdpc3RyeS5jb3JlLnYxLlVuaXQiywEKEExpc3RVbml0c1JlcXVlc3QSFAoHam91cm5leRgBIAEoCUID4EECEjYKBnN0YXR1cxgCIAEoDjIcLnJlZ2lzdHJ5LmNvcmUudjEuVW5pdFN0YXR1c0ID4EEBSACIAQESGgoIYXNzaWduZWUYAyABKAlCA+BBAUgBiAEBEhcKBWxpbWl0GAQgASgFQgPgQQFIAogBARISCgVhZnRlchgFIAEoCUID4EEBQgkKB19zdGF0dXNCCwoJX2Fzc2lnbmVlQggKBl9saW1pdCJbChFMaXN0VW5pdHNSZXNwb25zZRIOCgZvYmplY3QYASABKAkSJAoEZGF0YRgCIAMoCzIWLnJlZ2lzdHJ5LmNvcmUudjEuVW5pdBIQCghoYXNfbW9yZRgDIAEoCCJUChFVcGRhdGVVbml0UmVxdWVzdBIUCgd1bml0X2lkGAEgASgJQgPgQQISKQoEdW5pdBgCIAEoCzIWLnJlZ2lzdHJ5LmNvcmUudjEuVW5pdEID4EECIjoKElVwZGF0ZVVuaXRSZXNwb25zZRIkCgR1bml0GAEgASgLMhYucmVnaXN0cnkuY29yZS52MS5Vbml0IjwKEURlbGV0ZVVuaXRSZXF1ZXN0EhQKB3VuaXRfaWQYASABKAlCA+BBAhIRCgRldGFnGAIgASgJQgPgQQEiFAoSRGVsZXRlVW5pdFJlc3BvbnNlIuoBChFMaXN0RXZlbnRzUmVxdWVzdBIXCgVsaW1pdBgBIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAiABKAlCA+BBARIVCghyZXNvdXJjZRgDIAEoCUID4EEBEhMKBm1ldGhvZBgEIAEoCUID4EEBEhIKBWFjdG9yGAUgASgJQgPgQQESLgoFc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQESLgoFdW50aWwYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQFCCAoGX2xpbWl0Ik4KEkxpc3RFdmVudHNSZXNwb25zZRImCgRkYXRhGAEgAygLMhgucmVnaXN0cnkuYXVkaXQudjEuRXZlbnQSEAoIaGFzX21vcmUYAiABKAgiKAoSV2F0Y2hFdmVudHNSZXF1ZXN0EhIKBWFmdGVyGAEgASgJQgPgQQEiPgoTV2F0Y2hFdmVudHNSZXNwb25zZRInCgVldmVudBgBIAEoCzIYLnJlZ2lzdHJ5LmF1ZGl0LnYxLkV2ZW50MuYQCgtDb3JlU2VydmljZRJ7CgpDcmVhdGVSb2xlEiMucmVnaXN0cnkuY29yZS52MS5DcmVhdGVSb2xlUmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuQ3JlYXRlUm9sZVJlc3BvbnNlIiKC0+STAhw6BHJvbGViBHJvbGUiDi92MS9jb3JlL3JvbGVzEnYKB0dldFJvbGUSIC5yZWdpc3RyeS5jb3JlLnYxLkdldFJvbGVSZXF1ZXN0GiEucmVnaXN0cnkuY29yZS52MS5HZXRSb2xlUmVzcG9uc2UiJoLT5JMCIGIEcm9sZRIYL3YxL2NvcmUvcm9sZXMve3JvbGVfaWR9EmwKCUxpc3RSb2xlcxIiLnJlZ2lzdHJ5LmNvcmUudjEuTGlzdFJvbGVzUmVxdWVzdBojLnJlZ2lzdHJ5LmNvcmUudjEuTGlzdFJvbGVzUmVzcG9uc2UiFoLT5JMCEBIOL3YxL2NvcmUvcm9sZXMShQEKClVwZGF0ZVJvbGUSIy5yZWdpc3RyeS5jb3JlLnYxLlVwZGF0ZVJvbGVSZXF1ZXN0GiQucmVnaXN0cnkuY29yZS52MS5VcGRhdGVSb2xlUmVzcG9uc2UiLILT5JMCJjoEcm9sZWIEcm9sZRoYL3YxL2NvcmUvcm9sZXMve3JvbGVfaWR9EnkKCkRlbGV0ZVJvbGUSIy5yZWdpc3RyeS5jb3JlLnYxLkRlbGV0ZVJvbGVSZXF1ZXN0GiQucmVnaXN0cnkuY29yZS52MS5EZWxldGVSb2xlUmVzcG9uc2UiIILT5JMCGioYL3YxL2NvcmUvcm9sZXMve3JvbGVfaWR9Eo0BCg1DcmVhdGVKb3VybmV5EiYucmVnaXN0cnkuY29yZS52MS5DcmVhdGVKb3VybmV5UmVxdWVzdBonLnJlZ2lzdHJ5LmNvcmUudjEuQ3JlYXRlSm91cm5leVJlc3BvbnNlIiuC0+STAiU6B2pvdXJuZXliB2pvdXJuZXkiES92MS9jb3JlL2pvdXJuZXlzEogBCgpHZXRKb3VybmV5EiMucmVnaXN0cnkuY29yZS52MS5HZXRKb3VybmV5UmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuR2V0Sm91cm5leVJlc3BvbnNlIi+C0+STAiliB2pvdXJuZXkSHi92MS9jb3JlL2pvdXJuZXlzL3tqb3VybmV5X2lkfRJ4CgxMaXN0Sm91cm5leXMSJS5yZWdpc3RyeS5jb3JlLnYxLkxpc3RKb3VybmV5c1JlcXVlc3QaJi5yZWdpc3RyeS5jb3JlLnYxLkxpc3RKb3VybmV5c1Jlc3BvbnNlIhmC0+STAhMSES92MS9jb3JlL2pvdXJuZXlzEpoBCg1VcGRhdGVKb3VybmV5EiYucmVnaXN0cnkuY29yZS52MS5VcGRhdGVKb3VybmV5UmVxdWVzdBonLnJlZ2lzdHJ5LmNvcmUudjEuVXBkYXRlSm91cm5leVJlc3BvbnNlIjiC0+STAjI6B2pvdXJuZXliB2pvdXJuZXkaHi92MS9jb3JlL2pvdXJuZXlzL3tqb3VybmV5X2lkfRKIAQoNRGVsZXRlSm91cm5leRImLnJlZ2lzdHJ5LmNvcmUudjEuRGVsZXRlSm91cm5leVJlcXVlc3QaJy5yZWdpc3RyeS5jb3JlLnYxLkRlbGV0ZUpvdXJuZXlSZXNwb25zZSImgtPkkwIgKh4vdjEvY29yZS9qb3VybmV5cy97am91cm5leV9pZH0SewoKQ3JlYXRlVW5pdBIjLnJlZ2lzdHJ5LmNvcmUudjEuQ3JlYXRlVW5pdFJlcXVlc3QaJC5yZWdpc3RyeS5jb3JlLnYxLkNyZWF0ZVVuaXRSZXNwb25zZSIigtPkkwIcOgR1bml0YgR1bml0Ig4vdjEvY29yZS91bml0cxJ2CgdHZXRVbml0EiAucmVnaXN0cnkuY29yZS52MS5HZXRVbml0UmVxdWVzdBohLnJlZ2lzdHJ5LmNvcmUudjEuR2V0VW5pdFJlc3BvbnNlIiaC0+STAiBiBHVuaXQSGC92MS9jb3JlL3VuaXRzL3t1bml0X2lkfRJsCglMaXN0VW5pdHMSIi5yZWdpc3RyeS5jb3JlLnYxLkxpc3RVbml0c1JlcXVlc3QaIy5yZWdpc3RyeS5jb3JlLnYxLkxpc3RVbml0c1Jlc3BvbnNlIhaC0+STAhASDi92MS9jb3JlL3VuaXRzEoUBCgpVcGRhdGVVbml0EiMucmVnaXN0cnkuY29yZS52MS5VcGRhdGVVbml0UmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuVXBkYXRlVW5pdFJlc3BvbnNlIiyC0+STAiY6BHVuaXRiBHVuaXQaGC92MS9jb3JlL3VuaXRzL3t1bml0X2lkfRJ5CgpEZWxldGVVbml0EiMucmVnaXN0cnkuY29yZS52MS5EZWxldGVVbml0UmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuRGVsZXRlVW5pdFJlc3BvbnNlIiCC0+STAhoqGC92MS9jb3JlL3VuaXRzL3t1bml0X2lkfRJwCgpMaXN0RXZlbnRzEiMucmVnaXN0cnkuY29yZS52MS5MaXN0RXZlbnRzUmVxdWVzdBokLnJlZ2lzdHJ5LmNvcmUudjEuTGlzdEV2ZW50c1Jlc3BvbnNlIheC0+STAhESDy92MS9jb3JlL2V2ZW50cxJcCgtXYXRjaEV2ZW50cxIkLnJlZ2lzdHJ5LmNvcmUudjEuV2F0Y2hFdmVudHNSZXF1ZXN0GiUucmVnaXN0cnkuY29yZS52MS5XYXRjaEV2ZW50c1Jlc3BvbnNlMAFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_registry_audit_v1_event, file_registry_core_v1_journey, file_registry_core_v1_role, file_registry_core_v1_unit]);
 
 /**
  * Request of CreateRole.
@@ -235,6 +239,15 @@ export type DeleteRoleRequest = Message<"registry.core.v1.DeleteRoleRequest"> & 
    * @generated from field: string role_id = 1;
    */
   roleId: string;
+
+  /**
+   * Delete only if this is the resource's current etag (AIP-154; HTTP: the `If-Match` header); a
+   * stale one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and
+   * deletes nothing. Empty: unconditional.
+   *
+   * @generated from field: string etag = 2;
+   */
+  etag: string;
 };
 
 /**
@@ -481,6 +494,15 @@ export type DeleteJourneyRequest = Message<"registry.core.v1.DeleteJourneyReques
    * @generated from field: string journey_id = 1;
    */
   journeyId: string;
+
+  /**
+   * Delete only if this is the resource's current etag (AIP-154; HTTP: the `If-Match` header); a
+   * stale one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and
+   * deletes nothing. Empty: unconditional.
+   *
+   * @generated from field: string etag = 2;
+   */
+  etag: string;
 };
 
 /**
@@ -734,6 +756,15 @@ export type DeleteUnitRequest = Message<"registry.core.v1.DeleteUnitRequest"> & 
    * @generated from field: string unit_id = 1;
    */
   unitId: string;
+
+  /**
+   * Delete only if this is the resource's current etag (AIP-154; HTTP: the `If-Match` header); a
+   * stale one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and
+   * deletes nothing. Empty: unconditional.
+   *
+   * @generated from field: string etag = 2;
+   */
+  etag: string;
 };
 
 /**
@@ -757,6 +788,141 @@ export type DeleteUnitResponse = Message<"registry.core.v1.DeleteUnitResponse"> 
  */
 export const DeleteUnitResponseSchema: GenMessage<DeleteUnitResponse> = /*@__PURE__*/
   messageDesc(file_registry_core_v1_core_service, 29);
+
+/**
+ * Request of ListEvents: the caller's space's events. Filters combine (all must hold).
+ *
+ * @generated from message registry.core.v1.ListEventsRequest
+ */
+export type ListEventsRequest = Message<"registry.core.v1.ListEventsRequest"> & {
+  /**
+   * Page size, 1..100; 20 when absent.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+
+  /**
+   * The id of the last event of the previous page; the page starts before it (newest first).
+   *
+   * @generated from field: string after = 2;
+   */
+  after: string;
+
+  /**
+   * Only events of this resource name and the resources under it
+   * (`spaces/s1/journeys/journey_...` also matches that journey's units).
+   *
+   * @generated from field: string resource = 3;
+   */
+  resource: string;
+
+  /**
+   * Only events of this RPC, by full name (`registry.core.v1.CoreService/UpdateRole`).
+   *
+   * @generated from field: string method = 4;
+   */
+  method: string;
+
+  /**
+   * Only events of this actor (`sub`).
+   *
+   * @generated from field: string actor = 5;
+   */
+  actor: string;
+
+  /**
+   * Only events at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 6;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * Only events before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp until = 7;
+   */
+  until?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message registry.core.v1.ListEventsRequest.
+ * Use `create(ListEventsRequestSchema)` to create a new message.
+ */
+export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
+  messageDesc(file_registry_core_v1_core_service, 30);
+
+/**
+ * Response of ListEvents.
+ *
+ * @generated from message registry.core.v1.ListEventsResponse
+ */
+export type ListEventsResponse = Message<"registry.core.v1.ListEventsResponse"> & {
+  /**
+   * The page, newest first.
+   *
+   * @generated from field: repeated registry.audit.v1.Event data = 1;
+   */
+  data: Event[];
+
+  /**
+   * True if and only if more events follow this page.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message registry.core.v1.ListEventsResponse.
+ * Use `create(ListEventsResponseSchema)` to create a new message.
+ */
+export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
+  messageDesc(file_registry_core_v1_core_service, 31);
+
+/**
+ * Request of WatchEvents: the caller's space's events.
+ *
+ * @generated from message registry.core.v1.WatchEventsRequest
+ */
+export type WatchEventsRequest = Message<"registry.core.v1.WatchEventsRequest"> & {
+  /**
+   * The id of the last event the caller has seen: the feed starts after it. Empty or "0": from
+   * the oldest event kept.
+   *
+   * @generated from field: string after = 1;
+   */
+  after: string;
+};
+
+/**
+ * Describes the message registry.core.v1.WatchEventsRequest.
+ * Use `create(WatchEventsRequestSchema)` to create a new message.
+ */
+export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
+  messageDesc(file_registry_core_v1_core_service, 32);
+
+/**
+ * One message of WatchEvents: one event.
+ *
+ * @generated from message registry.core.v1.WatchEventsResponse
+ */
+export type WatchEventsResponse = Message<"registry.core.v1.WatchEventsResponse"> & {
+  /**
+   * The event.
+   *
+   * @generated from field: registry.audit.v1.Event event = 1;
+   */
+  event?: Event | undefined;
+};
+
+/**
+ * Describes the message registry.core.v1.WatchEventsResponse.
+ * Use `create(WatchEventsResponseSchema)` to create a new message.
+ */
+export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
+  messageDesc(file_registry_core_v1_core_service, 33);
 
 /**
  * CoreService is the core work area: roles, journeys and the units inside journeys.
@@ -944,6 +1110,34 @@ export const CoreService: GenService<{
     methodKind: "unary";
     input: typeof DeleteUnitRequestSchema;
     output: typeof DeleteUnitResponseSchema;
+  },
+  /**
+   * The caller's space's audit trail, newest first, a page at a time: one event per change made
+   * to the space's roles, journeys and units, through any interface. Callers whose token names
+   * the space. Events are kept AUDIT_RETENTION_DAYS (400 by default).
+   *
+   * @generated from rpc registry.core.v1.CoreService.ListEvents
+   */
+  listEvents: {
+    methodKind: "unary";
+    input: typeof ListEventsRequestSchema;
+    output: typeof ListEventsResponseSchema;
+  },
+  /**
+   * Internal (gRPC and Connect only): the change feed. Sends every event of the caller's space
+   * numbered above `after`, oldest first, then each new one as it commits, in commit order, until
+   * the caller cancels: a consumer that reconnects with the id of the last event it saw misses
+   * nothing and sees nothing twice. An event reaches a watcher within about a second of its
+   * commit. A watcher that stops reading is cut off (the stream is reset) rather than buffered;
+   * past AUDIT_MAX_WATCHERS streams per process, RESOURCE_EXHAUSTED. Callers whose token names
+   * the space.
+   *
+   * @generated from rpc registry.core.v1.CoreService.WatchEvents
+   */
+  watchEvents: {
+    methodKind: "server_streaming";
+    input: typeof WatchEventsRequestSchema;
+    output: typeof WatchEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_registry_core_v1_core_service, 0);

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/core/v1/journey.proto.
  */
 export const file_registry_core_v1_journey: GenFile = /*@__PURE__*/
-  fileDesc("Ch5yZWdpc3RyeS9jb3JlL3YxL2pvdXJuZXkucHJvdG8SEHJlZ2lzdHJ5LmNvcmUudjEiswIKB0pvdXJuZXkSEwoGb2JqZWN0GAEgASgJQgPgQQMSDwoCaWQYAiABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSFwoFb3duZXIYBSABKAlCA+BBAUgAiAEBEhgKBnBhcmVudBgGIAEoCUID4EEBSAGIAQESEQoEbmFtZRgHIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAggASgJQgPgQQESGAoGYWN0aXZlGAkgASgIQgPgQQFIAogBAUIICgZfb3duZXJCCQoHX3BhcmVudEIJCgdfYWN0aXZlYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("Ch5yZWdpc3RyeS9jb3JlL3YxL2pvdXJuZXkucHJvdG8SEHJlZ2lzdHJ5LmNvcmUudjEixgIKB0pvdXJuZXkSEwoGb2JqZWN0GAEgASgJQgPgQQMSDwoCaWQYAiABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSFwoFb3duZXIYBSABKAlCA+BBAUgAiAEBEhgKBnBhcmVudBgGIAEoCUID4EEBSAGIAQESEQoEbmFtZRgHIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAggASgJQgPgQQESGAoGYWN0aXZlGAkgASgIQgPgQQFIAogBARIRCgRldGFnGAogASgJQgPgQQFCCAoGX293bmVyQgkKB19wYXJlbnRCCQoHX2FjdGl2ZWIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * Journey is a container for units. Journeys form a forest: a journey may have a parent journey
@@ -85,6 +85,16 @@ export type Journey = Message<"registry.core.v1.Journey"> & {
    * @generated from field: optional bool active = 9;
    */
   active?: boolean | undefined;
+
+  /**
+   * The version of the resource (AIP-154): it changes whenever the resource does. Send the one
+   * read back (or the HTTP `If-Match` header) to update only if nothing changed meanwhile: a stale
+   * one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and changes
+   * nothing. Ignored on creation.
+   *
+   * @generated from field: string etag = 10;
+   */
+  etag: string;
 };
 
 /**

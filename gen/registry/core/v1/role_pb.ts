@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/core/v1/role.proto.
  */
 export const file_registry_core_v1_role: GenFile = /*@__PURE__*/
-  fileDesc("ChtyZWdpc3RyeS9jb3JlL3YxL3JvbGUucHJvdG8SEHJlZ2lzdHJ5LmNvcmUudjEijgIKBFJvbGUSEwoGb2JqZWN0GAEgASgJQgPgQQMSDwoCaWQYAiABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSEQoEbmFtZRgFIAEoCUID4EECEh0KC2Rlc2NyaXB0aW9uGAYgASgJQgPgQQFIAIgBARIaCg1yZXNvdXJjZV90eXBlGAcgASgJQgPgQQISGAoLcGVybWlzc2lvbnMYCCADKAlCA+BBAUIOCgxfZGVzY3JpcHRpb25iBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("ChtyZWdpc3RyeS9jb3JlL3YxL3JvbGUucHJvdG8SEHJlZ2lzdHJ5LmNvcmUudjEioQIKBFJvbGUSEwoGb2JqZWN0GAEgASgJQgPgQQMSDwoCaWQYAiABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSEQoEbmFtZRgFIAEoCUID4EECEh0KC2Rlc2NyaXB0aW9uGAYgASgJQgPgQQFIAIgBARIaCg1yZXNvdXJjZV90eXBlGAcgASgJQgPgQQISGAoLcGVybWlzc2lvbnMYCCADKAlCA+BBARIRCgRldGFnGAkgASgJQgPgQQFCDgoMX2Rlc2NyaXB0aW9uYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * Role is a named set of permissions that can be assigned to actors on resources of one type,
@@ -82,6 +82,16 @@ export type Role = Message<"registry.core.v1.Role"> & {
    * @generated from field: repeated string permissions = 8;
    */
   permissions: string[];
+
+  /**
+   * The version of the resource (AIP-154): it changes whenever the resource does. Send the one
+   * read back (or the HTTP `If-Match` header) to update only if nothing changed meanwhile: a stale
+   * one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and changes
+   * nothing. Ignored on creation.
+   *
+   * @generated from field: string etag = 9;
+   */
+  etag: string;
 };
 
 /**

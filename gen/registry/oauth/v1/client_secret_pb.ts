@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/client_secret.proto.
  */
 export const file_registry_oauth_v1_client_secret: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfc2VjcmV0LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSLSAgoMQ2xpZW50U2VjcmV0Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSGAoLc2VjcmV0X2hpbnQYAyABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNQoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjoKBnN0YXR1cxgIIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldFN0YXR1c0ID4EEDEhUKBnNlY3JldBgFIAEoCUID4EEDSABCCwoJcGxhaW50ZXh0Kn0KEkNsaWVudFNlY3JldFN0YXR1cxIkCiBDTElFTlRfU0VDUkVUX1NUQVRVU19VTlNQRUNJRklFRBAAEh8KG0NMSUVOVF9TRUNSRVRfU1RBVFVTX0FDVElWRRABEiAKHENMSUVOVF9TRUNSRVRfU1RBVFVTX0VYUElSRUQQAmIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("CiVyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfc2VjcmV0LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSLlAgoMQ2xpZW50U2VjcmV0Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSGAoLc2VjcmV0X2hpbnQYAyABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNQoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjoKBnN0YXR1cxgIIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldFN0YXR1c0ID4EEDEhUKBnNlY3JldBgFIAEoCUID4EEDSAASEQoEZXRhZxgJIAEoCUID4EEDQgsKCXBsYWludGV4dCp9ChJDbGllbnRTZWNyZXRTdGF0dXMSJAogQ0xJRU5UX1NFQ1JFVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIfChtDTElFTlRfU0VDUkVUX1NUQVRVU19BQ1RJVkUQARIgChxDTElFTlRfU0VDUkVUX1NUQVRVU19FWFBJUkVEEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * ClientSecret is a credential of a client. The service keeps only a keyed hash (HMAC-SHA256) of
@@ -98,6 +98,14 @@ export type ClientSecret = Message<"registry.oauth.v1.ClientSecret"> & {
     value: string;
     case: "secret";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * The version of the resource (AIP-154): it changes whenever the resource does (the `ETag`
+   * header of the gateway's single-resource responses holds it, quoted).
+   *
+   * @generated from field: string etag = 9;
+   */
+  etag: string;
 };
 
 /**

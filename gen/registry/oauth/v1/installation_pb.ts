@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/installation.proto.
  */
 export const file_registry_oauth_v1_installation: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZWdpc3RyeS9vYXV0aC92MS9pbnN0YWxsYXRpb24ucHJvdG8SEXJlZ2lzdHJ5Lm9hdXRoLnYxIrMDCgxJbnN0YWxsYXRpb24SDwoCaWQYASABKAlCA+BBAxIXCgpwcm9qZWN0X2lkGAIgASgJQgPgQQMSFwoKYWNjb3VudF9pZBgDIAEoCUID4EEDEh4KDHByaW5jaXBhbF9pZBgEIAEoCUID4EEDSACIAQESHQoQYXBwbGljYXRpb25fbmFtZRgFIAEoCUID4EEDEhMKBnNjb3BlcxgGIAMoCUID4EEDEjoKBnN0YXR1cxgHIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvblN0YXR1c0ID4EEDEh0KEGF1dGhvcml6ZWRfYnlfaWQYCCABKAlCA+BBAxI2Cg1hdXRob3JpemVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSMwoKcmV2b2tlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBA0IPCg1fcHJpbmNpcGFsX2lkKpsBChJJbnN0YWxsYXRpb25TdGF0dXMSIwofSU5TVEFMTEFUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEh8KG0lOU1RBTExBVElPTl9TVEFUVVNfUEVORElORxABEh4KGklOU1RBTExBVElPTl9TVEFUVVNfQUNUSVZFEAISHwobSU5TVEFMTEFUSU9OX1NUQVRVU19SRVZPS0VEEANiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("CiRyZWdpc3RyeS9vYXV0aC92MS9pbnN0YWxsYXRpb24ucHJvdG8SEXJlZ2lzdHJ5Lm9hdXRoLnYxIsYDCgxJbnN0YWxsYXRpb24SDwoCaWQYASABKAlCA+BBAxIXCgpwcm9qZWN0X2lkGAIgASgJQgPgQQMSFwoKYWNjb3VudF9pZBgDIAEoCUID4EEDEh4KDHByaW5jaXBhbF9pZBgEIAEoCUID4EEDSACIAQESHQoQYXBwbGljYXRpb25fbmFtZRgFIAEoCUID4EEDEhMKBnNjb3BlcxgGIAMoCUID4EEDEjoKBnN0YXR1cxgHIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkluc3RhbGxhdGlvblN0YXR1c0ID4EEDEh0KEGF1dGhvcml6ZWRfYnlfaWQYCCABKAlCA+BBAxI2Cg1hdXRob3JpemVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSMwoKcmV2b2tlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxIRCgRldGFnGAwgASgJQgPgQQNCDwoNX3ByaW5jaXBhbF9pZCqbAQoSSW5zdGFsbGF0aW9uU3RhdHVzEiMKH0lOU1RBTExBVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIfChtJTlNUQUxMQVRJT05fU1RBVFVTX1BFTkRJTkcQARIeChpJTlNUQUxMQVRJT05fU1RBVFVTX0FDVElWRRACEh8KG0lOU1RBTExBVElPTl9TVEFUVVNfUkVWT0tFRBADYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * Installation records an account owner's consent for a project to act in the account as its own
@@ -108,6 +108,14 @@ export type Installation = Message<"registry.oauth.v1.Installation"> & {
    * @generated from field: google.protobuf.Timestamp revoked_at = 11;
    */
   revokedAt?: Timestamp | undefined;
+
+  /**
+   * The version of the resource (AIP-154): it changes whenever the resource does (the `ETag`
+   * header of the gateway's single-resource responses holds it, quoted).
+   *
+   * @generated from field: string etag = 12;
+   */
+  etag: string;
 };
 
 /**

@@ -1,0 +1,317 @@
+/**
+ * The audit trail, the change feed and etags of the oauth-registry, in process through its real
+ * interceptors against a real Postgres. The wire (gRPC with stock clients, the gateway's `/v1`
+ * headers) is tested by tests/audit_test.ts.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { getOption, hasOption } from "@bufbuild/protobuf";
+import { Code, createClient } from "@connectrpc/connect";
+import { http } from "../../gen/google/api/annotations_pb.ts";
+import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
+import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { hasReason } from "../../lib/platform/mod.ts";
+import { etagMismatchReason } from "../../lib/resource/mod.ts";
+import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
+import { oauthRegistryService } from "./main.ts";
+
+const service = OAuthRegistryService.typeName;
+
+Deno.test("every change writes exactly one event, in its transaction; etags guard updates", async (t) => {
+  const svc = await serveInProcess(oauthRegistryService, {
+    CLIENT_SECRET_HMAC_KEY: "in-process-test-key-".padEnd(40, "k"),
+  });
+  const api = createClient(OAuthRegistryService, svc.transport);
+  const admin = {
+    ...await svc.bearer({ sub: "alice", projects: ["p"], clientId: "cli_console" }),
+    "x-forwarded-for": "203.0.113.7",
+    "x-forwarded-user-agent": "curl/8.0",
+    "x-request-id": "req-1",
+  };
+  const user = await svc.bearer({ sub: "bob", accountId: "acct-b", projects: [] });
+  const events = async () =>
+    await svc.sql<{ seq: string; method: string; resource: string; actor_sub: string }[]>`
+      select e.seq::text as seq, method, resource, actor_sub from oauth.events e
+      where parent = 'p' order by e.seq`;
+  const newClient = async () =>
+    (await api.createClient({
+      projectId: "p",
+      client: { name: "web", type: ClientType.WEB, redirectUris: ["https://a.example/cb"] },
+    }, { headers: admin })).client!;
+  try {
+    await api.updateOAuthConfig({ projectId: "p", config: { applicationName: "Demo" } }, {
+      headers: admin,
+    });
+
+    await t.step("every mutating RPC (each /v1 POST, PATCH, DELETE) writes one event", async () => {
+      // Each call makes one change and returns the resource name its event must carry.
+      const calls: Record<string, () => Promise<string>> = {
+        updateOAuthConfig: async () => {
+          await api.updateOAuthConfig({ projectId: "p", config: { supportEmail: "a@b.example" } }, {
+            headers: admin,
+          });
+          return "projects/p/config";
+        },
+        createClient: async () => `projects/p/clients/${(await newClient()).id}`,
+        updateClient: async () => {
+          const c = await newClient();
+          await api.updateClient({ projectId: "p", clientId: c.id, client: { name: "n" } }, {
+            headers: admin,
+          });
+          return `projects/p/clients/${c.id}`;
+        },
+        deleteClient: async () => {
+          const c = await newClient();
+          await api.deleteClient({ projectId: "p", clientId: c.id }, { headers: admin });
+          return `projects/p/clients/${c.id}`;
+        },
+        createClientSecret: async () => {
+          const c = await newClient();
+          const before = (await events()).length;
+          const s = await api.createClientSecret({ projectId: "p", clientId: c.id }, {
+            headers: admin,
+          });
+          assert.equal((await events()).length, before + 1);
+          return `projects/p/clients/${c.id}/secrets/${s.clientSecret!.id}`;
+        },
+        deleteClientSecret: async () => {
+          const c = await newClient();
+          const s = await api.createClientSecret({ projectId: "p", clientId: c.id }, {
+            headers: admin,
+          });
+          await api.deleteClientSecret({
+            projectId: "p",
+            clientId: c.id,
+            secretId: s.clientSecret!.id,
+          }, { headers: admin });
+          return `projects/p/clients/${c.id}/secrets/${s.clientSecret!.id}`;
+        },
+        createClientKey: async () => {
+          const c = await newClient();
+          const k = await api.createClientKey(
+            { projectId: "p", clientId: c.id, generate: "EdDSA" },
+            {
+              headers: admin,
+            },
+          );
+          return `projects/p/clients/${c.id}/keys/${k.clientKey!.id}`;
+        },
+        deleteClientKey: async () => {
+          const c = await newClient();
+          const k = await api.createClientKey(
+            { projectId: "p", clientId: c.id, generate: "EdDSA" },
+            {
+              headers: admin,
+            },
+          );
+          await api.deleteClientKey({ projectId: "p", clientId: c.id, keyId: k.clientKey!.id }, {
+            headers: admin,
+          });
+          return `projects/p/clients/${c.id}/keys/${k.clientKey!.id}`;
+        },
+        consentInstallation: async () => {
+          const { installation } = await api.consentInstallation({
+            projectId: "p",
+            scopes: ["read"],
+          }, { headers: user });
+          return `projects/p/installations/${installation!.id}`;
+        },
+        revokeInstallation: async () => {
+          const { installation } = await api.consentInstallation({
+            projectId: "p",
+            scopes: ["write"],
+          }, { headers: user });
+          await api.revokeInstallation({ installationId: installation!.id }, { headers: user });
+          return `projects/p/installations/${installation!.id}`;
+        },
+      };
+      const mutating = OAuthRegistryService.methods.filter((m) =>
+        hasOption(m, http) && ["post", "patch", "delete", "put"].includes(
+          getOption(m, http).pattern.case ?? "",
+        )
+      );
+      assert.deepEqual(
+        mutating.map((m) => m.localName).sort(),
+        Object.keys(calls).sort(),
+        "a mutating RPC without a case here has no checked event",
+      );
+      for (const m of mutating) {
+        const call = calls[m.localName]!;
+        const before = await events();
+        const resource = await call();
+        const after = (await events()).slice(before.length);
+        const mine = after.filter((e) => e.method === `${service}/${m.name}`);
+        assert.equal(mine.length, 1, `${m.name}: one event in ${JSON.stringify(after)}`);
+        assert.equal(mine[0]!.resource, resource, `${m.name}: its resource`);
+        const sub = m.localName.includes("nstallation") ? "bob" : "alice";
+        assert.equal(mine[0]!.actor_sub, sub, `${m.name}: its actor`);
+      }
+      // Numbers are 1, 2, 3... in commit order.
+      const seqs = (await events()).map((e) => Number(e.seq));
+      assert.deepEqual(seqs, seqs.map((_, i) => i + 1));
+    });
+
+    await t.step("an event says who, from where, and what changed (old and new)", async () => {
+      const c = await newClient();
+      await api.updateClient({
+        projectId: "p",
+        clientId: c.id,
+        client: { name: "renamed", redirectUris: ["https://b.example/cb"] },
+      }, { headers: admin });
+      const page = await api.listEvents({
+        projectId: "p",
+        resource: `projects/p/clients/${c.id}`,
+        method: `${service}/UpdateClient`,
+      }, { headers: admin });
+      assert.equal(page.data.length, 1);
+      const e = page.data[0]!;
+      assert.equal(e.actor?.sub, "alice");
+      assert.equal(e.actor?.clientId, "cli_console");
+      assert.equal(e.requestId, "req-1");
+      assert.equal(e.sourceIp, "203.0.113.7");
+      assert.equal(e.userAgent, "curl/8.0");
+      assert.equal(e.result, "ok");
+      const changes = Object.fromEntries(e.changes.map((ch) => [ch.field, ch]));
+      assert.deepEqual(Object.keys(changes).sort(), ["name", "redirect_uris"]);
+      assert.equal(changes.name!.old?.kind.value, "web");
+      assert.equal(changes.name!.new?.kind.value, "renamed");
+    });
+
+    await t.step(
+      "a secret created, verified and deleted leaves no trace of its value",
+      async () => {
+        const c = await newClient();
+        const s = await api.createClientSecret({ projectId: "p", clientId: c.id }, {
+          headers: admin,
+        });
+        const plaintext = s.clientSecret!.plaintext.value as string;
+        const verified = await api.verifyClientSecret({ clientId: c.id, secret: plaintext }, {
+          headers: admin,
+        });
+        assert.equal(verified.valid, true);
+        await api.deleteClientSecret({
+          projectId: "p",
+          clientId: c.id,
+          secretId: s.clientSecret!.id,
+        }, {
+          headers: admin,
+        });
+        const [dump] = await svc.sql<{ text: string }[]>`
+        select coalesce(string_agg(e::text, ' '), '') as text from oauth.events e`;
+        assert.ok(dump!.text.length > 0);
+        assert.ok(!dump!.text.includes(plaintext), "the secret's value is in no event");
+        assert.ok(!dump!.text.includes(plaintext.slice(-8)), "nor its end (the hint)");
+        assert.ok(!dump!.text.includes("secret_hash"), "nor its hash");
+      },
+    );
+
+    await t.step("ListEvents: newest first, keyset pages, filters", async () => {
+      const first = await api.listEvents({ projectId: "p", limit: 2 }, { headers: admin });
+      assert.equal(first.data.length, 2);
+      assert.equal(first.hasMore, true);
+      assert.ok(Number(first.data[0]!.id) > Number(first.data[1]!.id));
+      const next = await api.listEvents({ projectId: "p", limit: 2, after: first.data[1]!.id }, {
+        headers: admin,
+      });
+      assert.equal(Number(next.data[0]!.id), Number(first.data[1]!.id) - 1);
+      const bob = await api.listEvents({ projectId: "p", actor: "bob" }, { headers: admin });
+      assert.ok(bob.data.length >= 2 && bob.data.every((e) => e.actor?.sub === "bob"));
+      const bad = await rejection(
+        api.listEvents({ projectId: "p", after: "x1" }, { headers: admin }),
+      );
+      assert.equal(bad.code, Code.InvalidArgument);
+      const denied = await rejection(api.listEvents({ projectId: "p" }, { headers: user }));
+      assert.equal(denied.code, Code.PermissionDenied);
+    });
+
+    await t.step(
+      "etags: a stale one changes nothing; two PATCHes with one etag, one wins",
+      async () => {
+        const c = await newClient();
+        assert.match(c.etag, /^\d+$/);
+        const got = (await api.getClient({ projectId: "p", clientId: c.id }, { headers: admin }))
+          .client!;
+        assert.equal(got.etag, c.etag, "unchanged, the same etag");
+        const before = (await events()).length;
+        const results = await Promise.allSettled(["one", "two"].map((name) =>
+          api.updateClient({
+            projectId: "p",
+            clientId: c.id,
+            client: { name, etag: c.etag },
+            updateMask: { paths: ["name"] },
+          }, { headers: admin })
+        ));
+        const won = results.filter((r) => r.status === "fulfilled");
+        const lost = results.filter((r) => r.status === "rejected");
+        assert.equal(won.length, 1);
+        assert.equal(lost.length, 1);
+        const err = (lost[0] as PromiseRejectedResult).reason;
+        assert.equal(err.code, Code.Aborted);
+        assert.ok(hasReason(err, etagMismatchReason));
+        assert.equal((await events()).length, before + 1, "one event: the winner's");
+        const now = (await api.getClient({ projectId: "p", clientId: c.id }, { headers: admin }))
+          .client!;
+        assert.notEqual(now.etag, c.etag);
+        const stale = await rejection(
+          api.deleteClient({ projectId: "p", clientId: c.id, etag: c.etag }, { headers: admin }),
+        );
+        assert.ok(hasReason(stale, etagMismatchReason));
+        await api.deleteClient({ projectId: "p", clientId: c.id, etag: now.etag }, {
+          headers: admin,
+        });
+        const gone = await rejection(
+          api.deleteClient({ projectId: "p", clientId: c.id, etag: now.etag }, { headers: admin }),
+        );
+        assert.equal(gone.code, Code.NotFound);
+      },
+    );
+
+    await t.step(
+      "WatchEvents: from a cursor, every event once and in order, as they commit",
+      async () => {
+        const start = (await events()).at(-1)!.seq;
+        const controller = new AbortController();
+        const seen: string[] = [];
+        const watching = (async () => {
+          for await (
+            const m of api.watchEvents({ projectId: "p", after: start }, {
+              headers: admin,
+              signal: controller.signal,
+            })
+          ) {
+            seen.push(m.event!.id);
+            if (seen.length === 30) controller.abort();
+          }
+        })().catch((e) => {
+          if (!controller.signal.aborted) throw e;
+        });
+        // 30 changes from concurrent writers.
+        await Promise.all(Array.from({ length: 3 }, async () => {
+          for (let i = 0; i < 5; i++) await newClient();
+        }));
+        // A reconnecting watcher from a cursor in the middle sees the rest once.
+        await Promise.all(Array.from({ length: 3 }, async () => {
+          for (let i = 0; i < 5; i++) await newClient();
+        }));
+        await watching;
+        const expected = Array.from({ length: 30 }, (_, i) => String(Number(start) + 1 + i));
+        assert.deepEqual(seen, expected);
+        const resumed: string[] = [];
+        for await (
+          const m of api.watchEvents({ projectId: "p", after: expected[14]! }, {
+            headers: admin,
+            signal: AbortSignal.timeout(30_000),
+          })
+        ) {
+          resumed.push(m.event!.id);
+          if (resumed.length === 15) break;
+        }
+        assert.deepEqual(resumed, expected.slice(15));
+      },
+    );
+  } finally {
+    await svc.close();
+  }
+});
