@@ -36,7 +36,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { maxMessageLength, truncationMark } from "../lib/platform/mod.ts";
 import { oauthOpenApiComponents, oauthOpenApiPaths } from "./oauth_openapi.ts";
-import { buildRoutes, type Route } from "./routes.ts";
+import { buildRoutes, conditional, type Route } from "./routes.ts";
 
 /** A JSON Schema (2020-12) or OpenAPI object: plain JSON. */
 type Json = Record<string, unknown>;
@@ -88,6 +88,12 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
       "`already_exists`), or a request with the same `Idempotency-Key` is still running " +
       "(`aborted`: retry it).",
   },
+  "412": {
+    name: "PreconditionFailed",
+    description: "The `If-Match` etag (or the body's `etag`) is not the resource's current one: " +
+      "it changed since it was read (`aborted`, ErrorInfo reason `ETAG_MISMATCH`). Nothing was " +
+      "changed; read it again and retry.",
+  },
   "413": { name: "PayloadTooLarge", description: "The request body exceeds 1 MiB." },
   "415": {
     name: "UnsupportedMediaType",
@@ -121,7 +127,13 @@ function errorsOf(route: Route): string[] {
   const statuses = ["400", "401", "403", "404", "413", "415", "429", "500", "503", "504"];
   if (route.httpMethod !== "GET") statuses.push("409");
   if (route.httpMethod === "POST") statuses.push("422");
+  if (conditional(route)) statuses.push("412");
   return statuses.sort();
+}
+
+/** Whether a route answers one resource, which then carries an `etag` (and the `ETag` header). */
+function versioned(route: Route): boolean {
+  return route.responseBody?.message?.fields.some((f) => f.name === "etag") ?? false;
 }
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -475,7 +487,8 @@ function operation(
   }
   if (route.body.kind === "none") {
     for (const field of input.fields) {
-      if (inPath.has(field.name)) continue;
+      // A delete's `etag` is the `If-Match` header on /v1, not a query parameter.
+      if (inPath.has(field.name) || field.name === "etag") continue;
       if (field.fieldKind !== "scalar" && field.fieldKind !== "enum") continue;
       if (field.oneof !== undefined) continue;
       const schema = withLimits(
@@ -505,6 +518,27 @@ function operation(
     });
   }
 
+  if (conditional(route)) {
+    parameters.push({
+      name: "If-Match",
+      in: "header",
+      required: false,
+      description: "Change only if the resource is still at this version: its `ETag` (one " +
+        "strong entity tag), else 412 and nothing changes. `*`: any version. Without it the " +
+        "write is unconditional.",
+      schema: { type: "string", minLength: 1, maxLength: 130 },
+    });
+  }
+  if (route.httpMethod === "GET" && versioned(route)) {
+    parameters.push({
+      name: "If-None-Match",
+      in: "header",
+      required: false,
+      description: "304 with no body when the resource is still at one of these versions.",
+      schema: { type: "string", minLength: 1, maxLength: 1024 },
+    });
+  }
+
   const op: Json = {
     operationId,
     tags: [route.service.name],
@@ -531,7 +565,20 @@ function operation(
       schema: { type: "string", enum: ["true"] },
     };
   }
+  if (versioned(route)) {
+    headers.ETag = {
+      description: "The resource's version, its `etag` quoted: send it as `If-Match` to change " +
+        "it safely, or as `If-None-Match` to read it only if it changed.",
+      schema: { type: "string", pattern: '^"[\\x21\\x23-\\x7e]*"$' },
+    };
+  }
   const responses: Record<string, Json> = {};
+  if (route.httpMethod === "GET" && versioned(route)) {
+    responses["304"] = {
+      description: "Not modified: the resource is still at the `If-None-Match` version.",
+      headers: { "X-Request-Id": requestIdHeader, ETag: headers.ETag },
+    };
+  }
   if (route.httpMethod === "DELETE") {
     responses["204"] = { description: "Done; no body.", headers };
   } else {

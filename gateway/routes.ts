@@ -122,3 +122,15 @@ export function matchRoute(routes: readonly Route[], httpMethod: string, path: s
   }
   return allow.length > 0 ? { kind: "method_not_allowed", allow } : { kind: "not_found" };
 }
+
+/**
+ * Whether a route's write can be made conditional (AIP-154): its request, or the resource its
+ * body is, has an `etag` field; the gateway takes it from `If-Match` (./transcoder.ts).
+ */
+export function conditional(route: Route): boolean {
+  if (route.httpMethod !== "PATCH" && route.httpMethod !== "PUT" && route.httpMethod !== "DELETE") {
+    return false;
+  }
+  const holder = route.body.kind === "field" ? route.body.field.message! : route.method.input;
+  return holder.fields.some((f) => f.name === "etag");
+}

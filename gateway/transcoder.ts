@@ -36,7 +36,7 @@ import { wireSizeOf } from "../lib/rpc/mod.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
-import { buildRoutes, type Match, matchRoute, type Route } from "./routes.ts";
+import { buildRoutes, conditional, type Match, matchRoute, type Route } from "./routes.ts";
 
 /** A backend: the services it serves and the transport that reaches it. */
 export interface Backend {
@@ -243,7 +243,8 @@ async function buildRequest(
     const field = route.method.input.fields.find((f) => f.name === key);
     if (seen.has(key)) {
       violations.push({ field: key, description: "must be given at most once" });
-    } else if (!field || bound.has(key) || route.body.kind !== "none") {
+    } else if (!field || bound.has(key) || route.body.kind !== "none" || key === "etag") {
+      // A delete's etag comes from If-Match (the precondition header), never the query.
       violations.push({ field: key, description: "unknown query parameter" });
     } else {
       const result = decodeScalarParam(field, raw);
@@ -430,14 +431,14 @@ function noneMatch(header: string | null, etag: string): boolean {
 }
 
 /**
- * `If-Match` on a PATCH or DELETE: its one strong tag becomes the request's precondition, the
+ * `If-Match` on a PATCH, PUT or DELETE: its one strong tag becomes the request's precondition, the
  * resource's `etag` field for an update and the request's for a delete (AIP-154); the service
  * refuses a stale one (412). `*` asks only that the resource exist, which the write checks
  * anyway. A malformed value, a weak tag or several tags are a 400: the services compare one
  * version.
  */
 function precondition(route: Route, input: Message, header: string | null): void {
-  if (header === null || (route.httpMethod !== "PATCH" && route.httpMethod !== "DELETE")) return;
+  if (header === null || !conditional(route)) return;
   const tags = entityTags(header);
   if (tags === "*") return;
   if (tags === undefined || tags.length !== 1 || tags[0]!.weak) {

@@ -398,8 +398,9 @@ Deno.test("authorization matrix over gRPC: every RPC x every case", async () => 
     assert.ok(methods.length >= 30, `only ${methods.length} RPCs: the matrix would be empty`);
     assert.equal(
       methods.length,
-      OAuthRegistryService.methods.length + CoreService.methods.length,
-      "every RPC of both services",
+      [...OAuthRegistryService.methods, ...CoreService.methods]
+        .filter((m) => m.methodKind === "unary").length,
+      "every unary RPC of both services (the change feed's are tested with its streams)",
     );
     await pool(methods, 4, runMethod);
     const na = [...notApplicable.values()].reduce((a, b) => a + b, 0);

@@ -65,6 +65,7 @@ const layers: Record<string, string[]> = {
   resource: ["platform"],
   policy: ["platform", "rpc"],
   db: ["platform", "policy"],
+  audit: ["platform", "policy", "resource", "db"],
   service: ["platform", "transport", "rpc", "policy", "db"],
   testing: ["platform", "transport", "rpc", "policy", "db", "resource", "service"],
 };

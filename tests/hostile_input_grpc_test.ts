@@ -219,6 +219,8 @@ function validRequest(name: string, fx: Fixture): Record<string, unknown> {
     ListUnits: { journey: fx.journeyId },
     UpdateUnit: { unitId: fx.unitId, unit: { journey: fx.journeyId, title: "Fixture" } },
     DeleteUnit: { unitId: fx.unitId },
+    // Both services' (the core area's has no project_id: the field is left out there).
+    ListEvents: { ...p, limit: 10 },
   };
   const out = requests[name];
   if (!out) throw new Error(`no valid request for ${name}`);
@@ -229,6 +231,8 @@ function rpcsOf(fx: Fixture): Rpc[] {
   const out: Rpc[] = [];
   for (const service of [OAuthRegistryService, CoreService] as DescService[]) {
     for (const m of service.methods) {
+      // The change feed streams: its requests are tested by the audit tests, not framed here.
+      if (m.methodKind !== "unary") continue;
       const method = m as DescMethodUnary;
       const body = method.input.fields.find((f) =>
         f.fieldKind === "message" && !f.message.typeName.startsWith("google.")

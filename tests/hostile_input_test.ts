@@ -75,7 +75,8 @@ function routesOf(): RouteInfo[] {
         body = method.input.fields.find((f) => f.name === rule.body)!.message;
       }
       const query = body === undefined
-        ? method.input.fields.map((f) => f.name).filter((n) => !vars.includes(n))
+        // A delete's etag is the If-Match header on /v1, not a query parameter.
+        ? method.input.fields.map((f) => f.name).filter((n) => !vars.includes(n) && n !== "etag")
         : [];
       out.push({ verb, template, vars, body, query });
     }
@@ -436,7 +437,8 @@ function badQueryValue(name: string): fc.Arbitrary<string> {
       );
     case "after":
       return fc.oneof(
-        enc(fc.string({ minLength: 1, maxLength: 40 })),
+        // Not an event number either (ListEvents' cursor is one).
+        enc(fc.string({ minLength: 1, maxLength: 40 }).filter((x) => !/^[0-9]+$/.test(x))),
         fc.constantFrom("cli_00000000000000000000000000", "ins_7zzzzzzzzzzzzzzzzzzzzzzzzz", "%00"),
       );
     case "resource_type":
@@ -455,6 +457,15 @@ function badQueryValue(name: string): fc.Arbitrary<string> {
       return enc(
         fc.constantFrom("a\u0000b", "a\u0001", "\u007f", "x".repeat(256), "é".repeat(256)),
       );
+    case "resource":
+      return enc(fc.constantFrom("r".repeat(4097), "é".repeat(4097)));
+    case "method":
+      return enc(fc.constantFrom("m".repeat(513)));
+    case "actor":
+      return enc(fc.constantFrom("a".repeat(1025)));
+    case "since":
+    case "until":
+      return enc(fc.constantFrom("yesterday", "2026-13-01T00:00:00Z", "1", "2026-01-01", "Z"));
     case "parent":
     case "journey":
       return enc(fc.string({ minLength: 1, maxLength: 30 }));

@@ -23,6 +23,7 @@ const configKeys = [
   "updated_at",
   "secret_max_lifetime_seconds",
   "scopes",
+  "etag",
 ];
 const clientKeys = [
   "id",
@@ -37,6 +38,7 @@ const clientKeys = [
   "token_endpoint_auth_method",
   "dpop_bound_access_tokens",
   "require_pushed_authorization_requests",
+  "etag",
 ];
 const installationKeys = [
   "id",
@@ -50,6 +52,7 @@ const installationKeys = [
   "authorized_at",
   "created_at",
   "revoked_at",
+  "etag",
 ];
 const timestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -149,9 +152,12 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       });
       assert.equal(res.status, 200, res.text);
       assert.deepEqual(Object.keys(res.body), configKeys);
+      assert.match(res.body.etag, /^\d+$/);
+      assert.equal(res.headers.get("etag"), `"${res.body.etag}"`, "the ETag is the body's etag");
       assert.deepEqual(
-        { ...res.body, created_at: undefined, updated_at: undefined },
+        { ...res.body, created_at: undefined, updated_at: undefined, etag: undefined },
         {
+          etag: undefined,
           project_id: "p1",
           application_name: "Demo",
           support_email: null,
@@ -554,6 +560,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "last_used_at",
         "status",
         "secret",
+        "etag",
       ]);
       assert.match(res.body.secret, /^ocs_[A-Za-z0-9_-]{43}$/);
       assert.equal(res.body.client_id, clientId);
@@ -578,6 +585,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "expires_at",
         "last_used_at",
         "status",
+        "etag",
       ]);
       assert.ok(!list.text.includes(secret));
       assertError(

@@ -37,7 +37,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
 import type { Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
-import { pageLimit, validate } from "../resource/mod.ts";
+import { pageLimit, readEtag, validate } from "../resource/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
 
 /** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
@@ -98,6 +98,15 @@ export interface Write {
   audit: AuditContext;
   /** The etag the resource must still have (lib/resource/etag.ts), or undefined. */
   etag?: string | undefined;
+}
+
+/**
+ * What a handler's write records: who, from where, at `now`, and the etag it is conditional on
+ * (`etag` from the request, empty for none; INVALID_ARGUMENT naming `field` when malformed).
+ */
+export function writeOf(ctx: HandlerContext, now: number, etag = "", field = "etag"): Write {
+  const checked = readEtag(etag, field);
+  return { audit: auditContextOf(ctx, now), ...(checked === undefined ? {} : { etag: checked }) };
 }
 
 /** A piece of SQL (a postgres.js fragment). */
@@ -317,4 +326,12 @@ export async function pruneEvents(
       select ctid from ${table} where occurred_at < ${cutoff} limit ${batch}
     ))`;
   return gone.count;
+}
+
+/**
+ * `and <column> = <etag>` when a write is conditional (lib/resource/etag.ts), nothing otherwise:
+ * the condition of a write that must find the row at the version its caller read.
+ */
+export function ifMatch(sql: Sql, column: Fragment, etag: string | undefined): Fragment {
+  return etag === undefined ? sql`` : sql`and ${column} = ${etag}`;
 }

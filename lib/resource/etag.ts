@@ -15,8 +15,8 @@
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
-import type { Sql } from "../db/mod.ts";
-import { errorDomain } from "../platform/mod.ts";
+import * as v from "valibot";
+import { errorDomain, invalidArgument } from "../platform/mod.ts";
 
 /** ErrorInfo reason of a stale etag (HTTP 412). */
 export const etagMismatchReason = "ETAG_MISMATCH";
@@ -31,8 +31,18 @@ export function etagMismatch(label: string): ConnectError {
   );
 }
 
-/** `and <column> = <etag>` when a write is conditional, nothing otherwise (SQL fragments). */
-// deno-lint-ignore no-explicit-any
-export function ifMatch(sql: Sql, column: any, etag: string | undefined): any {
-  return etag === undefined ? sql`` : sql`and ${column} = ${etag}`;
+/** An etag as the services give them: up to 64 printable characters without quotes, or empty. */
+const etagPattern = /^[\x21\x23-\x7e]{0,64}$/;
+
+/** What a malformed etag is told. */
+const etagRule = "must be an etag as read (up to 64 printable characters, no quotes)";
+
+/** The rule of an `etag` field in a resource being created (where it is ignored once valid). */
+export const etagField = v.optional(v.pipe(v.string(), v.regex(etagPattern, etagRule)));
+
+/** The etag a write is conditional on: undefined when empty; INVALID_ARGUMENT when malformed. */
+export function readEtag(etag: string | undefined, field: string): string | undefined {
+  if (etag === undefined || etag === "") return undefined;
+  if (!etagPattern.test(etag)) throw invalidArgument([{ field, description: etagRule }]);
+  return etag;
 }

@@ -29,13 +29,13 @@ import {
   UnitStatusSchema,
 } from "../../gen/registry/core/v1/unit_pb.ts";
 import {
-  auditContextOf,
   type EventFeed,
   listEvents,
   readCursor,
   readEventQuery,
   toEvent,
   type Write,
+  writeOf,
 } from "../../lib/audit/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
@@ -142,10 +142,8 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
   const units = createUnitRepository(deps.sql);
   const now = deps.now ?? Date.now;
   /** What a write records (who, from where, when), and the etag it is conditional on. */
-  const writeOf = (ctx: HandlerContext, etag = ""): Write => ({
-    audit: auditContextOf(ctx, now()),
-    ...(etag === "" ? {} : { etag }),
-  });
+  const writing = (ctx: HandlerContext, etag?: string, field?: string): Write =>
+    writeOf(ctx, now(), etag, field);
 
   /** Resolves a journey id given in a request to its UUID, or NOT_FOUND (other spaces too). */
   async function journeyRef(space: string, id: string): Promise<string> {
@@ -198,7 +196,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const space = spaceOf(ctx);
       const fields = roleFields(req, CreateRoleRequestSchema);
       const role = { id: ids.role.generate().uuid, space, ...fields };
-      const row = await roles.create(role, writeOf(ctx)).catch((e) => roleTaken(e, fields));
+      const row = await roles.create(role, writing(ctx)).catch((e) => roleTaken(e, fields));
       return { role: toRole(row) };
     },
 
@@ -228,7 +226,12 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.role, "role", req.roleId);
       const fields = roleFields(req, CreateRoleRequestSchema);
-      const row = await roles.replace(space, uuid, fields, writeOf(ctx, req.role?.etag))
+      const row = await roles.replace(
+        space,
+        uuid,
+        fields,
+        writing(ctx, req.role?.etag, "role.etag"),
+      )
         .catch((e) => roleTaken(e, fields));
       if (!row) throw notFound("role", req.roleId);
       return { role: toRole(row) };
@@ -237,7 +240,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     async deleteRole(req, ctx) {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.role, "role", req.roleId);
-      if (!(await roles.delete(space, uuid, writeOf(ctx, req.etag)))) {
+      if (!(await roles.delete(space, uuid, writing(ctx, req.etag)))) {
         throw notFound("role", req.roleId);
       }
       return {};
@@ -248,7 +251,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const fields = await journeyFields(ctx, space, req);
       const row = await journeys.create(
         { id: ids.journey.generate().uuid, space, ...fields },
-        writeOf(ctx),
+        writing(ctx),
       );
       return { journey: toJourney(row) };
     },
@@ -278,7 +281,12 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
       if (!(await journeys.get(space, uuid))) throw notFound("journey", req.journeyId);
       const fields = await journeyFields(ctx, space, req);
-      const result = await journeys.replace(space, uuid, fields, writeOf(ctx, req.journey?.etag));
+      const result = await journeys.replace(
+        space,
+        uuid,
+        fields,
+        writing(ctx, req.journey?.etag, "journey.etag"),
+      );
       if (result === "not_found") throw notFound("journey", req.journeyId);
       if (result === "no_parent") throw notFound("journey", req.journey!.parent!);
       if (result === "cycle") {
@@ -293,7 +301,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
 
     async deleteJourney(req, ctx) {
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
-      const write = writeOf(ctx, req.etag);
+      const write = writing(ctx, req.etag);
       const result = await journeys.delete(spaceOf(ctx), uuid, write).catch((e) => {
         // A unit or child added while the delete ran trips a foreign key instead: which one
         // says which (tests/concurrency_test.ts).
@@ -324,7 +332,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
           space,
           originator: callerOf(ctx).subject,
           ...fields,
-        }, writeOf(ctx));
+        }, writing(ctx));
         return { unit: toUnit(row) };
       } catch (error) {
         // The journey was deleted between the check and the insert.
@@ -371,7 +379,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const uuid = pathUuid(ids.unit, "unit", req.unitId);
       if (!(await units.get(space, uuid))) throw notFound("unit", req.unitId);
       const fields = await unitFields(space, req);
-      const write = writeOf(ctx, req.unit?.etag);
+      const write = writing(ctx, req.unit?.etag, "unit.etag");
       const row = await units.replace(space, uuid, fields, write).catch((error) => {
         if ((error as { code?: string }).code === "23503") {
           throw notFound("journey", req.unit!.journey);
@@ -385,7 +393,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     async deleteUnit(req, ctx) {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.unit, "unit", req.unitId);
-      if (!(await units.delete(space, uuid, writeOf(ctx, req.etag)))) {
+      if (!(await units.delete(space, uuid, writing(ctx, req.etag)))) {
         throw notFound("unit", req.unitId);
       }
       return {};

@@ -10,7 +10,7 @@
 
 import * as v from "valibot";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { text, timestamp, uniqueList } from "../../lib/resource/mod.ts";
+import { etagField, text, timestamp, uniqueList } from "../../lib/resource/mod.ts";
 
 /** Longest description. */
 export const maxDescription = 10_000;
@@ -44,6 +44,8 @@ export const roleInput = v.object({
   description: v.optional(description),
   resourceType,
   permissions: uniqueList(permission, 100),
+  // Ignored on creation; a replace's precondition (read by the handler).
+  etag: etagField,
 }, "is required");
 
 /** The rules of a Journey given in a create or replace request. */
@@ -53,6 +55,8 @@ export const journeyInput = v.object({
   name: text(1, 200),
   description,
   active: v.optional(v.boolean(), true),
+  // Ignored on creation; a replace's precondition (read by the handler).
+  etag: etagField,
 }, "is required");
 
 /** The rules of a Unit given in a create or replace request. */
@@ -84,6 +88,8 @@ export const unitInput = v.object({
   ),
   description: v.optional(description),
   dueAt: v.optional(timestamp),
+  // Ignored on creation; a replace's precondition (read by the handler).
+  etag: etagField,
 }, "is required");
 
 /** Filters of ListRoles. */

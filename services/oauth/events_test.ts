@@ -309,6 +309,17 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
           if (resumed.length === 15) break;
         }
         assert.deepEqual(resumed, expected.slice(15));
+        // The feed is authorized as the list: a project admin's, nobody else's.
+        const cases: [Record<string, string>, Code][] = [
+          [user, Code.PermissionDenied],
+          [{}, Code.Unauthenticated],
+        ];
+        for (const [headers, code] of cases) {
+          const refused = await rejection((async () => {
+            for await (const _ of api.watchEvents({ projectId: "p" }, { headers })) break;
+          })());
+          assert.equal(refused.code, code);
+        }
       },
     );
   } finally {

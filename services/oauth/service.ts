@@ -53,13 +53,13 @@ import {
   WatchEventsRequestSchema,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import {
-  auditContextOf,
   type EventFeed,
   listEvents,
   readCursor,
   readEventQuery,
   toEvent,
   type Write,
+  writeOf,
 } from "../../lib/audit/mod.ts";
 import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
@@ -363,10 +363,8 @@ export function createOAuthRegistry(
   const maxKeysPerClient = deps.maxKeysPerClient ?? defaultMaxKeysPerClient;
   const now = deps.now ?? Date.now;
   /** What a write records (who, from where, when), and the etag it is conditional on. */
-  const writeOf = (ctx: HandlerContext, etag = ""): Write => ({
-    audit: auditContextOf(ctx, now()),
-    ...(etag === "" ? {} : { etag }),
-  });
+  const writing = (ctx: HandlerContext, etag?: string, field?: string): Write =>
+    writeOf(ctx, now(), etag, field);
 
   /**
    * The client of a client_id in a project the caller administers, for the internal lookups. An
@@ -391,7 +389,7 @@ export function createOAuthRegistry(
 
     async updateOAuthConfig(req, ctx) {
       project(req.projectId);
-      const write = writeOf(ctx, req.config?.etag);
+      const write = writing(ctx, req.config?.etag, "config.etag");
       const mask = resolveMask(OAuthConfigSchema, req.config, req.updateMask, configMask, "config");
       assertValid(mask.violations);
       const keys = mask.paths.map(localName) as (keyof typeof configFields)[];
@@ -456,7 +454,7 @@ export function createOAuthRegistry(
           ),
           dpop_bound_access_tokens: client.dpopBoundAccessTokens,
           require_pushed_authorization_requests: client.requirePushedAuthorizationRequests,
-        }, writeOf(ctx));
+        }, writing(ctx));
         return { client: toClient(row) };
       } catch (error) {
         if ((error as { code?: string }).code === "23503") throw noConfig(req.projectId);
@@ -511,7 +509,7 @@ export function createOAuthRegistry(
         req.projectId,
         uuid,
         changes as ClientChanges,
-        writeOf(ctx, req.client?.etag),
+        writing(ctx, req.client?.etag, "client.etag"),
       );
       if (!row) throw notFound("client", req.clientId);
       return { client: toClient(row) };
@@ -520,7 +518,7 @@ export function createOAuthRegistry(
     async deleteClient(req, ctx) {
       project(req.projectId);
       const uuid = pathId("client", req.clientId);
-      if (!(await clients.delete(req.projectId, uuid, writeOf(ctx, req.etag)))) {
+      if (!(await clients.delete(req.projectId, uuid, writing(ctx, req.etag)))) {
         throw notFound("client", req.clientId);
       }
       return {};
@@ -546,7 +544,7 @@ export function createOAuthRegistry(
         maxLive: maxSecretsPerClient,
         maxAll: 2 * maxSecretsPerClient,
         expiresAt: (maxLifetimeSeconds) => secretExpiry(requested, maxLifetimeSeconds, at),
-        write: writeOf(ctx),
+        write: writing(ctx),
       });
       if (result.kind === "no_client") throw notFound("client", req.clientId);
       if (result.kind === "public") {
@@ -589,7 +587,7 @@ export function createOAuthRegistry(
         req.projectId,
         clientUuid,
         pathId("secret", req.secretId),
-        writeOf(ctx, req.etag),
+        writing(ctx, req.etag),
       );
       if (!deleted) throw notFound("secret", req.secretId);
       return {};
@@ -620,7 +618,7 @@ export function createOAuthRegistry(
         now: new Date(at),
         maxLive: maxKeysPerClient,
         maxAll: 2 * maxKeysPerClient,
-        write: writeOf(ctx),
+        write: writing(ctx),
       });
       if (result.kind === "no_client") throw notFound("client", req.clientId);
       if (result.kind === "public") {
@@ -674,7 +672,7 @@ export function createOAuthRegistry(
     async deleteClientKey(req, ctx) {
       project(req.projectId);
       const clientUuid = pathId("client", req.clientId);
-      const write = writeOf(ctx, req.etag);
+      const write = writing(ctx, req.etag);
       if (!(await keys.delete(req.projectId, clientUuid, pathId("key", req.keyId), write))) {
         throw notFound("key", req.keyId);
       }
@@ -786,7 +784,7 @@ export function createOAuthRegistry(
           application_name: config.application_name,
           scopes: input.scopes,
           authorized_by_id: caller.subject,
-        }, writeOf(ctx));
+        }, writing(ctx));
       } catch (error) {
         // The union with the scopes the installation holds would exceed the limit (0007).
         if ((error as { code?: string }).code === "23514") {
@@ -848,7 +846,7 @@ export function createOAuthRegistry(
     async revokeInstallation(req, ctx) {
       const caller = callerOf(ctx);
       const uuid = pathId("installation", req.installationId);
-      if (!(await installations.revoke(caller.accountId, uuid, writeOf(ctx, req.etag)))) {
+      if (!(await installations.revoke(caller.accountId, uuid, writing(ctx, req.etag)))) {
         throw notFound("installation", req.installationId);
       }
       return {};

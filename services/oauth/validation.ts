@@ -15,7 +15,7 @@ import {
   TokenEndpointAuthMethod,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
-import { enumName } from "../../lib/resource/mod.ts";
+import { enumName, etagField } from "../../lib/resource/mod.ts";
 import {
   checkedString,
   enumValue,
@@ -204,6 +204,8 @@ export function createClientSchema(type: ClientType) {
     return v.object({
       projectId,
       client: v.object({
+        // Ignored on creation.
+        etag: etagField,
         name: f.name,
         type: f.type,
         redirectUris: f.redirectUris,

@@ -9,12 +9,13 @@ import {
   changes,
   eventCtes,
   type Fragment,
+  ifMatch,
   rowJson,
   type Write,
 } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
-import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
+import { etagMismatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.units. */

@@ -9,10 +9,17 @@
  * @module
  */
 
-import { changes, eventCtes, type Fragment, rowJson, type Write } from "../../../lib/audit/mod.ts";
+import {
+  changes,
+  eventCtes,
+  type Fragment,
+  ifMatch,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
-import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
+import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { PublicJwk } from "../client_keys.ts";
 import { lastUsedResolutionSeconds } from "./client_secrets.ts";
 import type { ClientRow } from "./clients.ts";

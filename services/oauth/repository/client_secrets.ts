@@ -13,12 +13,13 @@ import {
   changes,
   eventCtes,
   type Fragment,
+  ifMatch,
   rowJson,
   type Write,
 } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
-import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
+import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { ClientRow } from "./clients.ts";
 
 /** A row of oauth.client_secrets, without the hash. */

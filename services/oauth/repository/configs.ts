@@ -4,9 +4,15 @@
  * @module
  */
 
-import { changes as diff, eventCtes, rowJson, type Write } from "../../../lib/audit/mod.ts";
+import {
+  changes as diff,
+  eventCtes,
+  ifMatch,
+  rowJson,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
-import { etagMismatch, ifMatch } from "../../../lib/resource/mod.ts";
+import { etagMismatch } from "../../../lib/resource/mod.ts";
 
 /** One declared scope, as the `scopes` jsonb column holds it. */
 export interface ScopeRow {
