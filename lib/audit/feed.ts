@@ -46,7 +46,10 @@ export interface EventFeed {
   watch(parent: string, after: bigint, signal: AbortSignal): AsyncGenerator<EventRow[]>;
   /** How many watch now. */
   watchers(): number;
-  /** Stops listening. */
+  /**
+   * Ends every watch (UNAVAILABLE: watch again, elsewhere, from the last id seen) and refuses new
+   * ones; stops listening. For a draining process.
+   */
   close(): Promise<void>;
 }
 
@@ -58,6 +61,7 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
   /** The wake-up of each waiting watcher, by project. */
   const waiting = new Map<string, Set<() => void>>();
   let count = 0;
+  let closed = false;
   let listening: Promise<{ unlisten(): Promise<void> } | undefined> | undefined;
 
   const onNotify = (payload: string) => {
@@ -94,6 +98,7 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
 
   return {
     async *watch(parent, after, signal) {
+      if (closed) throw draining();
       if (count >= options.maxWatchers) {
         throw new ConnectError(
           `This process serves ${options.maxWatchers} watchers already; retry later or elsewhere`,
@@ -123,6 +128,7 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
             if (rows.length === batch) continue;
           }
           await nextWake(parent, signal, woken);
+          if (closed) throw draining();
         }
       } finally {
         count--;
@@ -132,7 +138,17 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
     },
     watchers: () => count,
     async close() {
+      closed = true;
+      for (const set of waiting.values()) for (const wake of set) wake();
       await (await listening)?.unlisten().catch(() => {});
     },
   };
+}
+
+/** UNAVAILABLE: the process is draining; a watcher reconnects with its cursor. */
+function draining(): ConnectError {
+  return new ConnectError(
+    "This server is shutting down; watch again from the last event id you saw",
+    Code.Unavailable,
+  );
 }

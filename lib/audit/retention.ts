@@ -10,6 +10,7 @@
 import type { Sql } from "../db/mod.ts";
 import { type Logger, positiveInt } from "../platform/mod.ts";
 import { pruneEvents } from "./events.ts";
+import { createEventFeed, type EventFeed } from "./feed.ts";
 
 /** The settings of the services that keep events. */
 export const auditSettings = {
@@ -63,4 +64,37 @@ export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () =>
   const timer = setInterval(run, o.intervalMs ?? 600_000);
   Deno.unrefTimer(timer);
   return () => clearInterval(timer);
+}
+
+/** A service's audit machinery: its change feed, and the retention running beside it. */
+export interface Audit {
+  /** The change feed its WatchEvents serves. */
+  feed: EventFeed;
+  /** Ends the watches and stops the retention (for a draining process). */
+  stop(): void;
+}
+
+/** Starts a service's audit machinery over its schema, from its settings. */
+export function startAudit(
+  sql: Sql,
+  schema: string,
+  o: {
+    config: { AUDIT_RETENTION_DAYS: number; AUDIT_MAX_WATCHERS: number };
+    now: () => number;
+    log: Logger;
+  },
+): Audit {
+  const stopPruning = keepEvents(sql, schema, {
+    days: o.config.AUDIT_RETENTION_DAYS,
+    now: o.now,
+    log: o.log,
+  });
+  const feed = createEventFeed(sql, schema, { maxWatchers: o.config.AUDIT_MAX_WATCHERS });
+  return {
+    feed,
+    stop() {
+      stopPruning();
+      void feed.close();
+    },
+  };
 }

@@ -47,6 +47,11 @@ export interface ServeOptions {
   metrics?: Metrics;
   /** How long to keep serving, reported not ready, before closing the listeners (default 0). */
   shutdownDelayMs?: number;
+  /**
+   * Called once when the server starts draining: end long-lived streams (a change feed's
+   * watchers, told to watch again elsewhere) and stop background work.
+   */
+  onDrain?: () => void;
   /** The process's memory budget: every request's bytes are taken from it before they are read. */
   budget: MemoryBudget;
   /** The Connect listener's connection cap and idle timeout (lib/transport's guard). */
@@ -148,6 +153,7 @@ export function serve(options: ServeOptions): RunningServer {
     httpPort: httpServer.addr.port,
     async shutdown(graceMs = 10_000) {
       draining = true;
+      options.onDrain?.();
       const deadline = Date.now() + graceMs;
       await new Promise((r) => setTimeout(r, Math.min(options.shutdownDelayMs ?? 0, graceMs)));
       const remaining = Math.max(0, deadline - Date.now());

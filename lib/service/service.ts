@@ -79,7 +79,12 @@ export interface ServiceDefinition<E extends v.ObjectEntries> {
    * Builds its services' handlers and the one list of interceptors every call goes through, in
    * the order they run (the handler comes after the last).
    */
-  serve(deps: ServiceDeps<E>): { services: Binding[]; interceptors: Interceptor[] };
+  serve(deps: ServiceDeps<E>): {
+    services: Binding[];
+    interceptors: Interceptor[];
+    /** Called when the process starts draining (see lib/rpc's `onDrain`). */
+    stop?: () => void;
+  };
 }
 
 function commonSettings(ports: { grpc: number; http: number }) {
@@ -158,7 +163,7 @@ export async function startService<E extends v.ObjectEntries>(
   registerBudgetMetrics(metrics, budget);
   registerPoolMetrics(sql, metrics.registry, applicationName, config.DB_POOL_MAX);
   const verify = createTokenVerifier(authOptions(config));
-  const { services, interceptors } = def.serve({
+  const { services, interceptors, stop } = def.serve({
     sql,
     config,
     log,
@@ -178,6 +183,7 @@ export async function startService<E extends v.ObjectEntries>(
     log,
     metrics,
     shutdownDelayMs: config.SHUTDOWN_DELAY_MS,
+    ...(stop === undefined ? {} : { onDrain: stop }),
     budget,
     guard: config,
   });

@@ -6,7 +6,7 @@
  */
 
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
-import { auditSettings, createEventFeed, keepEvents } from "../../lib/audit/mod.ts";
+import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
 import { createIdempotencyStore } from "../../lib/db/mod.ts";
 import {
   authentication,
@@ -28,15 +28,16 @@ export const coreService = defineService({
   ports: { grpc: 50052, http: 8082 },
   settings: { ...idempotencySettings, ...auditSettings },
   serve: ({ sql, config, log, metrics, verify, notReady, now }) => {
-    keepEvents(sql, "core", { days: config.AUDIT_RETENTION_DAYS, now, log });
+    const audit = startAudit(sql, "core", { config, now, log });
     return {
+      stop: audit.stop,
       services: [
         bind(
           CoreService,
           createCore({
             sql,
             now,
-            feed: createEventFeed(sql, "core", { maxWatchers: config.AUDIT_MAX_WATCHERS }),
+            feed: audit.feed,
           }),
         ),
       ],

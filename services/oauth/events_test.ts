@@ -12,6 +12,7 @@ import { Code, createClient } from "@connectrpc/connect";
 import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { createEventFeed } from "../../lib/audit/mod.ts";
 import { hasReason } from "../../lib/platform/mod.ts";
 import { etagMismatchReason } from "../../lib/resource/mod.ts";
 import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
@@ -320,6 +321,23 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
           })());
           assert.equal(refused.code, code);
         }
+      },
+    );
+
+    await t.step(
+      "a draining process ends its watches (UNAVAILABLE), and takes no new one",
+      async () => {
+        const feed = createEventFeed(svc.sql, "oauth", { maxWatchers: 1 });
+        const signal = AbortSignal.timeout(30_000);
+        const batches = feed.watch("p", 0n, signal);
+        assert.ok((await batches.next()).value!.length > 0, "the first batch");
+        const busy = await rejection(feed.watch("p", 0n, signal).next());
+        assert.equal(busy.code, Code.ResourceExhausted, "one watcher at most");
+        const waiting = batches.next(); // caught up: waits for the next commit
+        await feed.close();
+        assert.equal((await rejection(waiting)).code, Code.Unavailable);
+        assert.equal(feed.watchers(), 0);
+        assert.equal((await rejection(feed.watch("p", 0n, signal).next())).code, Code.Unavailable);
       },
     );
   } finally {

@@ -10,7 +10,7 @@ import {
   type CreateClientSecretResponse,
   OAuthRegistryService,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { auditSettings, createEventFeed, keepEvents } from "../../lib/audit/mod.ts";
+import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
 import { createIdempotencyStore } from "../../lib/db/mod.ts";
 import { positiveInt, required } from "../../lib/platform/mod.ts";
 import {
@@ -41,8 +41,9 @@ export const oauthRegistryService = defineService({
     ...auditSettings,
   },
   serve: ({ sql, config, log, metrics, verify, notReady, now }) => {
-    keepEvents(sql, "oauth", { days: config.AUDIT_RETENTION_DAYS, now, log });
+    const audit = startAudit(sql, "oauth", { config, now, log });
     return {
+      stop: audit.stop,
       services: [
         bind(
           OAuthRegistryService,
@@ -53,7 +54,7 @@ export const oauthRegistryService = defineService({
             maxKeysPerClient: config.MAX_KEYS_PER_CLIENT,
             now,
             log,
-            feed: createEventFeed(sql, "oauth", { maxWatchers: config.AUDIT_MAX_WATCHERS }),
+            feed: audit.feed,
           }),
         ),
       ],
