@@ -22,6 +22,7 @@
 
 import {
   type DescMessage,
+  type DescMethod,
   fromJson,
   type JsonValue,
   type MessageInitShape,
@@ -42,6 +43,13 @@ import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../pla
 
 /** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
 const maxText = 512;
+
+function bounded(value: string | null, max: number): string {
+  if (value === null) return "";
+  // Control characters are dropped: an event is read by people and by log pipelines.
+  // deno-lint-ignore no-control-regex
+  return value.replace(/[\x00-\x1f\x7f]/g, "").slice(0, max);
+}
 
 /** Who made a change, and from where: the same for every event of one call. */
 export interface AuditContext {
@@ -65,31 +73,52 @@ export interface AuditContext {
   at: Date;
 }
 
-function bounded(value: string | null): string {
-  if (value === null) return "";
-  // Control characters are dropped: an event is read by people and by log pipelines.
-  // deno-lint-ignore no-control-regex
-  return value.replace(/[\x00-\x1f\x7f]/g, "").slice(0, maxText);
+/** Who acted: a platform token's caller, an OAuth client, or what a failed call claimed. */
+export interface Actor {
+  /** The `sub`. */
+  sub: string;
+  /** The OAuth client acting, or null. */
+  clientId: string | null;
+  /** The installation acting, or null. */
+  installationId?: string | null;
 }
 
-/** The audit context of a call (after authentication), at `now` (ms since the epoch). */
-export function auditContextOf(ctx: HandlerContext, now: number): AuditContext {
-  const caller = callerOf(ctx);
-  const header = ctx.requestHeader;
-  const peer = bounded(header.get(peerHeader));
+/**
+ * The audit context of a call by `actor`, at `now` (ms since the epoch): the request id, address,
+ * user agent and peer read from the call's metadata (the gateway's forwarded address first, else
+ * the peer's), each bounded to `max` characters without control characters.
+ */
+export function auditContextFrom(
+  call: { header: Headers; method: DescMethod },
+  actor: Actor,
+  now: number,
+  max = maxText,
+): AuditContext {
+  const header = call.header;
+  const peer = bounded(header.get(peerHeader), max);
   // A forwarded list names the original client first.
-  const forwarded = bounded(header.get(forwardedForHeader)?.split(",")[0]?.trim() ?? null);
+  const forwarded = bounded(header.get(forwardedForHeader)?.split(",")[0]?.trim() ?? null, max);
   return {
-    method: `${ctx.service.typeName}/${ctx.method.name}`,
-    sub: caller.subject,
-    clientId: caller.clientId ?? null,
-    installationId: caller.installationId ?? null,
-    requestId: bounded(header.get("x-request-id")),
+    method: `${call.method.parent.typeName}/${call.method.name}`,
+    sub: actor.sub,
+    clientId: actor.clientId,
+    installationId: actor.installationId ?? null,
+    requestId: bounded(header.get("x-request-id"), max),
     sourceIp: forwarded || peer,
-    userAgent: bounded(header.get(forwardedUserAgentHeader) ?? header.get("user-agent")),
+    userAgent: bounded(header.get(forwardedUserAgentHeader) ?? header.get("user-agent"), max),
     peer,
     at: new Date(now),
   };
+}
+
+/** The audit context of a call (after authentication: the platform token's caller acts). */
+export function auditContextOf(ctx: HandlerContext, now: number): AuditContext {
+  const caller = callerOf(ctx);
+  return auditContextFrom({ header: ctx.requestHeader, method: ctx.method }, {
+    sub: caller.subject,
+    clientId: caller.clientId ?? null,
+    installationId: caller.installationId ?? null,
+  }, now);
 }
 
 /** What a repository's write records, and the etag it is conditional on (none: unconditional). */

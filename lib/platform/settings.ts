@@ -229,12 +229,12 @@ export const settings = {
     meaning: "how long an `Idempotency-Key` is remembered (see Idempotency)",
   },
   AUDIT_RETENTION_DAYS: {
-    usedBy: ["oauth-registry", "core"],
+    usedBy: ["oauth-registry", "core", "token-service"],
     default: "`400`",
     meaning: "how long audit events are kept (pruned in the background, 1,000 at a time)",
   },
   AUDIT_MAX_WATCHERS: {
-    usedBy: ["oauth-registry", "core"],
+    usedBy: ["oauth-registry", "core", "token-service"],
     default: "`100`",
     meaning: "most `WatchEvents` streams at once per process (RESOURCE_EXHAUSTED beyond)",
   },

@@ -79,3 +79,12 @@ export {
   serveInProcess,
 } from "./in_process.ts";
 export { startTcpProxy } from "./tcp_proxy.ts";
+export {
+  grpcMessage,
+  grpcMessages,
+  grpcRequestHeaders,
+  rawH2Connect,
+  type RawH2Connection,
+  type RawH2End,
+  type RawH2Stream,
+} from "./raw_h2.ts";

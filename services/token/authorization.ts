@@ -23,6 +23,10 @@
  * to the client, the redirect URI, the challenge and the installation, for exactly the scopes
  * asked for: never the union, as Google does without `include_granted_scopes`).
  *
+ * The user's choice on the page is a security event (./security_events.ts): `allowed` once the
+ * registry recorded the consent, `denied` for Deny, each about the client, with the scopes (and the
+ * installation that holds an Allow). Remembered consent records nothing: nobody decided.
+ *
  * A pushed request (RFC 9126, ./pushed.ts) is checked by the same list up to the user's step
  * ({@link checkPushed}), its faults thrown as the RFC 6749 5.2 error to the client that pushed it.
  *
@@ -44,6 +48,7 @@ import {
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthDescription } from "../../lib/platform/mod.ts";
+import { type AuditContext, auditContextOf } from "../../lib/audit/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
 import { checkDeclared, describeScopes, parsePrompt, parseScope } from "./scope.ts";
 import type { Installation } from "../../gen/registry/oauth/v1/installation_pb.ts";
@@ -54,6 +59,7 @@ import { deriveFromSecret } from "./keys.ts";
 import type { GrantRepository } from "./repository/grants.ts";
 import { csrfToken, csrfValid } from "./csrf.ts";
 import { randomToken, sha256 } from "./opaque_tokens.ts";
+import { clientResource, type SecurityEvent } from "./security_events.ts";
 
 /** How long a code lives (RFC 6749 4.1.2 recommends at most 10 minutes; we take 60 seconds). */
 export const codeTtlMs = 60_000;
@@ -72,6 +78,8 @@ export interface AuthorizationDeps {
   csrfKey: Promise<CryptoKey>;
   /** The clock (ms since the epoch). */
   now: () => number;
+  /** Writes a security event on its own (./security_events.ts's recordEvent). */
+  recordEvent(audit: AuditContext, event: SecurityEvent): Promise<void>;
 }
 
 /** A request that passed the checks. */
@@ -387,7 +395,20 @@ export async function decideAuthorization(
       ...(state !== "" ? [["state", state] as [string, string]] : []),
       ["iss", deps.issuer],
     ]);
+  const event = (result: "allowed" | "denied", installationId?: string) =>
+    deps.recordEvent(auditContextOf(ctx, deps.now()), {
+      parent: client.projectId,
+      resource: clientResource(client.projectId, client.id),
+      result,
+      changes: [
+        ...(installationId === undefined
+          ? []
+          : [{ field: "installation_id", new: installationId }]),
+        { field: "scopes", new: scopes },
+      ],
+    });
   if (decision === Decision.DENY) {
+    await event("denied");
     return answer([["error", "access_denied"], ["error_description", "The user denied access"]]);
   }
   if (decision !== Decision.ALLOW) throw shown("invalid_request", "decision must be allow or deny");
@@ -413,6 +434,7 @@ export async function decideAuthorization(
     }
     throw error;
   }
+  await event("allowed", installation.id);
   return await issueCode(deps, outcome.checked, req, installation);
 }
 

@@ -14,10 +14,18 @@
  *   verifies it (lib/policy);
  * - `user_or_anonymous`: the same when the call carries `authorization`, else nobody (the handler
  *   then answers only what needs no user: StartAuthorization's `login_required`);
- * - `public`: nobody in particular.
+ * - `public`: nobody in particular;
+ * - `project_admin` (ListEvents, WatchEvents: internal, no HTTP route): a platform token, verified
+ *   as `user`, of a caller that administers the request's project (its `projects` claim lists it,
+ *   or is `*`), as lib/policy's `projectAdmin` rule decides for the other services; the project
+ *   `-` (./security_events.ts: the failures of no project) only for `*`. The only rule a
+ *   server-streaming method may have: its one request message is read and checked first.
  *
  * The handler finds the verified client with {@link clientOf} and the user with lib/policy's
  * `callerOf`. The interceptor refuses to build when a method has no rule.
+ *
+ * Every failed client authentication (`invalid_client`) is counted, by the client_id presented
+ * (or the `sub` of the client assertion), for the minute's summary of ./auth_failures.ts.
  *
  * @module
  */
@@ -31,18 +39,28 @@ import {
   type HandlerContext,
   type Interceptor,
 } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import {
   type Client,
   ClientStatus,
   ClientType,
   TokenEndpointAuthMethod,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
-import { authentication, type TokenVerifier } from "../../lib/policy/mod.ts";
+import {
+  authentication,
+  type Caller,
+  callerOf,
+  requireProject,
+  type TokenVerifier,
+} from "../../lib/policy/mod.ts";
 import type { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
 import type { ClientCredentials } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { type AssertionVerifier, jwtBearerAssertionType } from "./client_assertion.ts";
+import { parseJws } from "./jws.ts";
 import { oauthError } from "./oauth_errors.ts";
 import { expired, type Registry } from "./registry.ts";
+import type { AuthFailures } from "./auth_failures.ts";
+import { noProject } from "./security_events.ts";
 
 /** Who may call a method (see the module's header). */
 export type ClientRule =
@@ -50,7 +68,8 @@ export type ClientRule =
   | "client_or_public"
   | "user"
   | "user_or_anonymous"
-  | "public";
+  | "public"
+  | "project_admin";
 
 /** The rule of each TokenService method. */
 export const clientRules: Record<keyof typeof TokenService.method, ClientRule> = {
@@ -66,6 +85,8 @@ export const clientRules: Record<keyof typeof TokenService.method, ClientRule> =
   lookupDeviceCode: "user",
   decideDeviceCode: "user",
   pushAuthorizationRequest: "client_or_public",
+  listEvents: "project_admin",
+  watchEvents: "project_admin",
 };
 
 const clientKey = createContextKey<Client | undefined>(undefined, { description: "oauth client" });
@@ -90,6 +111,32 @@ export interface ClientAuthOptions {
   rules: Record<string, ClientRule>;
   /** The clock (ms since the epoch): a secret is refused from its expiry on by it. */
   now: () => number;
+  /** Where failed client authentications are counted (./auth_failures.ts); none: not counted. */
+  failures?: Pick<AuthFailures, "record"> | undefined;
+}
+
+/**
+ * Refuses a caller that does not administer `projectId` (PERMISSION_DENIED); the project of no
+ * project's events (`-`) is for callers that administer every project.
+ */
+function requireAdmin(caller: Caller, projectId: string): void {
+  if (projectId === noProject && caller.projects !== "*") {
+    throw new ConnectError(
+      "Only a caller that administers every project may read the events of no project",
+      Code.PermissionDenied,
+    );
+  }
+  requireProject(caller, projectId);
+}
+
+/** The client_id a failed authentication claimed: the request's, else the assertion's `sub`. */
+function presentedClientId(credentials: ClientCredentials | undefined): string {
+  if (!credentials) return "";
+  if (credentials.clientId !== "") return credentials.clientId;
+  // Not verified (the assertion failed): only a name to count under, and only when it has the
+  // registry's form (./auth_failures.ts).
+  const sub = parseJws(credentials.clientAssertion, 8192)?.claims.sub;
+  return typeof sub === "string" ? sub : "";
 }
 
 /** The interceptor; `rules` must name every method of `service`. */
@@ -103,7 +150,9 @@ export function clientAuthentication(options: ClientAuthOptions): Interceptor {
   const user = authentication(verify);
   return (next) => async (req) => {
     const rule = req.method.parent === service ? rules[req.method.localName] : undefined;
-    if (req.stream || rule === undefined) {
+    const streams = req.stream &&
+      !(rule === "project_admin" && req.method.methodKind === "server_streaming");
+    if (streams || rule === undefined) {
       throw new ConnectError(`${req.method.name} has no client rule`, Code.PermissionDenied);
     }
     if (rule === "public") return await next(req);
@@ -111,11 +160,36 @@ export function clientAuthentication(options: ClientAuthOptions): Interceptor {
     if (rule === "user_or_anonymous") {
       return req.header.get("authorization") === null ? await next(req) : await user(next)(req);
     }
+    if (rule === "project_admin") {
+      return await user(async (req) => {
+        const caller = callerOf({ values: req.contextValues });
+        if (!req.stream) {
+          requireAdmin(caller, (req.message as unknown as { projectId: string }).projectId);
+          return await next(req);
+        }
+        // A server-streaming call has one request message: read it, check it, hand it on.
+        const first = await req.message[Symbol.asyncIterator]().next();
+        if (first.done) throw new ConnectError("the request has no message", Code.InvalidArgument);
+        requireAdmin(caller, (first.value as unknown as { projectId: string }).projectId);
+        return await next({ ...req, message: createAsyncIterable([first.value]) });
+      })(req);
+    }
+    if (req.stream) {
+      throw new ConnectError(`${req.method.name} has no client rule`, Code.PermissionDenied);
+    }
     const credentials = (req.message as { client?: ClientCredentials }).client;
-    req.contextValues.set(
-      clientKey,
-      await authenticate(options, credentials, rule === "client_or_public"),
-    );
+    let client: Client;
+    try {
+      client = await authenticate(options, credentials, rule === "client_or_public");
+    } catch (error) {
+      // invalid_client (the only UNAUTHENTICATED answer of the checks): counted, never written
+      // here (./auth_failures.ts).
+      if (error instanceof ConnectError && error.code === Code.Unauthenticated) {
+        options.failures?.record(presentedClientId(credentials), req);
+      }
+      throw error;
+    }
+    req.contextValues.set(clientKey, client);
     return await next(req);
   };
 }

@@ -30,6 +30,7 @@ import {
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthDescription, oauthPaths } from "../../lib/platform/mod.ts";
+import { auditContextOf } from "../../lib/audit/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
 import { consentBranding } from "./authorization.ts";
 import { csrfToken, csrfValid } from "./csrf.ts";
@@ -234,8 +235,11 @@ export async function decideDeviceCode(
   const { row, code } = await attempt(deps, ctx, typed, req.clientAddress);
   const { client, config } = await clientAndConfig(deps, ctx, row);
   const hash = await sha256(code);
+  // The user's choice is a security event (`allowed`, `denied`: ./security_events.ts), written
+  // by the statement that decides the code.
+  const audit = auditContextOf(ctx, deps.now());
   if (req.decision === Decision.DENY) {
-    if (!(await deps.devices.deny(hash, new Date(deps.now())))) throw wrongCode();
+    if (!(await deps.devices.deny(hash, new Date(deps.now()), audit))) throw wrongCode();
     return { applicationName: config.applicationName };
   }
   let installation;
@@ -255,7 +259,7 @@ export async function decideDeviceCode(
     installationId: installation.id,
     accountId: installation.accountId,
     principalId: installation.principalId ?? "",
-  });
+  }, audit);
   if (!approved) throw wrongCode();
   return { applicationName: config.applicationName };
 }

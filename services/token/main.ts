@@ -37,6 +37,9 @@ import { createUsedJtis } from "./repository/used_jtis.ts";
 import { createPushedRequests } from "./repository/pushed_requests.ts";
 import { createPushed } from "./pushed.ts";
 import { createTokenService } from "./service.ts";
+import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
+import { createAuthFailures, failureWindowMs } from "./auth_failures.ts";
+import { eventSchema } from "./security_events.ts";
 
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
 
@@ -75,6 +78,7 @@ export const tokenService = defineService({
      */
     DPOP_NONCE_REQUIRED: flag(false),
     REQUIRE_PAR: flag(false),
+    ...auditSettings,
   },
   serve: ({ sql, config, log, metrics, notReady, verify, budget, now }) => {
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
@@ -136,6 +140,21 @@ export const tokenService = defineService({
       }
     }, refreshEveryMs);
     Deno.unrefTimer(tick);
+    // Security events (./security_events.ts): kept AUDIT_RETENTION_DAYS, followed by WatchEvents;
+    // failed client authentications counted in memory and written as one summary per client a
+    // minute (./auth_failures.ts: the bounds of what a flood costs are there), and once more when
+    // the process starts draining.
+    const audit = startAudit(sql, eventSchema, { config, now, log });
+    const failures = createAuthFailures({
+      sql,
+      lookupClient: (clientId) => registry.lookupClient(clientId),
+      now,
+      log,
+    });
+    const summaries = setInterval(() => {
+      if (notReady() === undefined) void failures.flush();
+    }, failureWindowMs);
+    Deno.unrefTimer(summaries);
     const issuer = config.ISSUER_URL.replace(/\/$/, "");
     const csrfKey = deriveCsrfKey(config.TOKEN_KEY_ENCRYPTION_KEY);
     const dpop = createDpop({
@@ -146,6 +165,11 @@ export const tokenService = defineService({
       now,
     });
     return {
+      stop() {
+        audit.stop();
+        clearInterval(summaries);
+        void failures.flush();
+      },
       services: [
         bind(
           TokenService,
@@ -172,6 +196,7 @@ export const tokenService = defineService({
               now,
             }),
             now,
+            feed: audit.feed,
           }),
         ),
       ],
@@ -194,6 +219,7 @@ export const tokenService = defineService({
           service: TokenService,
           rules: clientRules,
           now,
+          failures,
         }),
       ],
     };

@@ -1,21 +1,33 @@
 /**
  * The TokenService handlers: the token endpoint (one module per grant in ./grants/), the
- * authorization endpoint's two steps (./authorization.ts), introspection, revocation and the JWK
- * Set. Who may call what is settled before a handler runs, by ./client_auth.ts in the process's
- * interceptor list (./main.ts).
+ * authorization endpoint's two steps (./authorization.ts), introspection, revocation, the JWK
+ * Set, and the security events (./security_events.ts: ListEvents, WatchEvents). Who may call what
+ * is settled before a handler runs, by ./client_auth.ts in the process's interceptor list
+ * (./main.ts).
  *
  * @module
  */
 
 import { create } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import * as v from "valibot";
 import { ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { InstallationStatus } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import {
   AuthorizationRequestSchema,
+  ListEventsRequestSchema,
   type TokenService,
+  WatchEventsRequestSchema,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
+import {
+  type EventFeed,
+  listEvents,
+  readCursor,
+  readEventQuery,
+  toEvent,
+} from "../../lib/audit/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
+import { pageOf, validate } from "../../lib/resource/mod.ts";
 import type { AccessClaims, AccessTokens } from "./access_tokens.ts";
 import {
   type AuthorizationDeps,
@@ -46,6 +58,16 @@ import { sha256 } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
 import type { Revocations } from "./revocations.ts";
 import { createGrantRepository, type FamilyRow, type RefreshRow } from "./repository/grants.ts";
+import {
+  changesOf,
+  clientActorOf,
+  clientResource,
+  eventSchema,
+  installationResource,
+  noProject,
+  recordEvent,
+  securityEventCtes,
+} from "./security_events.ts";
 
 /** What the handlers need. */
 export interface TokenServiceDeps {
@@ -73,7 +95,27 @@ export interface TokenServiceDeps {
   pushed: Pushed;
   /** The clock (ms since the epoch). */
   now: () => number;
+  /** The feed WatchEvents serves (none: WatchEvents is UNAVAILABLE). */
+  feed?: EventFeed | undefined;
 }
+
+/**
+ * The project of a ListEvents or WatchEvents request: a project id, or `-` (the events of no
+ * project, ./security_events.ts).
+ */
+const eventsRequest = v.object({
+  projectId: v.union([
+    v.literal(noProject),
+    v.pipe(
+      v.string(),
+      v.regex(
+        /^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$/,
+        "must be a project id (1 to 128 letters, digits, '.', '_', '~' or '-', starting with a " +
+          "letter or digit), or - for the events of no project",
+      ),
+    ),
+  ], "must be a project id, or -"),
+});
 
 /** The grants this server runs, by `grant_type`. */
 const grantsByType: Record<string, Grant> = {
@@ -125,6 +167,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     issuer: deps.issuer,
     csrfKey: deps.csrfKey,
     now,
+    recordEvent: (audit, event) => recordEvent(sql, audit, event),
   };
 
   /** Whether the installation a token acts for is still active (a client's own: yes). */
@@ -195,7 +238,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
           "This client's access tokens must be DPoP-bound: send a DPoP proof",
         );
       }
-      const issued = await grant(grantDeps, client, req, jkt);
+      // Who asks, for the event of a family revoked for a replay (./grants/context.ts).
+      const audit = clientActorOf(ctx, client.id, now());
+      const issued = await grant({ ...grantDeps, audit }, client, req, jkt);
       return { ...issued, dpopNonce: await deps.dpop.nonce() };
     },
 
@@ -272,10 +317,31 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
         if (claims.client_id !== caller.id) {
           throw oauthError("invalid_request", "The token was not issued to this client");
         }
+        // The event (`revoked`) is written by the insert, when it revoked the token: a token
+        // revoked again changes nothing and records nothing.
+        const resource = claims.installation_id === undefined
+          ? clientResource(claims.aud, claims.client_id)
+          : installationResource(claims.aud, claims.installation_id);
         await sql`
-          insert into token.revoked_tokens (jti, expires_at, revoked_at)
-          values (${claims.jti}, ${new Date(claims.exp * 1000)}, ${new Date(now())})
-          on conflict (jti) do nothing`;
+          with revoked as (
+            insert into token.revoked_tokens (jti, expires_at, revoked_at)
+            values (${claims.jti}, ${new Date(claims.exp * 1000)}, ${new Date(now())})
+            on conflict (jti) do nothing
+            returning jti
+          ), ${
+          securityEventCtes(sql, clientActorOf(ctx, caller.id, now()), {
+            parent: claims.aud,
+            resource,
+            from: sql`revoked`,
+            changes: changesOf(sql, [
+              { field: "token_type", new: "access_token" },
+              { field: "jti", new: claims.jti },
+              { field: "revoked_access_tokens", new: 1 },
+            ]),
+            result: "revoked",
+          })
+        }
+          select 1 from revoked`;
         deps.revocations.revoked([claims.jti]);
         return {};
       }
@@ -285,9 +351,32 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       if (refresh.token.client_id !== caller.id) {
         throw oauthError("invalid_request", "The token was not issued to this client");
       }
-      // A refresh token takes every token of its grant with it (RFC 7009 2.1).
-      await grants.revokeFamily(refresh.family.id, new Date(now()));
+      // A refresh token takes every token of its grant with it (RFC 7009 2.1); the event is
+      // written with the revocation, when the family was live.
+      await grants.revokeFamily(refresh.family.id, new Date(now()), {
+        audit: clientActorOf(ctx, caller.id, now()),
+        result: "revoked",
+        changes: [{ field: "token_type", new: "refresh_token" }],
+      });
       return {};
+    },
+
+    async listEvents(req) {
+      validate(eventsRequest, ListEventsRequestSchema, { projectId: req.projectId });
+      const query = readEventQuery(req, ListEventsRequestSchema);
+      const rows = await listEvents(sql, eventSchema, req.projectId, query);
+      return pageOf(rows, query.limit, toEvent);
+    },
+
+    async *watchEvents(req, ctx) {
+      validate(eventsRequest, WatchEventsRequestSchema, { projectId: req.projectId });
+      if (!deps.feed) {
+        throw new ConnectError("This process serves no change feed", Code.Unavailable);
+      }
+      const after = readCursor(req.after, WatchEventsRequestSchema) ?? 0n;
+      for await (const rows of deps.feed.watch(req.projectId, after, ctx.signal)) {
+        for (const row of rows) yield { event: toEvent(row) };
+      }
     },
 
     async startDeviceAuthorization(req, ctx) {

@@ -15,9 +15,13 @@
 import { oauthError } from "../oauth_errors.ts";
 import { sha256 } from "../opaque_tokens.ts";
 import { verifierMatches } from "../pkce.ts";
-import { type Grant, issueInFamily, replayed } from "./context.ts";
+import { type Grant, issueInFamily, type Replay, replayed } from "./context.ts";
 
-const reused = "The code was already used; the tokens it was exchanged for are revoked";
+const reused: Replay = {
+  description: "The code was already used; the tokens it was exchanged for are revoked",
+  result: "code_replayed",
+  grantType: "authorization_code",
+};
 
 /** Runs the grant. */
 export const authorizationCode: Grant = async (deps, client, req, jkt) => {

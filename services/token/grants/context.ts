@@ -6,6 +6,7 @@
  */
 
 import type { Client } from "../../../gen/registry/oauth/v1/client_pb.ts";
+import type { AuditContext } from "../../../lib/audit/mod.ts";
 import type {
   IssueTokenRequest,
   IssueTokenResponse,
@@ -35,6 +36,21 @@ export interface GrantDeps {
   refreshTtlMs: number;
   /** The clock (ms since the epoch). */
   now: () => number;
+  /**
+   * Who makes this request, from where (the client: ../security_events.ts), for the event of a
+   * family revoked for a replay; none: the revocation records none.
+   */
+  audit?: AuditContext | undefined;
+}
+
+/**
+ * What a code or refresh token presented again is: the `invalid_grant` description, the security
+ * event's result, and the grant type (the event's `grant_type`).
+ */
+export interface Replay {
+  description: string;
+  result: "code_replayed" | "refresh_token_reused";
+  grantType: string;
 }
 
 /**
@@ -103,7 +119,7 @@ export async function principalToken(
 export async function issueInFamily(
   deps: GrantDeps,
   client: Client,
-  grant: { family: FamilyRow; spent: Spent; replayed: string },
+  grant: { family: FamilyRow; spent: Spent; replayed: Replay },
   holder: { principalId: string; accountId: string },
   scopes: string[],
   jkt?: string,
@@ -149,13 +165,23 @@ export async function issueInFamily(
 
 /**
  * A code or refresh token presented again by the client it was issued to after it was spent: one
- * of the two presenters is an attacker, so every token of the family is revoked.
+ * of the two presenters is an attacker, so every token of the family is revoked, and the security
+ * event (`code_replayed`, `refresh_token_reused`) recorded in the revocation's transaction; a
+ * family already revoked records nothing again.
  */
 export async function replayed(
   deps: GrantDeps,
   familyId: string,
-  description: string,
+  replay: Replay,
 ): Promise<never> {
-  await deps.grants.revokeFamily(familyId, new Date(deps.now()));
-  throw oauthError("invalid_grant", description);
+  await deps.grants.revokeFamily(
+    familyId,
+    new Date(deps.now()),
+    deps.audit === undefined ? undefined : {
+      audit: deps.audit,
+      result: replay.result,
+      changes: [{ field: "grant_type", new: replay.grantType }],
+    },
+  );
+  throw oauthError("invalid_grant", replay.description);
 }

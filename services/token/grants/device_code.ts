@@ -12,9 +12,13 @@
 
 import { oauthError } from "../oauth_errors.ts";
 import { sha256 } from "../opaque_tokens.ts";
-import { type Grant, issueInFamily, replayed } from "./context.ts";
+import { type Grant, issueInFamily, type Replay, replayed } from "./context.ts";
 
-const reused = "The device code was already used; the tokens it was exchanged for are revoked";
+const reused: Replay = {
+  description: "The device code was already used; the tokens it was exchanged for are revoked",
+  result: "code_replayed",
+  grantType: "urn:ietf:params:oauth:grant-type:device_code",
+};
 
 /** Runs the grant. */
 export const deviceCode: Grant = async (deps, client, req, jkt) => {
@@ -25,7 +29,7 @@ export const deviceCode: Grant = async (deps, client, req, jkt) => {
     case "unknown":
       throw oauthError("invalid_grant", "The device code is not valid");
     case "redeemed":
-      if (poll.familyId === null) throw oauthError("invalid_grant", reused);
+      if (poll.familyId === null) throw oauthError("invalid_grant", reused.description);
       return await replayed(deps, poll.familyId, reused);
     case "expired":
       throw oauthError("expired_token", "The device code has expired; start again");

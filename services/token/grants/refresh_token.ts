@@ -22,9 +22,13 @@
 import { oauthError } from "../oauth_errors.ts";
 import { sha256 } from "../opaque_tokens.ts";
 import { narrowScope } from "../scope.ts";
-import { type Grant, issueInFamily, replayed } from "./context.ts";
+import { type Grant, issueInFamily, type Replay, replayed } from "./context.ts";
 
-const reused = "The refresh token was already used; every token of its grant is revoked";
+const reused: Replay = {
+  description: "The refresh token was already used; every token of its grant is revoked",
+  result: "refresh_token_reused",
+  grantType: "refresh_token",
+};
 
 /** Runs the grant. */
 export const refreshToken: Grant = async (deps, client, req, jkt) => {

@@ -7,7 +7,9 @@
  * @module
  */
 
+import type { AuditContext } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
+import { changesOf, securityEventCtes } from "../security_events.ts";
 import type { FamilyRow } from "./grants.ts";
 
 /** A device code. */
@@ -75,15 +77,21 @@ export interface DeviceCodeRepository {
   ): Promise<DeviceCodeRow | "blocked" | undefined>;
   /**
    * Approves a pending, unexpired code for an installation: its family is made, for the tokens
-   * to come. False when it is no longer pending (decided meanwhile) or expired.
+   * to come. False when it is no longer pending (decided meanwhile) or expired. With `audit`, the
+   * consent's security event (`allowed`, ../security_events.ts) is written by the statement that
+   * decides it.
    */
   approve(
     userCodeHash: Uint8Array,
     at: Date,
     holder: { installationId: string; accountId: string; principalId: string },
+    audit?: AuditContext,
   ): Promise<boolean>;
-  /** Denies a pending, unexpired code; false when it was not. */
-  deny(userCodeHash: Uint8Array, at: Date): Promise<boolean>;
+  /**
+   * Denies a pending, unexpired code; false when it was not. With `audit`, the security event
+   * (`denied`) is written by the statement that denies it, and only when it did.
+   */
+  deny(userCodeHash: Uint8Array, at: Date, audit?: AuditContext): Promise<boolean>;
   /** Deletes codes expired an hour before `at`, and counts and cool-downs that are over. */
   purge(at: Date, limit: GuessLimit): Promise<void>;
 }
@@ -91,6 +99,33 @@ export interface DeviceCodeRepository {
 /** An advisory lock id of a key (its first 8 bytes, as a signed bigint's text). */
 function lockId(key: Uint8Array): string {
   return new DataView(key.buffer, key.byteOffset, 8).getBigInt64(0).toString();
+}
+
+/**
+ * The CTEs of a device code's decision (its consent): the event of the rows of the CTE `decided`
+ * (`project_id`, `client_id`, `scopes`), about the client, with the scopes and, for an approval,
+ * the installation that holds the consent.
+ */
+function decisionEvent(
+  sql: Sql,
+  audit: AuditContext | undefined,
+  result: "allowed" | "denied",
+  installationId?: string,
+) {
+  if (audit === undefined) return sql``;
+  return sql`, ${
+    securityEventCtes(sql, audit, {
+      parent: sql`decided.project_id`,
+      resource: sql`'projects/' || decided.project_id || '/clients/' || decided.client_id`,
+      from: sql`decided`,
+      changes: changesOf(
+        sql,
+        installationId === undefined ? [] : [{ field: "installation_id", new: installationId }],
+        sql`jsonb_build_array(jsonb_build_object('field', 'scopes', 'new', to_jsonb(decided.scopes)))`,
+      ),
+      result,
+    })
+  }`;
 }
 
 /** Creates the repository over a pool. */
@@ -165,7 +200,7 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
       });
     },
 
-    async approve(userCodeHash, at, holder) {
+    async approve(userCodeHash, at, holder, audit) {
       return await sql.begin(async (tx) => {
         const [row] = await tx<DeviceCodeRow[]>`
           select * from token.device_codes
@@ -179,19 +214,26 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
           values (${familyId}, ${row.client_id}, ${row.project_id}, ${holder.installationId},
             ${at}, ${row.expires_at})`;
         await tx`
-          update token.device_codes
-          set status = 'approved', decided_at = ${at}, family_id = ${familyId},
-            account_id = ${holder.accountId}, principal_id = ${holder.principalId}
-          where device_code_hash = ${row.device_code_hash}`;
+          with decided as (
+            update token.device_codes
+            set status = 'approved', decided_at = ${at}, family_id = ${familyId},
+              account_id = ${holder.accountId}, principal_id = ${holder.principalId}
+            where device_code_hash = ${row.device_code_hash}
+            returning project_id, client_id, scopes
+          )${decisionEvent(tx as unknown as Sql, audit, "allowed", holder.installationId)}
+          select 1 from decided`;
         return true;
       });
     },
 
-    async deny(userCodeHash, at) {
+    async deny(userCodeHash, at, audit) {
       const denied = await sql`
-        update token.device_codes set status = 'denied', decided_at = ${at}
-        where user_code_hash = ${userCodeHash} and status = 'pending' and expires_at > ${at}
-        returning client_id`;
+        with decided as (
+          update token.device_codes set status = 'denied', decided_at = ${at}
+          where user_code_hash = ${userCodeHash} and status = 'pending' and expires_at > ${at}
+          returning project_id, client_id, scopes
+        )${decisionEvent(sql, audit, "denied")}
+        select client_id from decided`;
       return denied.length === 1;
     },
 

@@ -9,7 +9,14 @@
  * @module
  */
 
+import type { AuditContext } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
+import {
+  changesOf,
+  type FieldValue,
+  installationResource,
+  securityEventCtes,
+} from "../security_events.ts";
 
 /** A family: the tokens descended from one authorization code. */
 export interface FamilyRow {
@@ -77,6 +84,17 @@ export interface Issued {
   refresh: Omit<RefreshRow, "spent_at">;
 }
 
+/**
+ * The security event a family's revocation records (../security_events.ts), in its transaction:
+ * who, what happened, and fields of its own; the resource (the family's installation) and the
+ * count of access tokens put on the revocation list (`revoked_access_tokens`) are added.
+ */
+export interface RevocationEvent {
+  audit: AuditContext;
+  result: "code_replayed" | "refresh_token_reused" | "revoked";
+  changes: FieldValue[];
+}
+
 /** Reads and writes the grant tables. */
 export interface GrantRepository {
   /** Stores a new family and its authorization code. */
@@ -101,9 +119,10 @@ export interface GrantRepository {
   /**
    * Revokes a family: marks it, and puts every access token it issued that has not expired on the
    * revocation list (and tells the repository's `onRevoked` once it is committed, so that this
-   * replica knows at once). Revoking a revoked family changes nothing.
+   * replica knows at once), with `event` when given, in the same transaction. Revoking a revoked
+   * family changes nothing and records nothing.
    */
-  revokeFamily(familyId: string, at: Date): Promise<void>;
+  revokeFamily(familyId: string, at: Date, event?: RevocationEvent): Promise<void>;
   /** Deletes what expired before `at`. */
   purge(at: Date): Promise<void>;
 }
@@ -185,19 +204,42 @@ export function createGrantRepository(
       }
     },
 
-    async revokeFamily(familyId, at) {
+    async revokeFamily(familyId, at, event) {
       const revoked = await sql.begin(async (tx) => {
-        const [family] = await tx`
+        // Two statements: the second reads the family's access tokens after the first holds the
+        // family's row (GrantRepository.issue locks it too), so it sees every one issued.
+        const [family] = await tx<Pick<FamilyRow, "project_id" | "installation_id">[]>`
           update token.families set revoked_at = ${at}
           where id = ${familyId} and revoked_at is null
-          returning id`;
+          returning project_id, installation_id`;
         if (!family) return [];
+        // The event, when there is one, is two more CTEs of the statement that revokes the tokens.
+        const q = tx as unknown as Sql;
+        const audit = event === undefined
+          ? tx``
+          : tx`, one as (select 1), ${
+            securityEventCtes(q, event.audit, {
+              parent: family.project_id,
+              resource: installationResource(family.project_id, family.installation_id),
+              from: tx`one`,
+              changes: changesOf(
+                q,
+                event.changes,
+                tx`jsonb_build_array(jsonb_build_object(
+                'field', 'revoked_access_tokens', 'new', (select count(*) from revoked)))`,
+              ),
+              result: event.result,
+            })
+          }`;
         return await tx<{ jti: string }[]>`
-          insert into token.revoked_tokens (jti, expires_at, revoked_at)
-          select jti, expires_at, ${at} from token.family_access_tokens
-          where family_id = ${familyId} and expires_at > ${at}
-          on conflict (jti) do nothing
-          returning jti::text`;
+          with revoked as (
+            insert into token.revoked_tokens (jti, expires_at, revoked_at)
+            select jti, expires_at, ${at} from token.family_access_tokens
+            where family_id = ${familyId} and expires_at > ${at}
+            on conflict (jti) do nothing
+            returning jti::text
+          )${audit}
+          select jti from revoked`;
       });
       onRevoked((revoked as { jti: string }[]).map((r) => r.jti));
     },

@@ -5,13 +5,17 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.ts";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Event } from "../../audit/v1/event_pb.ts";
+import { file_registry_audit_v1_event } from "../../audit/v1/event_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file registry/token/v1/token_service.proto.
  */
 export const file_registry_token_v1_token_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSLEAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQESGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBARIiChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBCABKAlCA+BBARIdChBjbGllbnRfYXNzZXJ0aW9uGAUgASgJQgPgQQEiUAoJRHBvcFByb29mEhIKBXByb29mGAEgASgJQgPgQQISGAoLaHR0cF9tZXRob2QYAiABKAlCA+BBAhIVCghodHRwX3VyaRgDIAEoCUID4EECItQDChFJc3N1ZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhcKCmdyYW50X3R5cGUYAiABKAlCA+BBAhISCgVzY29wZRgDIAEoCUID4EEBEhEKBGNvZGUYBCABKAlCA+BBARIZCgxyZWRpcmVjdF91cmkYBSABKAlCA+BBARIaCg1jb2RlX3ZlcmlmaWVyGAYgASgJQgPgQQESGgoNcmVmcmVzaF90b2tlbhgHIAEoCUID4EEBEhoKDXN1YmplY3RfdG9rZW4YCCABKAlCA+BBARIfChJzdWJqZWN0X3Rva2VuX3R5cGUYCSABKAlCA+BBARIVCghhdWRpZW5jZRgKIAEoCUID4EEBEiEKFHJlcXVlc3RlZF90b2tlbl90eXBlGAsgASgJQgPgQQESGAoLYWN0b3JfdG9rZW4YDCABKAlCA+BBARIVCghyZXNvdXJjZRgNIAEoCUID4EEBEi8KBGRwb3AYDiABKAsyHC5yZWdpc3RyeS50b2tlbi52MS5EcG9wUHJvb2ZCA+BBARIYCgtkZXZpY2VfY29kZRgPIAEoCUID4EEBIqcBChJJc3N1ZVRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoAxINCgVzY29wZRgEIAEoCRIVCg1yZWZyZXNoX3Rva2VuGAUgASgJEhkKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJEhIKCmRwb3Bfbm9uY2UYByABKAki/QEKFEF1dGhvcml6YXRpb25SZXF1ZXN0EhoKDXJlc3BvbnNlX3R5cGUYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIZCgxyZWRpcmVjdF91cmkYAyABKAlCA+BBARISCgVzY29wZRgEIAEoCUID4EEBEhIKBXN0YXRlGAUgASgJQgPgQQESGwoOY29kZV9jaGFsbGVuZ2UYBiABKAlCA+BBARIiChVjb2RlX2NoYWxsZW5nZV9tZXRob2QYByABKAlCA+BBARIYCgtyZXF1ZXN0X3VyaRgIIAEoCUID4EEBEhMKBnByb21wdBgJIAEoCUID4EEBIp8DCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCRI2Cg1zY29wZV9kZXRhaWxzGA4gAygLMh8ucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjb3BlEjgKD2FscmVhZHlfZ3JhbnRlZBgPIAMoCzIfLnJlZ2lzdHJ5LnRva2VuLnYxLkNvbnNlbnRTY29wZSJECgxDb25zZW50U2NvcGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCglzZW5zaXRpdmUYAyABKAgiWgoZU3RhcnRBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAiJzChpTdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRIzCgdjb25zZW50GAEgASgLMiAucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjcmVlbkgAEhUKC3JlZGlyZWN0X3RvGAIgASgJSABCCQoHb3V0Y29tZSKbAQofUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0UmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEj0KB3JlcXVlc3QYAiABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECIksKIFB1c2hBdXRob3JpemF0aW9uUmVxdWVzdFJlc3BvbnNlEhMKC3JlcXVlc3RfdXJpGAEgASgJEhIKCmV4cGlyZXNfaW4YAiABKAMiqAEKGkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQIiMgobRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEhMKC3JlZGlyZWN0X3RvGAEgASgJInAKH1N0YXJ0RGV2aWNlQXV0aG9yaXphdGlvblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgVzY29wZRgCIAEoCUID4EEBIq0BCiBTdGFydERldmljZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtkZXZpY2VfY29kZRgBIAEoCRIRCgl1c2VyX2NvZGUYAiABKAkSGAoQdmVyaWZpY2F0aW9uX3VyaRgDIAEoCRIhChl2ZXJpZmljYXRpb25fdXJpX2NvbXBsZXRlGAQgASgJEhIKCmV4cGlyZXNfaW4YBSABKAMSEAoIaW50ZXJ2YWwYBiABKAMiIAoeU3RhcnREZXZpY2VWZXJpZmljYXRpb25SZXF1ZXN0IkkKH1N0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVzcG9uc2USEgoKY3NyZl90b2tlbhgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJImcKF0xvb2t1cERldmljZUNvZGVSZXF1ZXN0EhYKCXVzZXJfY29kZRgBIAEoCUID4EECEhcKCmNzcmZfdG9rZW4YAiABKAlCA+BBAhIbCg5jbGllbnRfYWRkcmVzcxgDIAEoCUID4EEBImAKGExvb2t1cERldmljZUNvZGVSZXNwb25zZRIxCgdjb25zZW50GAEgASgLMiAucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjcmVlbhIRCgl1c2VyX2NvZGUYAiABKAkimwEKF0RlY2lkZURldmljZUNvZGVSZXF1ZXN0EhYKCXVzZXJfY29kZRgBIAEoCUID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQISGwoOY2xpZW50X2FkZHJlc3MYBCABKAlCA+BBASI0ChhEZWNpZGVEZXZpY2VDb2RlUmVzcG9uc2USGAoQYXBwbGljYXRpb25fbmFtZRgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi/AEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJEg8KB2NuZl9qa3QYDiABKAkigQEKElJldm9rZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEiFQoTUmV2b2tlVG9rZW5SZXNwb25zZSIQCg5HZXRKd2tzUmVxdWVzdCI9Cg9HZXRKd2tzUmVzcG9uc2USEQoJandrc19qc29uGAEgASgJEhcKD21heF9hZ2Vfc2Vjb25kcxgCIAEoAyJFChZDaGVja0NvcnNPcmlnaW5SZXF1ZXN0EhMKBm9yaWdpbhgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EEBIioKF0NoZWNrQ29yc09yaWdpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgq0gEKEENsaWVudEF1dGhNZXRob2QSIgoeQ0xJRU5UX0FVVEhfTUVUSE9EX1VOU1BFQ0lGSUVEEAASKgomQ0xJRU5UX0FVVEhfTUVUSE9EX0NMSUVOVF9TRUNSRVRfQkFTSUMQARIpCiVDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9QT1NUEAISGwoXQ0xJRU5UX0FVVEhfTUVUSE9EX05PTkUQAxImCiJDTElFTlRfQVVUSF9NRVRIT0RfUFJJVkFURV9LRVlfSldUEAQqSwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAjK/CgoMVG9rZW5TZXJ2aWNlElkKCklzc3VlVG9rZW4SJC5yZWdpc3RyeS50b2tlbi52MS5Jc3N1ZVRva2VuUmVxdWVzdBolLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXNwb25zZRJxChJTdGFydEF1dGhvcml6YXRpb24SLC5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXF1ZXN0Gi0ucmVnaXN0cnkudG9rZW4udjEuU3RhcnRBdXRob3JpemF0aW9uUmVzcG9uc2USdAoTRGVjaWRlQXV0aG9yaXphdGlvbhItLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Gi4ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEmgKD0ludHJvc3BlY3RUb2tlbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5JbnRyb3NwZWN0VG9rZW5SZXNwb25zZRJcCgtSZXZva2VUb2tlbhIlLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVxdWVzdBomLnJlZ2lzdHJ5LnRva2VuLnYxLlJldm9rZVRva2VuUmVzcG9uc2USUAoHR2V0SndrcxIhLnJlZ2lzdHJ5LnRva2VuLnYxLkdldEp3a3NSZXF1ZXN0GiIucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1Jlc3BvbnNlEmgKD0NoZWNrQ29yc09yaWdpbhIpLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlcXVlc3QaKi5yZWdpc3RyeS50b2tlbi52MS5DaGVja0NvcnNPcmlnaW5SZXNwb25zZRKDAQoYU3RhcnREZXZpY2VBdXRob3JpemF0aW9uEjIucmVnaXN0cnkudG9rZW4udjEuU3RhcnREZXZpY2VBdXRob3JpemF0aW9uUmVxdWVzdBozLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0RGV2aWNlQXV0aG9yaXphdGlvblJlc3BvbnNlEoABChdTdGFydERldmljZVZlcmlmaWNhdGlvbhIxLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVxdWVzdBoyLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVzcG9uc2USawoQTG9va3VwRGV2aWNlQ29kZRIqLnJlZ2lzdHJ5LnRva2VuLnYxLkxvb2t1cERldmljZUNvZGVSZXF1ZXN0GisucmVnaXN0cnkudG9rZW4udjEuTG9va3VwRGV2aWNlQ29kZVJlc3BvbnNlEmsKEERlY2lkZURldmljZUNvZGUSKi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVEZXZpY2VDb2RlUmVxdWVzdBorLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZURldmljZUNvZGVSZXNwb25zZRKDAQoYUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0EjIucmVnaXN0cnkudG9rZW4udjEuUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0UmVxdWVzdBozLnJlZ2lzdHJ5LnRva2VuLnYxLlB1c2hBdXRob3JpemF0aW9uUmVxdWVzdFJlc3BvbnNlYgZwcm90bzM", [file_google_api_field_behavior]);
+  fileDesc("CiVyZWdpc3RyeS90b2tlbi92MS90b2tlbl9zZXJ2aWNlLnByb3RvEhFyZWdpc3RyeS50b2tlbi52MSLEAQoRQ2xpZW50Q3JlZGVudGlhbHMSFgoJY2xpZW50X2lkGAEgASgJQgPgQQESGgoNY2xpZW50X3NlY3JldBgCIAEoCUID4EEBEjgKBm1ldGhvZBgDIAEoDjIjLnJlZ2lzdHJ5LnRva2VuLnYxLkNsaWVudEF1dGhNZXRob2RCA+BBARIiChVjbGllbnRfYXNzZXJ0aW9uX3R5cGUYBCABKAlCA+BBARIdChBjbGllbnRfYXNzZXJ0aW9uGAUgASgJQgPgQQEiUAoJRHBvcFByb29mEhIKBXByb29mGAEgASgJQgPgQQISGAoLaHR0cF9tZXRob2QYAiABKAlCA+BBAhIVCghodHRwX3VyaRgDIAEoCUID4EECItQDChFJc3N1ZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhcKCmdyYW50X3R5cGUYAiABKAlCA+BBAhISCgVzY29wZRgDIAEoCUID4EEBEhEKBGNvZGUYBCABKAlCA+BBARIZCgxyZWRpcmVjdF91cmkYBSABKAlCA+BBARIaCg1jb2RlX3ZlcmlmaWVyGAYgASgJQgPgQQESGgoNcmVmcmVzaF90b2tlbhgHIAEoCUID4EEBEhoKDXN1YmplY3RfdG9rZW4YCCABKAlCA+BBARIfChJzdWJqZWN0X3Rva2VuX3R5cGUYCSABKAlCA+BBARIVCghhdWRpZW5jZRgKIAEoCUID4EEBEiEKFHJlcXVlc3RlZF90b2tlbl90eXBlGAsgASgJQgPgQQESGAoLYWN0b3JfdG9rZW4YDCABKAlCA+BBARIVCghyZXNvdXJjZRgNIAEoCUID4EEBEi8KBGRwb3AYDiABKAsyHC5yZWdpc3RyeS50b2tlbi52MS5EcG9wUHJvb2ZCA+BBARIYCgtkZXZpY2VfY29kZRgPIAEoCUID4EEBIqcBChJJc3N1ZVRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoAxINCgVzY29wZRgEIAEoCRIVCg1yZWZyZXNoX3Rva2VuGAUgASgJEhkKEWlzc3VlZF90b2tlbl90eXBlGAYgASgJEhIKCmRwb3Bfbm9uY2UYByABKAki/QEKFEF1dGhvcml6YXRpb25SZXF1ZXN0EhoKDXJlc3BvbnNlX3R5cGUYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIZCgxyZWRpcmVjdF91cmkYAyABKAlCA+BBARISCgVzY29wZRgEIAEoCUID4EEBEhIKBXN0YXRlGAUgASgJQgPgQQESGwoOY29kZV9jaGFsbGVuZ2UYBiABKAlCA+BBARIiChVjb2RlX2NoYWxsZW5nZV9tZXRob2QYByABKAlCA+BBARIYCgtyZXF1ZXN0X3VyaRgIIAEoCUID4EEBEhMKBnByb21wdBgJIAEoCUID4EEBIp8DCg1Db25zZW50U2NyZWVuEhgKEGFwcGxpY2F0aW9uX25hbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIbG9nb191cmkYAyABKAkSFQoNc3VwcG9ydF9lbWFpbBgEIAEoCRIUCgxob21lcGFnZV91cmkYBSABKAkSGgoScHJpdmFjeV9wb2xpY3lfdXJpGAYgASgJEhwKFHRlcm1zX29mX3NlcnZpY2VfdXJpGAcgASgJEhIKCnVudmVyaWZpZWQYCCABKAgSDgoGc2NvcGVzGAkgAygJEhIKCmFjY291bnRfaWQYCiABKAkSDwoHc3ViamVjdBgLIAEoCRIXCg9yZWRpcmVjdF90YXJnZXQYDCABKAkSEgoKY3NyZl90b2tlbhgNIAEoCRI2Cg1zY29wZV9kZXRhaWxzGA4gAygLMh8ucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjb3BlEjgKD2FscmVhZHlfZ3JhbnRlZBgPIAMoCzIfLnJlZ2lzdHJ5LnRva2VuLnYxLkNvbnNlbnRTY29wZSJECgxDb25zZW50U2NvcGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCglzZW5zaXRpdmUYAyABKAgiWgoZU3RhcnRBdXRob3JpemF0aW9uUmVxdWVzdBI9CgdyZXF1ZXN0GAEgASgLMicucmVnaXN0cnkudG9rZW4udjEuQXV0aG9yaXphdGlvblJlcXVlc3RCA+BBAiJzChpTdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRIzCgdjb25zZW50GAEgASgLMiAucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjcmVlbkgAEhUKC3JlZGlyZWN0X3RvGAIgASgJSABCCQoHb3V0Y29tZSKbAQofUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0UmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEj0KB3JlcXVlc3QYAiABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECIksKIFB1c2hBdXRob3JpemF0aW9uUmVxdWVzdFJlc3BvbnNlEhMKC3JlcXVlc3RfdXJpGAEgASgJEhIKCmV4cGlyZXNfaW4YAiABKAMiqAEKGkRlY2lkZUF1dGhvcml6YXRpb25SZXF1ZXN0Ej0KB3JlcXVlc3QYASABKAsyJy5yZWdpc3RyeS50b2tlbi52MS5BdXRob3JpemF0aW9uUmVxdWVzdEID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQIiMgobRGVjaWRlQXV0aG9yaXphdGlvblJlc3BvbnNlEhMKC3JlZGlyZWN0X3RvGAEgASgJInAKH1N0YXJ0RGV2aWNlQXV0aG9yaXphdGlvblJlcXVlc3QSOQoGY2xpZW50GAEgASgLMiQucmVnaXN0cnkudG9rZW4udjEuQ2xpZW50Q3JlZGVudGlhbHNCA+BBAhISCgVzY29wZRgCIAEoCUID4EEBIq0BCiBTdGFydERldmljZUF1dGhvcml6YXRpb25SZXNwb25zZRITCgtkZXZpY2VfY29kZRgBIAEoCRIRCgl1c2VyX2NvZGUYAiABKAkSGAoQdmVyaWZpY2F0aW9uX3VyaRgDIAEoCRIhChl2ZXJpZmljYXRpb25fdXJpX2NvbXBsZXRlGAQgASgJEhIKCmV4cGlyZXNfaW4YBSABKAMSEAoIaW50ZXJ2YWwYBiABKAMiIAoeU3RhcnREZXZpY2VWZXJpZmljYXRpb25SZXF1ZXN0IkkKH1N0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uUmVzcG9uc2USEgoKY3NyZl90b2tlbhgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJImcKF0xvb2t1cERldmljZUNvZGVSZXF1ZXN0EhYKCXVzZXJfY29kZRgBIAEoCUID4EECEhcKCmNzcmZfdG9rZW4YAiABKAlCA+BBAhIbCg5jbGllbnRfYWRkcmVzcxgDIAEoCUID4EEBImAKGExvb2t1cERldmljZUNvZGVSZXNwb25zZRIxCgdjb25zZW50GAEgASgLMiAucmVnaXN0cnkudG9rZW4udjEuQ29uc2VudFNjcmVlbhIRCgl1c2VyX2NvZGUYAiABKAkimwEKF0RlY2lkZURldmljZUNvZGVSZXF1ZXN0EhYKCXVzZXJfY29kZRgBIAEoCUID4EECEjIKCGRlY2lzaW9uGAIgASgOMhsucmVnaXN0cnkudG9rZW4udjEuRGVjaXNpb25CA+BBAhIXCgpjc3JmX3Rva2VuGAMgASgJQgPgQQISGwoOY2xpZW50X2FkZHJlc3MYBCABKAlCA+BBASI0ChhEZWNpZGVEZXZpY2VDb2RlUmVzcG9uc2USGAoQYXBwbGljYXRpb25fbmFtZRgBIAEoCSKFAQoWSW50cm9zcGVjdFRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEi/AEKF0ludHJvc3BlY3RUb2tlblJlc3BvbnNlEg4KBmFjdGl2ZRgBIAEoCBINCgVzY29wZRgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEgoKdG9rZW5fdHlwZRgEIAEoCRILCgNleHAYBSABKAMSCwoDaWF0GAYgASgDEgsKA3N1YhgHIAEoCRILCgNhdWQYCCABKAkSCwoDaXNzGAkgASgJEgsKA2p0aRgKIAEoCRISCgphY2NvdW50X2lkGAsgASgJEhcKD2luc3RhbGxhdGlvbl9pZBgMIAEoCRIPCgdhY3Rfc3ViGA0gASgJEg8KB2NuZl9qa3QYDiABKAkigQEKElJldm9rZVRva2VuUmVxdWVzdBI5CgZjbGllbnQYASABKAsyJC5yZWdpc3RyeS50b2tlbi52MS5DbGllbnRDcmVkZW50aWFsc0ID4EECEhIKBXRva2VuGAIgASgJQgPgQQISHAoPdG9rZW5fdHlwZV9oaW50GAMgASgJQgPgQQEiFQoTUmV2b2tlVG9rZW5SZXNwb25zZSIQCg5HZXRKd2tzUmVxdWVzdCI9Cg9HZXRKd2tzUmVzcG9uc2USEQoJandrc19qc29uGAEgASgJEhcKD21heF9hZ2Vfc2Vjb25kcxgCIAEoAyJFChZDaGVja0NvcnNPcmlnaW5SZXF1ZXN0EhMKBm9yaWdpbhgBIAEoCUID4EECEhYKCWNsaWVudF9pZBgCIAEoCUID4EEBIioKF0NoZWNrQ29yc09yaWdpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgigwIKEUxpc3RFdmVudHNSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIXCgVsaW1pdBgCIAEoBUID4EEBSACIAQESEgoFYWZ0ZXIYAyABKAlCA+BBARIVCghyZXNvdXJjZRgEIAEoCUID4EEBEhMKBm1ldGhvZBgFIAEoCUID4EEBEhIKBWFjdG9yGAYgASgJQgPgQQESLgoFc2luY2UYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQESLgoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQFCCAoGX2xpbWl0Ik4KEkxpc3RFdmVudHNSZXNwb25zZRImCgRkYXRhGAEgAygLMhgucmVnaXN0cnkuYXVkaXQudjEuRXZlbnQSEAoIaGFzX21vcmUYAiABKAgiQQoSV2F0Y2hFdmVudHNSZXF1ZXN0EhcKCnByb2plY3RfaWQYASABKAlCA+BBAhISCgVhZnRlchgCIAEoCUID4EEBIj4KE1dhdGNoRXZlbnRzUmVzcG9uc2USJwoFZXZlbnQYASABKAsyGC5yZWdpc3RyeS5hdWRpdC52MS5FdmVudCrSAQoQQ2xpZW50QXV0aE1ldGhvZBIiCh5DTElFTlRfQVVUSF9NRVRIT0RfVU5TUEVDSUZJRUQQABIqCiZDTElFTlRfQVVUSF9NRVRIT0RfQ0xJRU5UX1NFQ1JFVF9CQVNJQxABEikKJUNMSUVOVF9BVVRIX01FVEhPRF9DTElFTlRfU0VDUkVUX1BPU1QQAhIbChdDTElFTlRfQVVUSF9NRVRIT0RfTk9ORRADEiYKIkNMSUVOVF9BVVRIX01FVEhPRF9QUklWQVRFX0tFWV9KV1QQBCpLCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhIKDkRFQ0lTSU9OX0FMTE9XEAESEQoNREVDSVNJT05fREVOWRACMvoLCgxUb2tlblNlcnZpY2USWQoKSXNzdWVUb2tlbhIkLnJlZ2lzdHJ5LnRva2VuLnYxLklzc3VlVG9rZW5SZXF1ZXN0GiUucmVnaXN0cnkudG9rZW4udjEuSXNzdWVUb2tlblJlc3BvbnNlEnEKElN0YXJ0QXV0aG9yaXphdGlvbhIsLnJlZ2lzdHJ5LnRva2VuLnYxLlN0YXJ0QXV0aG9yaXphdGlvblJlcXVlc3QaLS5yZWdpc3RyeS50b2tlbi52MS5TdGFydEF1dGhvcml6YXRpb25SZXNwb25zZRJ0ChNEZWNpZGVBdXRob3JpemF0aW9uEi0ucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlQXV0aG9yaXphdGlvblJlcXVlc3QaLi5yZWdpc3RyeS50b2tlbi52MS5EZWNpZGVBdXRob3JpemF0aW9uUmVzcG9uc2USaAoPSW50cm9zcGVjdFRva2VuEikucmVnaXN0cnkudG9rZW4udjEuSW50cm9zcGVjdFRva2VuUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkludHJvc3BlY3RUb2tlblJlc3BvbnNlElwKC1Jldm9rZVRva2VuEiUucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXF1ZXN0GiYucmVnaXN0cnkudG9rZW4udjEuUmV2b2tlVG9rZW5SZXNwb25zZRJQCgdHZXRKd2tzEiEucmVnaXN0cnkudG9rZW4udjEuR2V0Sndrc1JlcXVlc3QaIi5yZWdpc3RyeS50b2tlbi52MS5HZXRKd2tzUmVzcG9uc2USaAoPQ2hlY2tDb3JzT3JpZ2luEikucmVnaXN0cnkudG9rZW4udjEuQ2hlY2tDb3JzT3JpZ2luUmVxdWVzdBoqLnJlZ2lzdHJ5LnRva2VuLnYxLkNoZWNrQ29yc09yaWdpblJlc3BvbnNlEoMBChhTdGFydERldmljZUF1dGhvcml6YXRpb24SMi5yZWdpc3RyeS50b2tlbi52MS5TdGFydERldmljZUF1dGhvcml6YXRpb25SZXF1ZXN0GjMucmVnaXN0cnkudG9rZW4udjEuU3RhcnREZXZpY2VBdXRob3JpemF0aW9uUmVzcG9uc2USgAEKF1N0YXJ0RGV2aWNlVmVyaWZpY2F0aW9uEjEucmVnaXN0cnkudG9rZW4udjEuU3RhcnREZXZpY2VWZXJpZmljYXRpb25SZXF1ZXN0GjIucmVnaXN0cnkudG9rZW4udjEuU3RhcnREZXZpY2VWZXJpZmljYXRpb25SZXNwb25zZRJrChBMb29rdXBEZXZpY2VDb2RlEioucmVnaXN0cnkudG9rZW4udjEuTG9va3VwRGV2aWNlQ29kZVJlcXVlc3QaKy5yZWdpc3RyeS50b2tlbi52MS5Mb29rdXBEZXZpY2VDb2RlUmVzcG9uc2USawoQRGVjaWRlRGV2aWNlQ29kZRIqLnJlZ2lzdHJ5LnRva2VuLnYxLkRlY2lkZURldmljZUNvZGVSZXF1ZXN0GisucmVnaXN0cnkudG9rZW4udjEuRGVjaWRlRGV2aWNlQ29kZVJlc3BvbnNlEoMBChhQdXNoQXV0aG9yaXphdGlvblJlcXVlc3QSMi5yZWdpc3RyeS50b2tlbi52MS5QdXNoQXV0aG9yaXphdGlvblJlcXVlc3RSZXF1ZXN0GjMucmVnaXN0cnkudG9rZW4udjEuUHVzaEF1dGhvcml6YXRpb25SZXF1ZXN0UmVzcG9uc2USWQoKTGlzdEV2ZW50cxIkLnJlZ2lzdHJ5LnRva2VuLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiUucmVnaXN0cnkudG9rZW4udjEuTGlzdEV2ZW50c1Jlc3BvbnNlEl4KC1dhdGNoRXZlbnRzEiUucmVnaXN0cnkudG9rZW4udjEuV2F0Y2hFdmVudHNSZXF1ZXN0GiYucmVnaXN0cnkudG9rZW4udjEuV2F0Y2hFdmVudHNSZXNwb25zZTABYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_timestamp, file_registry_audit_v1_event]);
 
 /**
  * The calling client's credentials.
@@ -1271,6 +1275,155 @@ export const CheckCorsOriginResponseSchema: GenMessage<CheckCorsOriginResponse> 
   messageDesc(file_registry_token_v1_token_service, 28);
 
 /**
+ * Request of ListEvents. Filters combine (all must hold).
+ *
+ * @generated from message registry.token.v1.ListEventsRequest
+ */
+export type ListEventsRequest = Message<"registry.token.v1.ListEventsRequest"> & {
+  /**
+   * The project whose events to list; `-` for the failures of client_ids no project has.
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * Page size, 1..100; 20 when absent.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * The id of the last event of the previous page; the page starts before it (newest first).
+   *
+   * @generated from field: string after = 3;
+   */
+  after: string;
+
+  /**
+   * Only events of this resource name and the resources under it
+   * (`projects/p1/clients/cli_...`, `projects/p1/installations/ins_...`).
+   *
+   * @generated from field: string resource = 4;
+   */
+  resource: string;
+
+  /**
+   * Only events of this RPC, by full name (`registry.token.v1.TokenService/IssueToken`).
+   *
+   * @generated from field: string method = 5;
+   */
+  method: string;
+
+  /**
+   * Only events of this actor (`sub`: a user, or a client_id).
+   *
+   * @generated from field: string actor = 6;
+   */
+  actor: string;
+
+  /**
+   * Only events at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 7;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * Only events before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp until = 8;
+   */
+  until?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message registry.token.v1.ListEventsRequest.
+ * Use `create(ListEventsRequestSchema)` to create a new message.
+ */
+export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 29);
+
+/**
+ * Response of ListEvents.
+ *
+ * @generated from message registry.token.v1.ListEventsResponse
+ */
+export type ListEventsResponse = Message<"registry.token.v1.ListEventsResponse"> & {
+  /**
+   * The page, newest first.
+   *
+   * @generated from field: repeated registry.audit.v1.Event data = 1;
+   */
+  data: Event[];
+
+  /**
+   * True if and only if more events follow this page.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+};
+
+/**
+ * Describes the message registry.token.v1.ListEventsResponse.
+ * Use `create(ListEventsResponseSchema)` to create a new message.
+ */
+export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 30);
+
+/**
+ * Request of WatchEvents.
+ *
+ * @generated from message registry.token.v1.WatchEventsRequest
+ */
+export type WatchEventsRequest = Message<"registry.token.v1.WatchEventsRequest"> & {
+  /**
+   * The project whose events to follow (`-` as in ListEvents).
+   *
+   * @generated from field: string project_id = 1;
+   */
+  projectId: string;
+
+  /**
+   * The id of the last event the caller has seen: the feed starts after it. Empty or "0": from
+   * the oldest event kept.
+   *
+   * @generated from field: string after = 2;
+   */
+  after: string;
+};
+
+/**
+ * Describes the message registry.token.v1.WatchEventsRequest.
+ * Use `create(WatchEventsRequestSchema)` to create a new message.
+ */
+export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 31);
+
+/**
+ * One message of WatchEvents: one event.
+ *
+ * @generated from message registry.token.v1.WatchEventsResponse
+ */
+export type WatchEventsResponse = Message<"registry.token.v1.WatchEventsResponse"> & {
+  /**
+   * The event.
+   *
+   * @generated from field: registry.audit.v1.Event event = 1;
+   */
+  event?: Event | undefined;
+};
+
+/**
+ * Describes the message registry.token.v1.WatchEventsResponse.
+ * Use `create(WatchEventsResponseSchema)` to create a new message.
+ */
+export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
+  messageDesc(file_registry_token_v1_token_service, 32);
+
+/**
  * How the client presented its credentials (RFC 6749 2.3.1, RFC 8414
  * token_endpoint_auth_methods_supported).
  *
@@ -1356,8 +1509,8 @@ export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
 /**
  * TokenService is the OAuth 2 authorization server on the registry: it issues, introspects and
  * revokes the tokens of the clients the oauth-registry stores. It reads clients and secrets only
- * through OAuthRegistryService (over gRPC); its own state (signing keys, revoked tokens) is in the
- * `token` schema.
+ * through OAuthRegistryService (over gRPC); its own state (signing keys, revoked tokens, security
+ * events) is in the `token` schema.
  *
  * The gateway serves the RFC endpoints on top of it (form-encoded requests, RFC JSON answers):
  * `POST /oauth2/token` (RFC 6749), `POST /oauth2/introspect` (RFC 7662), `POST /oauth2/revoke`
@@ -1368,6 +1521,8 @@ export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
  * its `client` field (the gateway takes them from HTTP Basic or the form, RFC 6749 2.3.1) and needs
  * no `authorization` metadata. A call whose client cannot be authenticated fails with
  * UNAUTHENTICATED and a google.rpc.ErrorInfo of domain `oauth2` and reason `invalid_client`.
+ * (ListEvents and WatchEvents, internal, are the exception: they are called with a platform token
+ * of a caller that administers the project.)
  *
  * The authorization endpoint (RFC 6749 3.1, authorization code with PKCE): the gateway serves
  * `GET /oauth2/authorize` and the consent page, and asks StartAuthorization what to show and
@@ -1604,6 +1759,68 @@ export const TokenService: GenService<{
     methodKind: "unary";
     input: typeof PushAuthorizationRequestRequestSchema;
     output: typeof PushAuthorizationRequestResponseSchema;
+  },
+  /**
+   * Internal (gRPC and Connect only, no HTTP route): the project's security events, newest first,
+   * a page at a time. Kept in the `token` schema, AUDIT_RETENTION_DAYS (400 by default); each
+   * written in the transaction of the change it records, where there is one. The parent of every
+   * event is the project of the client it is about; `result` says what happened:
+   * - `allowed`, `denied`: the user's choice on a consent page (DecideAuthorization, and
+   *   DecideDeviceCode, written with the device code's decision). Resource
+   *   `projects/{p}/clients/{client_id}`; actor the user (the platform token's `sub`); changes
+   *   `scopes` (new: the scopes allowed, or those asked for and denied) and, for `allowed`,
+   *   `installation_id` (new: the installation that holds the consent).
+   * - `code_replayed`: an authorization code (or a device code) presented again by its client
+   *   after it was redeemed, which revoked everything its redemption issued;
+   *   `refresh_token_reused`: a spent refresh token presented again, which revoked its whole
+   *   family. Resource `projects/{p}/installations/{installation_id}`; actor the client
+   *   (`sub` and `client_id` the client_id); changes `grant_type` and `revoked_access_tokens`
+   *   (how many unexpired access tokens were put on the revocation list). Written only when the
+   *   family was live: a family is revoked once, so these are at most one per code or token family.
+   * - `revoked`: RevokeToken revoked something. An access token of an installation:
+   *   `projects/{p}/installations/{installation_id}`, a client's own (`client_credentials`):
+   *   `projects/{p}/clients/{client_id}`; a refresh token: its installation's, with its whole
+   *   family. Actor the client; changes `token_type`, `revoked_access_tokens` and, for an access
+   *   token, its `jti` (an id, not the token). A token revoked already records nothing again.
+   * - `authentication_failed`: a summary of failed client authentications (`invalid_client`),
+   *   never one row per attempt: each replica counts failures in memory per client_id for a
+   *   minute, then writes one event per client that failed (changes `failures`, new: the count,
+   *   and `window_started_at`, new: when the minute began); its method, source address and user
+   *   agent are those of the window's first failure, actor `sub` the client_id presented (no
+   *   `client_id`: nothing was authenticated). What a flood of bad credentials costs is bounded:
+   *   at most 10,000 client_ids are counted per window and replica, the rest adding to one
+   *   catch-all count, so memory is bounded (a few MB), and at most one row per client per minute
+   *   and replica is written, whatever the rate of attempts. A client_id that is not of the
+   *   registry's form, that no project has, or that came past the bound counts under the one
+   *   fixed resource `projects/-/clients/unknown` of parent `-` (actor `sub` empty; changes
+   *   `over_limit`: how many of its failures came past the bound): one row a minute however many
+   *   ids are sprayed, no text an attacker chose is stored, and no project is told of another's
+   *   clients. List those with `project_id` `-` (callers that administer every project).
+   * An event never holds a token, code, device or user code, secret, client assertion or CSRF
+   * token: only their kinds and counts. Callers that administer the project (a platform token
+   * whose `projects` claim lists it, or `*`).
+   *
+   * @generated from rpc registry.token.v1.TokenService.ListEvents
+   */
+  listEvents: {
+    methodKind: "unary";
+    input: typeof ListEventsRequestSchema;
+    output: typeof ListEventsResponseSchema;
+  },
+  /**
+   * Internal (gRPC and Connect only): the project's security events as they commit. Sends every
+   * event of the project numbered above `after`, oldest first, then each new one as it commits, in
+   * commit order, until the caller cancels: a consumer that reconnects with the id of the last
+   * event it saw misses nothing and sees nothing twice. A watcher that stops reading is cut off
+   * rather than buffered; past AUDIT_MAX_WATCHERS streams per process, RESOURCE_EXHAUSTED.
+   * Callers that administer the project, as ListEvents.
+   *
+   * @generated from rpc registry.token.v1.TokenService.WatchEvents
+   */
+  watchEvents: {
+    methodKind: "server_streaming";
+    input: typeof WatchEventsRequestSchema;
+    output: typeof WatchEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_registry_token_v1_token_service, 0);
