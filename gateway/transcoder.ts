@@ -455,5 +455,13 @@ function precondition(route: Route, input: Message, header: string | null): void
   if (!holder.fields.some((f) => f.name === "etag")) {
     throw new HttpError(400, Code.InvalidArgument, "This operation takes no If-Match");
   }
+  if (tags[0]!.tag === "") {
+    // No resource has an empty etag: the condition is false (RFC 9110 13.1.1), not absent.
+    throw new HttpError(
+      412,
+      Code.Aborted,
+      "The If-Match etag is not the resource's current one; read it again and retry",
+    );
+  }
   target.etag = tags[0]!.tag;
 }
