@@ -35,6 +35,7 @@ import { httpClient } from "../lib/testing/mod.ts";
 import { spawn, startStack } from "../lib/testing/mod.ts";
 import { parseCommandLine, positiveNumber, usageError } from "../tools/cli.ts";
 import { ensureH2load, h2load, type LoadResult, type LoadSpec } from "./h2load.ts";
+import { followEvents } from "../tools/watch_events.ts";
 import { ensurePeer, startPeer } from "./peer.ts";
 import { uniqueLoad, type UniqueLoadSpec } from "./unique_load.ts";
 import * as jose from "jose";
@@ -154,7 +155,7 @@ const ids = { client: idKind("cli"), journey: idKind("journey"), unit: idKind("u
 say("seeding");
 const token = await stack.token({
   sub: "bench-account",
-  projects: ["bench", "growth", "small"],
+  projects: ["bench", "growth", "small", "feed"],
   space: "bench",
 });
 const api = httpClient(stack.gatewayUrl);
@@ -826,6 +827,45 @@ const gets = {
   large: await measure(await pick("growth", 100)),
 };
 
+// --- the change feed -----------------------------------------------------------------------
+
+// One watcher (the stock grpc-js client) reads a project's trail from the start: events per
+// second delivered, and the CPU each process spends per 1,000 events.
+const feedEvents = quick ? 20_000 : 100_000;
+say(`feed: seeding ${feedEvents.toLocaleString("en")} events`);
+await sql`
+  insert into oauth.events (parent, seq, occurred_at, method, resource, actor_sub, request_id,
+    source_ip, user_agent, peer, changes, result)
+  select 'feed', i, now(), 'registry.oauth.v1.OAuthRegistryService/UpdateClient',
+    'projects/feed/clients/cli_' || i, 'bench', 'r' || i, '127.0.0.1', 'bench', '127.0.0.1',
+    '[{"field": "name", "old": "before", "new": "after"}]'::jsonb, 'ok'
+  from generate_series(1, ${feedEvents}::int) i`;
+const feedCpuBefore = await cpuNow();
+const feedStarted = performance.now();
+let feedReceived = 0;
+const feedDone = new AbortController();
+await followEvents({
+  address: stack.oauthGrpc,
+  token,
+  project: "feed",
+  after: "0",
+  signal: feedDone.signal,
+  onEvent: () => {
+    if (++feedReceived === feedEvents) feedDone.abort();
+  },
+  onEnd: () => false,
+});
+const feedSeconds = (performance.now() - feedStarted) / 1000;
+const feedCpu = cpuDelta(feedCpuBefore, await cpuNow());
+const feed = {
+  events: feedReceived,
+  seconds: feedSeconds,
+  events_per_second: feedReceived / feedSeconds,
+  cpu_ms_per_1000: Object.fromEntries(
+    Object.entries(feedCpu).map(([k, v]) => [k, (v / Math.max(1, feedReceived)) * 1000]),
+  ),
+};
+
 // --- report --------------------------------------------------------------------------------
 
 const machine = {
@@ -888,6 +928,12 @@ const table = [
   `Last page / first page p50: ${fmt(pages.end.p50 / pages.start.p50, 2)}; GET p50 at ${
     growthRows.toLocaleString("en")
   } / 1,000 rows: ${fmt(gets.large.p50 / gets.small.p50, 2)}.`,
+  "",
+  `Change feed: one grpc-js watcher read ${feed.events.toLocaleString("en")} events in ${
+    fmt(feed.seconds, 2)
+  } s, ${fmt(feed.events_per_second)} events/s; CPU ms per 1,000 events: oauth-registry ${
+    fmt(feed.cpu_ms_per_1000["oauth-registry"] ?? NaN, 1)
+  }, postgres ${fmt(feed.cpu_ms_per_1000.postgres ?? NaN, 1)}.`,
   "",
   "| process | idle RSS MB | peak RSS MB |",
   "| --- | ---: | ---: |",
@@ -1014,6 +1060,12 @@ if (verify && getGrpc) {
   const r = verify.rps / getGrpc.rps;
   lines.push(target(r >= 0.8, `verify secret >= 0.8 x gRPC get client (${fmt(r, 2)})`));
 }
+lines.push(
+  target(
+    feed.events === feedEvents && feed.events_per_second >= 5000,
+    `WatchEvents >= 5,000 events/s to one watcher (${fmt(feed.events_per_second)})`,
+  ),
+);
 const targets = ["Targets:", "", ...lines].join("\n");
 
 const result = {
@@ -1021,6 +1073,7 @@ const result = {
   settings,
   rows,
   growth: { pages, gets, seed_seconds: seedSeconds },
+  feed,
   memory: { idle, peak },
 };
 const outDir = quick
