@@ -8,9 +8,10 @@
  */
 
 import assert from "node:assert/strict";
-import { type JsonValue, toJson } from "@bufbuild/protobuf";
+import { getOption, hasOption, type JsonValue, toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, type ConnectError, createClient } from "@connectrpc/connect";
+import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import type { Event } from "../../gen/registry/audit/v1/event_pb.ts";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
@@ -46,6 +47,8 @@ Deno.test("core audit trail, change feed and etags, in process", async (t) => {
   /** The newest event of the caller's space. */
   const newest = async (as = ann) => (await api.listEvents({ limit: 1 }, as)).data[0];
   /** Runs `call` and checks that it wrote exactly one event; returns that event. */
+  /** The methods whose one event a step has checked. */
+  const checked = new Set<string>();
   const oneEvent = async (call: () => Promise<unknown>, as = ann) => {
     const before = await count("s1");
     await call();
@@ -53,6 +56,7 @@ Deno.test("core audit trail, change feed and etags, in process", async (t) => {
     const event = (await newest(as))!;
     assert.equal(event.id, String(before + 1), "numbered 1, 2, 3... in the space");
     assert.equal(event.result, "ok");
+    checked.add(event.method);
     for (const hidden of ["id", "space", "created_at", "updated_at", "etag"]) {
       assert.equal(changeOf(event, hidden), undefined, `${hidden} is never shown`);
     }
@@ -177,6 +181,19 @@ Deno.test("core audit trail, change feed and etags, in process", async (t) => {
       assert.equal(deleted.method, `${service}/DeleteUnit`);
       assert.equal(deleted.resource, prefix + id);
       assert.deepEqual(changeOf(deleted, "title"), { old: "Done", new: undefined });
+    });
+
+    await t.step("every mutating RPC (each /v1 POST, PUT, PATCH, DELETE) was checked", () => {
+      const mutating = CoreService.methods.filter((m) =>
+        hasOption(m, http) &&
+        ["post", "put", "patch", "delete"].includes(getOption(m, http).pattern.case ?? "")
+      ).map((m) => `${service}/${m.name}`);
+      assert.ok(mutating.length >= 9);
+      assert.deepEqual(
+        mutating.filter((m) => !checked.has(m)),
+        [],
+        "a mutating RPC whose one event no step checks",
+      );
     });
 
     await t.step("a refused change writes no event", async () => {
