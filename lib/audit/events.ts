@@ -7,10 +7,10 @@
  * one round trip, not the three more (`begin`, an insert, `commit`) a separate insert would.
  *
  * A handler takes its {@link AuditContext} from the call ({@link auditContextOf}) and hands it to
- * the repository, whose mutating statement adds {@link eventCtes}. What changed is computed by
- * Postgres from the rows themselves (`<schema>.audit_changes(old, new)`, with {@link rowJson}
- * leaving out the columns an event never shows), so the old values are the ones the statement
- * replaced, not what the handler read before.
+ * the repository, whose mutating statement adds {@link eventCtes}. What changed is kept as the
+ * rows themselves, before and after ({@link changes}, with {@link rowJson} leaving out the columns
+ * an event never shows), so the old values are the ones the statement replaced, not what the
+ * handler read before; the changed fields are listed when the event is read ({@link toEvent}).
  *
  * Who and from where: the token's claims, the request id, and the caller's address and user agent
  * as the gateway forwards them (`x-forwarded-for`, `x-forwarded-user-agent`); our servers add the
@@ -195,9 +195,44 @@ export function rowJson(sql: Sql, row: Fragment, hidden: readonly string[]): Fra
   return sql`(to_jsonb(${row}) - ${hidden as string[]}::text[])`;
 }
 
-/** The changes between two rows' JSON ({@link rowJson}; null for a creation or a deletion). */
-export function changes(sql: Sql, schema: string, old: Fragment | null, next: Fragment | null) {
-  return sql`${sql(schema)}.audit_changes(${old ?? sql`null`}, ${next ?? sql`null`})`;
+/**
+ * The changes between two rows' JSON ({@link rowJson}; null for a creation or a deletion), as the
+ * event keeps them: both rows, `{"old": ..., "new": ...}`, compared when the event is read
+ * ({@link toEvent}). Building the list of changed fields in SQL cost more than the rest of the
+ * statement (a set-returning join and an aggregate per write); a write is hot, a read of the trail
+ * is not.
+ */
+export function changes(sql: Sql, old: Fragment | null, next: Fragment | null): Fragment {
+  return sql`jsonb_build_object('old', ${old ?? sql`null`}, 'new', ${next ?? sql`null`})`;
+}
+
+/** A field's change as an event lists it. */
+export interface FieldChange {
+  field: string;
+  old?: JsonValue;
+  new?: JsonValue;
+}
+
+/** The fields whose values differ between two rows' JSON, in field order. */
+export function diffRows(
+  old: Record<string, JsonValue> | null,
+  next: Record<string, JsonValue> | null,
+): FieldChange[] {
+  const fields = [...new Set([...Object.keys(old ?? {}), ...Object.keys(next ?? {})])].sort();
+  const out: FieldChange[] = [];
+  for (const field of fields) {
+    const had = old !== null && field in old;
+    const has = next !== null && field in next;
+    // Both sides come from Postgres's jsonb, whose objects keep one key order: equal values
+    // serialise alike.
+    if (had && has && JSON.stringify(old[field]) === JSON.stringify(next[field])) continue;
+    out.push({
+      field,
+      ...(had ? { old: old[field] } : {}),
+      ...(has ? { new: next![field] } : {}),
+    });
+  }
+  return out;
 }
 
 /** A row of `<schema>.events`. */
@@ -214,7 +249,13 @@ export interface EventRow {
   source_ip: string;
   user_agent: string;
   peer: string;
-  changes: { field: string; old?: JsonValue; new?: JsonValue }[];
+  /**
+   * The fields that changed, as a list (events that name them), or the rows before and after
+   * (see {@link changes}).
+   */
+  changes:
+    | FieldChange[]
+    | { old: Record<string, JsonValue> | null; new: Record<string, JsonValue> | null };
   result: string;
 }
 
@@ -243,11 +284,12 @@ export function toEvent(row: EventRow): MessageInitShape<typeof EventSchema> {
     peer: row.peer,
     method: row.method,
     resource: row.resource,
-    changes: row.changes.map((c) => ({
-      field: c.field,
-      ...("old" in c ? { old: fromJson(ValueSchema, c.old!) } : {}),
-      ...("new" in c ? { new: fromJson(ValueSchema, c.new!) } : {}),
-    })),
+    changes: (Array.isArray(row.changes) ? row.changes : diffRows(row.changes.old, row.changes.new))
+      .map((c) => ({
+        field: c.field,
+        ...("old" in c ? { old: fromJson(ValueSchema, c.old!) } : {}),
+        ...("new" in c ? { new: fromJson(ValueSchema, c.new!) } : {}),
+      })),
     result: row.result,
   };
 }

@@ -61,7 +61,7 @@ export function journeyEvent(
       sql(row)
     }.id)`,
     from,
-    changes: changes(sql, "core", json(old), json(next)),
+    changes: changes(sql, json(old), json(next)),
   });
 }
 

@@ -54,7 +54,7 @@ export function roleEvent(
       sql(row)
     }.id)`,
     from,
-    changes: changes(sql, "core", json(old), json(next)),
+    changes: changes(sql, json(old), json(next)),
   });
 }
 

@@ -68,7 +68,7 @@ export function unitEvent(
       sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.journey_id)
       || '/units/' || core.type_id('unit', ${r}.id)`,
     from,
-    changes: changes(sql, "core", json(old), json(next)),
+    changes: changes(sql, json(old), json(next)),
   });
 }
 

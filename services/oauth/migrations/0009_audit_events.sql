@@ -45,38 +45,34 @@ create function oauth.notify_event() returns trigger
 create trigger oauth_events_notify after insert on oauth.events
   for each row execute function oauth.notify_event();
 
--- The changes between two rows as JSON objects: `[{"field", "old", "new"}]` for the keys whose
--- values differ, in key order, `old` left out for a key only `new` has (a creation) and `new` for
--- one only `old` has (a deletion). The callers remove the keys never shown (ids, timestamps that
--- change on every write, secrets) before calling.
-create function oauth.audit_changes(old jsonb, new jsonb) returns jsonb
-  language sql
-  immutable
-  as $$
-    select coalesce(jsonb_agg(
-      case
-        when o.key is null then jsonb_build_object('field', n.key, 'new', n.value)
-        when n.key is null then jsonb_build_object('field', o.key, 'old', o.value)
-        else jsonb_build_object('field', o.key, 'old', o.value, 'new', n.value)
-      end
-      order by coalesce(o.key, n.key)
-    ), '[]'::jsonb)
-    from jsonb_each(coalesce(old, '{}'::jsonb)) o
-    full join jsonb_each(coalesce(new, '{}'::jsonb)) n on o.key = n.key
-    where o.value is distinct from n.value
-  $$;
+-- What changed is kept as both rows, `{"old": ..., "new": ...}` (lib/audit's `changes`), or as a
+-- list of fields for events that name them, and compared when an event is read: building the list
+-- here cost more than the rest of the write.
 
 -- The API form of an id (lib/platform/ids.ts): the prefix, `_`, and the UUID's 128 bits after two
 -- zero bits as 26 Crockford base32 characters. For resource names of rows whose id the statement
 -- finds (an installation consented again keeps its id).
 create function oauth.type_id(prefix text, id uuid) returns text
-  language sql
+  language plpgsql
   immutable
+  parallel safe
   as $$
-    select prefix || '_' || string_agg(
-      substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b from i * 5 + 1 for 5)::int + 1, 1),
-      '' order by i
-    )
-    from (select B'00' || ('x' || replace(id::text, '-', ''))::bit(128) as b) bits,
-      generate_series(0, 25) i
+  declare
+    bytes bytea := uuid_send(id);
+    alphabet constant text := '0123456789abcdefghjkmnpqrstvwxyz';
+    out text := prefix || '_';
+    acc int := 0;
+    bits int := 2; -- the two zero bits before the UUID's 128
+  begin
+    for i in 0..15 loop
+      acc := (acc << 8) | get_byte(bytes, i);
+      bits := bits + 8;
+      while bits >= 5 loop
+        bits := bits - 5;
+        out := out || substr(alphabet, ((acc >> bits) & 31) + 1, 1);
+      end loop;
+      acc := acc & ((1 << bits) - 1);
+    end loop;
+    return out;
+  end
   $$;

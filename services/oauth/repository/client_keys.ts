@@ -77,7 +77,7 @@ function keyEvent(sql: Sql, write: Write, projectId: string, deleted: boolean): 
     resource: sql`${"projects/" + projectId + "/clients/"}
       || oauth.type_id('cli', changed.client_id) || '/keys/' || oauth.type_id('key', changed.id)`,
     from: sql`changed`,
-    changes: deleted ? changes(sql, "oauth", json, null) : changes(sql, "oauth", null, json),
+    changes: deleted ? changes(sql, json, null) : changes(sql, null, json),
   });
 }
 

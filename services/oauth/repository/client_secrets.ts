@@ -101,7 +101,7 @@ function secretEvent(
     resource: sql`${"projects/" + projectId + "/clients/"} || oauth.type_id('cli', ${r}.client_id)
       || '/secrets/' || oauth.type_id('sec', ${r}.id)`,
     from: r,
-    changes: deleted ? changes(sql, "oauth", json, null) : changes(sql, "oauth", null, json),
+    changes: deleted ? changes(sql, json, null) : changes(sql, null, json),
   });
 }
 

@@ -56,7 +56,7 @@ export function clientEvent(
       sql(row)
     }.id)`,
     from,
-    changes: changes(sql, "oauth", json(old), json(next)),
+    changes: changes(sql, json(old), json(next)),
   });
 }
 

@@ -99,7 +99,6 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       from: sql`changed left join prior on true`,
       changes: diff(
         sql,
-        "oauth",
         sql`case when prior is null then null else ${rowJson(sql, sql`prior`, hidden)} end`,
         rowJson(sql, sql`changed`, hidden),
       ),

@@ -77,7 +77,7 @@ function installationEvent(sql: Sql, write: Write, from: Fragment, prior: Fragme
     resource: sql`'projects/' || changed.project_id || '/installations/'
       || oauth.type_id('ins', changed.id)`,
     from,
-    changes: changes(sql, "oauth", prior, rowJson(sql, sql`changed`, hidden)),
+    changes: changes(sql, prior, rowJson(sql, sql`changed`, hidden)),
   });
 }
 

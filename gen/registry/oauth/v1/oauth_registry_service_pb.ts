@@ -1499,6 +1499,17 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * `account_id` and `space` and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED
  * and UNAVAILABLE outcomes are not stored.
  *
+ * Audit: every change (each create, update, delete, consent and revocation, through any
+ * interface) writes one registry.audit.v1.Event in the same transaction, read with ListEvents and
+ * followed with WatchEvents. Callers may send `x-forwarded-for` and `x-forwarded-user-agent`
+ * metadata (the gateway does) for the event's source; the service records the peer's address
+ * itself.
+ *
+ * Etags (AIP-154): every resource carries an `etag` that changes whenever it does. An update
+ * whose resource carries one, or a delete whose request does, applies only while it is current:
+ * else ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412), and nothing
+ * changes. An empty etag: unconditional.
+ *
  * Limits: request messages up to 4 MiB (RESOURCE_EXHAUSTED above; 1 MiB JSON bodies, HTTP 413,
  * through the gateway); the gateway also limits each caller's request rate (HTTP 429 with
  * Retry-After).
