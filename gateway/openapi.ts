@@ -90,7 +90,8 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
   },
   "412": {
     name: "PreconditionFailed",
-    description: "The `If-Match` etag (or the body's `etag`) is not the resource's current one: " +
+    description:
+      "A stale etag: the `If-Match` etag (or the body's `etag`) is not the resource's current one: " +
       "it changed since it was read (`aborted`, ErrorInfo reason `ETAG_MISMATCH`). Nothing was " +
       "changed; read it again and retry.",
   },
@@ -403,6 +404,7 @@ const errorExampleCode: Record<string, string> = {
   "403": "permission_denied",
   "404": "not_found",
   "409": "failed_precondition",
+  "412": "aborted",
   "413": "resource_exhausted",
   "415": "invalid_argument",
   "422": "invalid_argument",

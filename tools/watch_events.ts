@@ -17,18 +17,19 @@ import {
   WatchEventsResponseSchema,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { type Event, EventSchema } from "../gen/registry/audit/v1/event_pb.ts";
-import { parseCommandLine, usageError } from "./cli.ts";
+import { parseCommandLine, positiveNumber, usageError } from "./cli.ts";
 
 const usage = `Usage: deno task watch-events --project <id> [options]
 
 Prints the project's audit events as JSON lines: those after --after, then each new one as it
-commits, until interrupted.
+commits, until interrupted (or --count events).
 
 Options:
   --project <id>      the project (required)
   --after <id>        the last event id already seen (0: from the oldest kept)
   --token <jwt>       a bearer token of a project admin (else $TOKEN)
   --address <h:p>     the oauth-registry's gRPC address (127.0.0.1:$OAUTH_GRPC_PORT, 50051)
+  --count <n>         stop after this many events
   -h, --help          this text`;
 
 /** What {@link followEvents} needs. */
@@ -101,20 +102,29 @@ if (import.meta.main) {
     after: { type: "string", default: "0" },
     token: { type: "string" },
     address: { type: "string" },
+    count: { type: "string" },
   });
   if (!values.project) usageError("watch-events", usage, "--project is required");
   const token = values.token ?? Deno.env.get("TOKEN");
   if (!token) usageError("watch-events", usage, "--token (or $TOKEN) is required");
   const address = values.address ?? `127.0.0.1:${Deno.env.get("OAUTH_GRPC_PORT") ?? "50051"}`;
+  const count = values.count === undefined
+    ? Infinity
+    : positiveNumber("watch-events", usage, "count", values.count, true);
+  const done = new AbortController();
+  let printed = 0;
 
   await followEvents({
     address,
     token,
     project: values.project!,
     after: values.after ?? "0",
+    signal: done.signal,
     onEvent: (event) => {
+      if (printed >= count) return;
       // deno-lint-ignore no-console
       console.log(JSON.stringify(toJson(EventSchema, event)));
+      if (++printed >= count) done.abort();
     },
     onEnd: (error, after) => {
       // A refusal is final; a lost stream is resumed from the last id printed.

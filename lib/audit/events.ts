@@ -187,6 +187,42 @@ export function eventCtes(sql: Sql, schema: string, audit: AuditContext, t: Even
     )`;
 }
 
+/** How the rows of one table are named in events. */
+export interface AuditedTable {
+  /** The schema that keeps the events. */
+  schema: string;
+  /** The columns an event never shows: ids the resource name holds, timestamps, internals. */
+  hidden: readonly string[];
+  /** The project (or space) of a row, as SQL over the row's alias. */
+  parent(sql: Sql, row: Fragment): Fragment;
+  /** The resource name of a row, as SQL over the row's alias. */
+  resource(sql: Sql, row: Fragment): Fragment;
+}
+
+/**
+ * The event CTEs of a change to a row of `table`: `from` the statement's CTEs that hold it (1-row
+ * CTEs joined), `row` the alias the event names, `old` and `next` the aliases of the row before
+ * and after the change (null: a creation, a deletion).
+ */
+export function rowEvent(
+  sql: Sql,
+  table: AuditedTable,
+  audit: AuditContext,
+  from: Fragment,
+  row: string,
+  old: string | null,
+  next: string | null,
+): Fragment {
+  const json = (alias: string | null) =>
+    alias === null ? null : rowJson(sql, sql(alias), table.hidden);
+  return eventCtes(sql, table.schema, audit, {
+    parent: table.parent(sql, sql(row)),
+    resource: table.resource(sql, sql(row)),
+    from,
+    changes: changes(sql, json(old), json(next)),
+  });
+}
+
 /**
  * A row as the JSON an event shows: `to_jsonb(row)` without the columns in `hidden` (ids that the
  * resource name holds, timestamps that change on every write, secrets, internal columns).

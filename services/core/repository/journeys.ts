@@ -4,15 +4,7 @@
  * @module
  */
 
-import {
-  type AuditContext,
-  changes,
-  eventCtes,
-  type Fragment,
-  ifMatch,
-  rowJson,
-  type Write,
-} from "../../../lib/audit/mod.ts";
+import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -42,28 +34,17 @@ export type JourneyFields = Pick<
 /** Why a journey could not be replaced or deleted. */
 export type JourneyRefusal = "not_found" | "no_parent" | "cycle" | "has_children" | "has_units";
 
-/** What an event never shows of a journey: ids and the space (in the resource name), timestamps. */
-const hidden = ["id", "space", "created_at", "updated_at", "etag"] as const;
-
-/** The event CTEs of a change to the journey rows `from` (`old`, `next`: their JSON or null). */
-export function journeyEvent(
-  sql: Sql,
-  audit: AuditContext,
-  from: Fragment,
-  row: string,
-  old: string | null,
-  next: string | null,
-): Fragment {
-  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
-  return eventCtes(sql, "core", audit, {
-    parent: sql`${sql(row)}.space`,
-    resource: sql`'spaces/' || ${sql(row)}.space || '/journeys/' || core.type_id('journey', ${
-      sql(row)
-    }.id)`,
-    from,
-    changes: changes(sql, json(old), json(next)),
-  });
-}
+/**
+ * How its rows are named in events; an event never shows the ids (in the resource name), the
+ * space, the timestamps or the etag.
+ */
+const audited: AuditedTable = {
+  schema: "core",
+  hidden: ["id", "space", "created_at", "updated_at", "etag"],
+  parent: (sql, r) => sql`${r}.space`,
+  resource: (sql, r) =>
+    sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.id)`,
+};
 
 /** Filters of a journey list. */
 export interface JourneyFilter {
@@ -116,7 +97,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           insert into core.journeys ${sql({ ...journey, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${journeyEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
         select * from created`;
       return row!;
     },
@@ -170,7 +151,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             where j.id = prior.id ${ifMatch(q, q`prior.etag`, write.etag)}
             returning j.*, j.xmin::text as etag
           ),
-          ${journeyEvent(q, write.audit, q`prior, updated`, "updated", "prior", "updated")}
+          ${rowEvent(q, audited, write.audit, q`prior, updated`, "updated", "prior", "updated")}
           select * from updated`;
         if (row) return row;
         if (write.etag !== undefined) {
@@ -205,7 +186,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             insert into core.tombstones (id, kind, space, list_key)
             select id, 'journey', space, space from gone
           ),
-          ${journeyEvent(q, write.audit, q`gone`, "gone", "gone", null)}
+          ${rowEvent(q, audited, write.audit, q`gone`, "gone", "gone", null)}
           select id from gone`;
         return true as const;
       });

@@ -4,15 +4,7 @@
  * @module
  */
 
-import {
-  type AuditContext,
-  changes,
-  eventCtes,
-  type Fragment,
-  ifMatch,
-  rowJson,
-  type Write,
-} from "../../../lib/audit/mod.ts";
+import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -35,28 +27,16 @@ export interface RoleRow {
 /** The columns a caller sets (create and replace). */
 export type RoleFields = Pick<RoleRow, "name" | "description" | "resource_type" | "permissions">;
 
-/** What an event never shows of a role: ids and the space (in the resource name), timestamps. */
-const hidden = ["id", "space", "created_at", "updated_at", "etag"] as const;
-
-/** The event CTEs of a change to the role rows `from` (`old`, `next`: their JSON or null). */
-export function roleEvent(
-  sql: Sql,
-  audit: AuditContext,
-  from: Fragment,
-  row: string,
-  old: string | null,
-  next: string | null,
-): Fragment {
-  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
-  return eventCtes(sql, "core", audit, {
-    parent: sql`${sql(row)}.space`,
-    resource: sql`'spaces/' || ${sql(row)}.space || '/roles/' || core.type_id('role', ${
-      sql(row)
-    }.id)`,
-    from,
-    changes: changes(sql, json(old), json(next)),
-  });
-}
+/**
+ * How its rows are named in events; an event never shows the ids (in the resource name), the
+ * space, the timestamps or the etag.
+ */
+const audited: AuditedTable = {
+  schema: "core",
+  hidden: ["id", "space", "created_at", "updated_at", "etag"],
+  parent: (sql, r) => sql`${r}.space`,
+  resource: (sql, r) => sql`'spaces/' || ${r}.space || '/roles/' || core.type_id('role', ${r}.id)`,
+};
 
 /** Reads and writes core.roles. */
 export interface RoleRepository {
@@ -92,7 +72,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           insert into core.roles ${sql({ ...role, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${roleEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
         select * from created`;
       return row!;
     },
@@ -131,7 +111,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           where r.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
           returning r.*, r.xmin::text as etag
         ),
-        ${roleEvent(sql, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+        ${rowEvent(sql, audited, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
         select * from updated`;
       if (!row && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");
@@ -149,7 +129,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           insert into core.tombstones (id, kind, space, list_key)
           select id, 'role', space, space from gone
         ),
-        ${roleEvent(sql, write.audit, sql`gone`, "gone", "gone", null)}
+        ${rowEvent(sql, audited, write.audit, sql`gone`, "gone", "gone", null)}
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");

@@ -4,15 +4,7 @@
  * @module
  */
 
-import {
-  type AuditContext,
-  changes,
-  eventCtes,
-  type Fragment,
-  ifMatch,
-  rowJson,
-  type Write,
-} from "../../../lib/audit/mod.ts";
+import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -43,34 +35,17 @@ export type UnitFields = Pick<
 >;
 
 /**
- * What an event never shows of a unit: its id and the space (in the resource name), timestamps.
- * Its journey is shown: a replace may move the unit to another one.
+ * How its rows are named in events; an event never shows the ids (in the resource name), the
+ * space, the timestamps or the etag.
  */
-const hidden = ["id", "space", "created_at", "updated_at", "etag"] as const;
-
-/**
- * The event CTEs of a change to the unit rows `from` (`old`, `next`: their JSON or null), named
- * under the journey of `row` (the one a moved unit is in after the change).
- */
-export function unitEvent(
-  sql: Sql,
-  audit: AuditContext,
-  from: Fragment,
-  row: string,
-  old: string | null,
-  next: string | null,
-): Fragment {
-  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
-  const r = sql(row);
-  return eventCtes(sql, "core", audit, {
-    parent: sql`${r}.space`,
-    resource:
-      sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.journey_id)
+const audited: AuditedTable = {
+  schema: "core",
+  hidden: ["id", "space", "created_at", "updated_at", "etag"],
+  parent: (sql, r) => sql`${r}.space`,
+  resource: (sql, r) =>
+    sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.journey_id)
       || '/units/' || core.type_id('unit', ${r}.id)`,
-    from,
-    changes: changes(sql, json(old), json(next)),
-  });
-}
+};
 
 /** Filters of a unit list. */
 export interface UnitFilter {
@@ -117,7 +92,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           insert into core.units ${sql({ ...unit, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${unitEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
         select * from created`;
       return row!;
     },
@@ -157,7 +132,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           where u.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
           returning u.*, u.xmin::text as etag
         ),
-        ${unitEvent(sql, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+        ${rowEvent(sql, audited, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
         select * from updated`;
       if (!row && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("unit");
@@ -175,7 +150,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           insert into core.tombstones (id, kind, space, list_key)
           select id, 'unit', space, journey_id::text from gone
         ),
-        ${unitEvent(sql, write.audit, sql`gone`, "gone", "gone", null)}
+        ${rowEvent(sql, audited, write.audit, sql`gone`, "gone", "gone", null)}
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("unit");

@@ -5,15 +5,7 @@
  * @module
  */
 
-import {
-  type AuditContext,
-  changes,
-  eventCtes,
-  type Fragment,
-  ifMatch,
-  rowJson,
-  type Write,
-} from "../../../lib/audit/mod.ts";
+import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -37,28 +29,17 @@ export interface ClientRow {
   etag: string;
 }
 
-/** What an event never shows of a client: ids (in the resource name), timestamps, internals. */
-const hidden = ["id", "project_id", "created_at", "updated_at", "origin_keys", "etag"] as const;
-
-/** The event CTEs of a change to the client rows `from` (`old`, `next`: their JSON or null). */
-export function clientEvent(
-  sql: Sql,
-  audit: AuditContext,
-  from: Fragment,
-  row: string,
-  old: string | null,
-  next: string | null,
-): Fragment {
-  const json = (alias: string | null) => alias === null ? null : rowJson(sql, sql(alias), hidden);
-  return eventCtes(sql, "oauth", audit, {
-    parent: sql`${sql(row)}.project_id`,
-    resource: sql`'projects/' || ${sql(row)}.project_id || '/clients/' || oauth.type_id('cli', ${
-      sql(row)
-    }.id)`,
-    from,
-    changes: changes(sql, json(old), json(next)),
-  });
-}
+/**
+ * How its rows are named in events; an event never shows the ids (in the resource name), the
+ * project, the timestamps or the etag, nor the origin keys (internal).
+ */
+const audited: AuditedTable = {
+  schema: "oauth",
+  hidden: ["id", "project_id", "created_at", "updated_at", "origin_keys", "etag"],
+  parent: (sql, r) => sql`${r}.project_id`,
+  resource: (sql, r) =>
+    sql`'projects/' || ${r}.project_id || '/clients/' || oauth.type_id('cli', ${r}.id)`,
+};
 
 /**
  * The columns set when a client is created. Without a token_endpoint_auth_method, the table gives
@@ -138,7 +119,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
           insert into oauth.clients ${sql({ ...client, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${clientEvent(sql, write.audit, sql`created`, "created", null, "created")}
+        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
         select * from created`;
       return row!;
     },
@@ -187,7 +168,9 @@ export function createClientRepository(sql: Sql): ClientRepository {
               where c.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
               returning c.*, c.xmin::text as etag
             ),
-            ${clientEvent(sql, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+            ${
+          rowEvent(sql, audited, write.audit, sql`prior, updated`, "updated", "prior", "updated")
+        }
             select * from updated`;
       if (row && write.etag !== undefined && row.etag !== write.etag && columns.length === 0) {
         throw etagMismatch("client");
@@ -209,7 +192,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
         tombstone as (
           insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
         ),
-        ${clientEvent(sql, write.audit, sql`gone`, "gone", "gone", null)}
+        ${rowEvent(sql, audited, write.audit, sql`gone`, "gone", "gone", null)}
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await this.get(projectId, id)) {
         throw etagMismatch("client");
