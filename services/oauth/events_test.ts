@@ -12,7 +12,7 @@ import { Code, createClient } from "@connectrpc/connect";
 import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { createEventFeed } from "../../lib/audit/mod.ts";
+import { createEventFeed, pruneOnce } from "../../lib/audit/mod.ts";
 import { hasReason } from "../../lib/platform/mod.ts";
 import { etagMismatchReason } from "../../lib/resource/mod.ts";
 import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
@@ -338,6 +338,37 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
         assert.equal((await rejection(waiting)).code, Code.Unavailable);
         assert.equal(feed.watchers(), 0);
         assert.equal((await rejection(feed.watch("p", 0n, signal).next())).code, Code.Unavailable);
+      },
+    );
+
+    await t.step(
+      "retention: events older than the days kept go, a thousand at a time",
+      async () => {
+        const day = 86_400_000;
+        // Relative to the present the other steps' events were written in (the service's clock).
+        const now = Date.now();
+        // 2,500 events 401 days old and 10 of 399 days, in a project of their own.
+        await svc.sql`
+        insert into oauth.events (parent, seq, occurred_at, method, resource, actor_sub,
+          request_id, source_ip, user_agent, peer, changes, result)
+        select 'old', g, case when g <= 2500 then ${new Date(now - 401 * day)}::timestamptz
+          else ${new Date(now - 399 * day)}::timestamptz end, 'm', 'r', 's', '', '', '', '',
+          '[]', 'ok'
+        from generate_series(1, 2510) g`;
+        const log = { info: () => {}, warn: () => {} } as unknown as Parameters<
+          typeof pruneOnce
+        >[2]["log"];
+        const keep = { days: 400, now: () => now, log };
+        // At most maxBatches batches a run: the rest waits for the next run.
+        assert.equal(await pruneOnce(svc.sql, "oauth", { ...keep, maxBatches: 1 }), 1000);
+        assert.equal(await pruneOnce(svc.sql, "oauth", keep), 1500);
+        assert.equal(await pruneOnce(svc.sql, "oauth", keep), 0);
+        const [left] = await svc.sql<{ n: number; first: string }[]>`
+        select count(*)::int as n, min(seq)::text as first from oauth.events where parent = 'old'`;
+        assert.deepEqual({ ...left }, { n: 10, first: "2501" });
+        const [p] = await svc.sql<{ n: number }[]>`
+        select count(*)::int as n from oauth.events where parent = 'p'`;
+        assert.ok(p!.n > 50, "this run's events are kept");
       },
     );
   } finally {
