@@ -451,10 +451,6 @@ function precondition(route: Route, input: Message, header: string | null): void
   const target = route.body.kind === "field"
     ? (input as Record<string, unknown>)[route.body.field.localName] as Record<string, unknown>
     : input as unknown as Record<string, unknown>;
-  const holder = route.body.kind === "field" ? route.body.field.message! : route.method.input;
-  if (!holder.fields.some((f) => f.name === "etag")) {
-    throw new HttpError(400, Code.InvalidArgument, "This operation takes no If-Match");
-  }
   if (tags[0]!.tag === "") {
     // No resource has an empty etag: the condition is false (RFC 9110 13.1.1), not absent.
     throw new HttpError(
