@@ -78,7 +78,9 @@ async function rawCall(
     path: `/${method.parent.typeName}/${method.name}`,
     requests: [bytes],
     metadata,
-    timeoutMs: 5_000,
+    // Generous: a hang still fails, and a machine busy with the other test file running beside
+    // this one (a batch holds a 4 MB request) has made a 48-byte call wait past 5 s.
+    timeoutMs: 30_000,
   });
   if (out.code === Status.OK) return { code: Status.OK, details: "", fields: [] };
   return { code: out.code, details: out.details, fields: violations(out.metadata) };
