@@ -67,7 +67,7 @@ const layers: Record<string, string[]> = {
   db: ["platform", "policy"],
   audit: ["platform", "policy", "resource", "db"],
   service: ["platform", "transport", "rpc", "policy", "db"],
-  testing: ["platform", "transport", "rpc", "policy", "db", "resource", "service"],
+  testing: ["platform", "transport", "rpc", "policy", "db", "resource", "service", "audit"],
 };
 
 const importPattern = /(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g;

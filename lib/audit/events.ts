@@ -1,13 +1,14 @@
 /**
  * The audit trail every service keeps in its own schema (table `<schema>.events`, see
- * services/oauth/migrations/0009_audit_events.sql): one event per change, written **by the
- * statement that makes the change**, as two more common table expressions of it. A change and its
+ * services/oauth/migrations/0009_audit_events.sql and 0010_event_numbering.sql): one event per
+ * change, written **by the statement that makes the change**, as one more common table expression
+ * of it, and numbered once it has committed ({@link numberEvents}). A change and its
  * event are one statement, so one transaction: no change commits without its event, no event
  * survives a change that rolled back, also when the process is killed mid-request; and it costs
  * one round trip, not the three more (`begin`, an insert, `commit`) a separate insert would.
  *
  * A handler takes its {@link AuditContext} from the call ({@link auditContextOf}) and hands it to
- * the repository, whose mutating statement adds {@link eventCtes}. What changed is kept as the
+ * the repository, whose mutating statement adds {@link eventCte}. What changed is kept as the
  * rows themselves, before and after ({@link changes}, with {@link rowJson} leaving out the columns
  * an event never shows), so the old values are the ones the statement replaced, not what the
  * handler read before; the changed fields are listed when the event is read ({@link toEvent}).
@@ -160,31 +161,70 @@ export interface EventTarget {
 }
 
 /**
- * The two common table expressions (`audit_head`, `audit_event`) that record one event in the
- * statement that makes the change: put them in its `with` list, after the CTEs that `from` names.
- * Postgres runs every data-modifying CTE whether or not it is referenced.
+ * The common table expression (`audit_event`) that records one event in the statement that makes
+ * the change: put it in its `with` list, after the CTEs that `from` names. Postgres runs every
+ * data-modifying CTE whether or not it is referenced. The event is written without its number:
+ * {@link numberEvents} gives it one once it has committed.
  */
-export function eventCtes(sql: Sql, schema: string, audit: AuditContext, t: EventTarget): Fragment {
+export function eventCte(sql: Sql, schema: string, audit: AuditContext, t: EventTarget): Fragment {
   const parent = typeof t.parent === "string" ? sql`${t.parent}::text` : t.parent;
   const resource = typeof t.resource === "string" ? sql`${t.resource}::text` : t.resource;
   return sql`
-    audit_head as (
-      insert into ${sql(`${schema}.event_heads`)} as h (parent, seq)
-      select ${parent}, 1 from ${t.from} limit 1
-      on conflict (parent) do update set seq = h.seq + 1
-      returning parent, seq
-    ),
     audit_event as (
       insert into ${sql(`${schema}.events`)} (
-        parent, seq, occurred_at, method, resource, actor_sub, actor_client_id,
+        parent, occurred_at, method, resource, actor_sub, actor_client_id,
         actor_installation_id, request_id, source_ip, user_agent, peer, changes, result
       )
-      select audit_head.parent, audit_head.seq, ${audit.at}, ${audit.method}, ${resource},
+      select ${parent}, ${audit.at}, ${audit.method}, ${resource},
         ${audit.sub}, ${audit.clientId}, ${audit.installationId}, ${audit.requestId},
         ${audit.sourceIp}, ${audit.userAgent}, ${audit.peer}, ${t.changes}, ${t.result ?? "ok"}
-      from audit_head, ${t.from}
+      from ${t.from}
       limit 1
     )`;
+}
+
+/**
+ * Numbers the events that have committed since the last numbering: per project (or space), from
+ * its last number up with no gaps, in the order they are found committed (those found by one run,
+ * in the order they were written); returns how many. One run at a time per schema (an advisory
+ * lock): a run that waited sees what the one before it numbered, so a number is never given twice
+ * and never below one already given. A reader that has read every event up to N therefore never
+ * sees a new one below N, which is what the change feed's cursor relies on.
+ *
+ * Why after the commit, not in the writing statement: a number taken while writing must be held
+ * (the project's counter row locked) until the change commits, so a project's changes would
+ * commit one at a time, each waiting for the last one's flush to disk; and announcing each event
+ * with `pg_notify` would do the same for every change of the database (Postgres serialises the
+ * commits of notifying transactions). Measured through the gateway, both together halved the rate
+ * of creates. Two changes of one row are numbered in the order they committed: the second waits
+ * for the first's row lock before it writes its event.
+ */
+export async function numberEvents(sql: Sql, schema: string, batch = 10_000): Promise<number> {
+  const events = sql(`${schema}.events`);
+  let total = 0;
+  for (;;) {
+    const numbered = await sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(${`${schema}.events`}::regclass::oid::bigint)`;
+      const done = await tx`
+        with pending as (
+          select id, parent, row_number() over (partition by parent order by id) as n
+          from (select id, parent from ${events} where seq is null order by id limit ${batch}) p
+        ),
+        counts as (select parent, count(*) as c from pending group by parent),
+        heads as (
+          insert into ${sql(`${schema}.event_heads`)} as h (parent, seq)
+          select parent, c from counts
+          on conflict (parent) do update set seq = h.seq + excluded.seq
+          returning parent, seq
+        )
+        update ${events} e set seq = heads.seq - counts.c + pending.n
+        from pending join counts using (parent) join heads using (parent)
+        where e.id = pending.id`;
+      return done.count;
+    });
+    total += numbered;
+    if (numbered < batch) return total;
+  }
 }
 
 /** How the rows of one table are named in events. */
@@ -215,7 +255,7 @@ export function rowEvent(
 ): Fragment {
   const json = (alias: string | null) =>
     alias === null ? null : rowJson(sql, sql(alias), table.hidden);
-  return eventCtes(sql, table.schema, audit, {
+  return eventCte(sql, table.schema, audit, {
     parent: table.parent(sql, sql(row)),
     resource: table.resource(sql, sql(row)),
     from,
@@ -393,14 +433,18 @@ export function readEventQuery(
   };
 }
 
-/** Up to `limit` + 1 events of a project (or space), newest first. */
+/**
+ * Up to `limit` + 1 events of a project (or space), newest first; what has committed is numbered
+ * first, so a change is listed as soon as it has committed.
+ */
 export async function listEvents(
   sql: Sql,
   schema: string,
   parent: string,
   q: EventQuery,
 ): Promise<EventRow[]> {
-  const where = [sql`parent = ${parent}`];
+  await numberEvents(sql, schema);
+  const where = [sql`parent = ${parent} and seq is not null`];
   if (q.before !== undefined) where.push(sql`seq < ${q.before.toString()}::bigint`);
   if (q.resource !== undefined) {
     where.push(sql`(resource = ${q.resource} or starts_with(resource, ${q.resource + "/"}))`);
@@ -419,7 +463,8 @@ export async function listEvents(
 
 /**
  * Deletes up to `batch` events older than `cutoff`; returns how many. Small batches: retention runs
- * beside the traffic, and a long delete would hold locks and bloat a transaction.
+ * beside the traffic, and a long delete would hold locks and bloat a transaction. Only numbered
+ * events: {@link numberEvents} never waits for a delete, nor a delete for it.
  */
 export async function pruneEvents(
   sql: Sql,
@@ -430,7 +475,7 @@ export async function pruneEvents(
   const table = sql(`${schema}.events`);
   const gone = await sql`
     delete from ${table} where ctid = any(array(
-      select ctid from ${table} where occurred_at < ${cutoff} limit ${batch}
+      select ctid from ${table} where occurred_at < ${cutoff} and seq is not null limit ${batch}
     ))`;
   return gone.count;
 }

@@ -3,29 +3,34 @@
  * as it commits, in commit order, after the cursor the watcher gives (the last event number it
  * saw), so a watcher that reconnects with its cursor misses nothing and sees nothing twice.
  *
- * How: the table is the feed, and `LISTEN/NOTIFY` only says when to look. Each event's insert
- * notifies `<schema>_events` with its project and number (a trigger, so the notification goes out
- * when the change commits); a watcher reads `seq > cursor` from the table, in order, a batch at a
- * time, and waits for the next notification of its project. Numbers are given in commit order
- * with no gaps (migrations/0009_audit_events.sql), so a read never skips an event that commits
- * later. A lost notification (the listening connection dropped) costs latency, never an event:
- * each watcher also looks every `pollMs` (1 s) while it waits, so an event reaches a watcher
- * within about a second of its commit even then. Why not logical replication: it needs a
+ * How: the table is the feed. Events are numbered once they have committed (./events.ts's
+ * numberEvents: per project, with no gaps, never below a number already given), so a watcher
+ * reads `seq > cursor` from the table, in order, a batch at a time, and never skips an event that
+ * is numbered later. While anyone watches, the process ticks every `tickMs` (250 ms): it numbers
+ * what has committed, reads the heads (each project's last number) of the projects watched, and
+ * wakes the watchers that are behind their project's head (without watchers, ./retention.ts numbers
+ * every 2 s). An event therefore reaches a watcher within about 250 ms of its commit, on every
+ * replica, whichever replica wrote it.
+ *
+ * Why not `LISTEN/NOTIFY` on each write: Postgres serialises the commits of every transaction that
+ * notifies (a database-wide lock held until the commit is on disk), so a notification per change
+ * costs every writer of the database its concurrency; a tick costs two small queries four times a
+ * second per process, however many watch or write. Why not logical replication: it needs a
  * replication slot per consumer and a privileged role, and holds WAL while a consumer is away; the
  * table with its cursor needs neither and keeps the retention the audit trail has anyway.
  *
- * What a watcher may cost: one process listens on one connection for all its watchers; a watcher
- * holds at most one batch (`batch` rows, 500) in memory, and is not read ahead of: the next batch
- * is read when the previous one has been written to the stream, so a watcher that does not read
- * is held back by HTTP/2 flow control and cut off by the transport's window timeout, not buffered
- * without limit. At most `maxWatchers` watch at once per process (RESOURCE_EXHAUSTED beyond).
+ * What a watcher may cost: a watcher holds at most one batch (`batch` rows, 500) in memory, and is
+ * not read ahead of: the next batch is read when the previous one has been written to the stream,
+ * so a watcher that does not read is held back by HTTP/2 flow control and cut off by the
+ * transport's window timeout, not buffered without limit. At most `maxWatchers` watch at once per
+ * process (RESOURCE_EXHAUSTED beyond).
  *
  * @module
  */
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Sql } from "../db/mod.ts";
-import { eventColumns, type EventRow } from "./events.ts";
+import { eventColumns, type EventRow, numberEvents } from "./events.ts";
 
 /** Options of {@link createEventFeed}. */
 export interface EventFeedOptions {
@@ -33,66 +38,89 @@ export interface EventFeedOptions {
   maxWatchers: number;
   /** Most events read and held at once per watcher (default 500). */
   batch?: number;
-  /** How often a waiting watcher looks even without a notification (default 1,000 ms). */
-  pollMs?: number;
+  /** How often the feed numbers events and wakes watchers while anyone watches (default 250 ms). */
+  tickMs?: number;
 }
 
 /** A process's feed of one schema's events. */
 export interface EventFeed {
   /**
    * The events of `parent` numbered above `after`, a batch at a time in commit order, as they
-   * commit, until `signal` aborts. Throws RESOURCE_EXHAUSTED when `maxWatchers` watch already.
+   * commit, until `signal` aborts (then throws its reason). Throws RESOURCE_EXHAUSTED when
+   * `maxWatchers` watch already.
    */
   watch(parent: string, after: bigint, signal: AbortSignal): AsyncGenerator<EventRow[]>;
   /** How many watch now. */
   watchers(): number;
   /**
-   * Ends every watch (UNAVAILABLE: watch again, elsewhere, from the last id seen) and refuses new
-   * ones; stops listening. For a draining process.
+   * Ends every watch (UNAVAILABLE: watch again, elsewhere, from the last id seen), refuses new
+   * ones, and stops ticking. For a draining process.
    */
-  close(): Promise<void>;
+  close(): void;
+}
+
+/** A watcher waiting for its project's head to pass its cursor. */
+interface Waiter {
+  cursor: bigint;
+  wake(): void;
 }
 
 /** Creates the feed of `<schema>.events` over `sql`. */
 export function createEventFeed(sql: Sql, schema: string, options: EventFeedOptions): EventFeed {
   const batch = options.batch ?? 500;
-  const pollMs = options.pollMs ?? 1000;
+  const tickMs = options.tickMs ?? 250;
   const table = sql(`${schema}.events`);
-  /** The wake-up of each waiting watcher, by project. */
-  const waiting = new Map<string, Set<() => void>>();
+  const heads = sql(`${schema}.event_heads`);
+  /** The waiting watchers, by project. */
+  const waiting = new Map<string, Set<Waiter>>();
   let count = 0;
   let closed = false;
-  let listening: Promise<{ unlisten(): Promise<void> } | undefined> | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let ticking = false;
 
-  const onNotify = (payload: string) => {
-    const parent = payload.slice(0, payload.lastIndexOf(" "));
-    for (const wake of waiting.get(parent) ?? []) wake();
+  const schedule = (ms: number) => {
+    clearTimeout(timer);
+    timer = closed || count === 0 ? undefined : setTimeout(tick, ms);
   };
-  const listen = () => {
-    // A listen that fails (the database is down) is tried again by the next watcher; meanwhile
-    // watchers poll.
-    listening ??= sql.listen(`${schema}_events`, onNotify).catch(() => {
-      listening = undefined;
-      return undefined;
-    });
-  };
+  async function tick() {
+    if (ticking) return;
+    ticking = true;
+    try {
+      await numberEvents(sql, schema);
+      const parents = [...waiting.keys()];
+      if (parents.length > 0) {
+        const rows = await sql<{ parent: string; seq: string }[]>`
+          select parent, seq::text as seq from ${heads} where parent = any(${parents})`;
+        for (const row of rows) {
+          const head = BigInt(row.seq);
+          for (const w of waiting.get(row.parent) ?? []) if (head > w.cursor) w.wake();
+        }
+      }
+    } catch {
+      // The database is away: the next tick tries again; watchers wait meanwhile.
+    } finally {
+      ticking = false;
+      schedule(tickMs);
+    }
+  }
 
-  /** Resolves at the next notification of `parent`, after `pollMs`, or when `signal` aborts. */
-  function nextWake(parent: string, signal: AbortSignal, woken: { flag: boolean }) {
+  /** Resolves when the tick finds `parent`'s head past `cursor`, or when `signal` aborts. */
+  function behind(parent: string, cursor: bigint, signal: AbortSignal) {
     return new Promise<void>((resolve) => {
-      if (woken.flag || signal.aborted) return resolve();
+      if (closed || signal.aborted) return resolve();
       const set = waiting.get(parent) ?? new Set();
       waiting.set(parent, set);
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", done);
-        set.delete(done);
-        if (set.size === 0) waiting.delete(parent);
-        resolve();
+      const waiter: Waiter = {
+        cursor,
+        wake() {
+          signal.removeEventListener("abort", waiter.wake);
+          set.delete(waiter);
+          if (set.size === 0 && waiting.get(parent) === set) waiting.delete(parent);
+          resolve();
+        },
       };
-      const timer = setTimeout(done, pollMs);
-      signal.addEventListener("abort", done, { once: true });
-      set.add(done);
+      signal.addEventListener("abort", waiter.wake, { once: true });
+      set.add(waiter);
     });
   }
 
@@ -105,18 +133,13 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
           Code.ResourceExhausted,
         );
       }
-      count++;
-      listen();
-      // Set by a notification that comes while a read runs, so that it is not slept through.
-      const woken = { flag: false };
-      const wake = () => woken.flag = true;
-      const mine = waiting.get(parent) ?? new Set();
-      waiting.set(parent, mine);
-      mine.add(wake);
+      // The first watcher starts the tick; it stops when the last one leaves.
+      if (count++ === 0 && !ticking) schedule(tickMs);
       let cursor = after;
       try {
-        while (!signal.aborted) {
-          woken.flag = false;
+        // Ended by `signal` with its reason: a deadline that passes is DEADLINE_EXCEEDED to the
+        // caller, not a stream that ended as if the feed had nothing more.
+        for (signal.throwIfAborted();; signal.throwIfAborted()) {
           const rows = await sql<EventRow[]>`
             select ${eventColumns(sql)} from ${table} e
             where parent = ${parent} and seq > ${cursor.toString()}::bigint
@@ -127,20 +150,18 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
             yield rows;
             if (rows.length === batch) continue;
           }
-          await nextWake(parent, signal, woken);
+          await behind(parent, cursor, signal);
           if (closed) throw draining();
         }
       } finally {
-        count--;
-        mine.delete(wake);
-        if (mine.size === 0 && waiting.get(parent) === mine) waiting.delete(parent);
+        if (--count === 0) clearTimeout(timer);
       }
     },
     watchers: () => count,
-    async close() {
+    close() {
       closed = true;
-      for (const set of waiting.values()) for (const wake of set) wake();
-      await (await listening)?.unlisten().catch(() => {});
+      clearTimeout(timer);
+      for (const set of [...waiting.values()]) for (const w of [...set]) w.wake();
     },
   };
 }

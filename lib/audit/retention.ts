@@ -1,15 +1,17 @@
 /**
- * Retention of the audit trail: events older than `AUDIT_RETENTION_DAYS` (default 400, as Google
- * Cloud keeps admin activity logs) are deleted in the background, a thousand at a time, every
- * `intervalMs`. Every replica runs it; the batches are small, and one replica's delete of rows
- * another is deleting only finds fewer.
+ * The upkeep of the audit trail, in the background: events older than `AUDIT_RETENTION_DAYS`
+ * (default 400, as Google Cloud keeps admin activity logs) are deleted a thousand at a time every
+ * `intervalMs`, and what has committed is numbered every `numberMs` (./events.ts's numberEvents),
+ * so that what waits for a number stays small when nobody reads. Every replica runs both; the
+ * batches are small, one replica's delete of rows another is deleting only finds fewer, and
+ * numbering runs one at a time.
  *
  * @module
  */
 
 import type { Sql } from "../db/mod.ts";
 import { type Logger, positiveInt } from "../platform/mod.ts";
-import { pruneEvents } from "./events.ts";
+import { numberEvents, pruneEvents } from "./events.ts";
 import { createEventFeed, type EventFeed } from "./feed.ts";
 
 /** The settings of the services that keep events. */
@@ -30,6 +32,8 @@ export interface RetentionOptions {
   log: Logger;
   /** How often to prune (default 10 minutes). */
   intervalMs?: number;
+  /** How often to number events (default 2 s). */
+  numberMs?: number;
   /** Most batches per run (default 100: 100,000 events). */
   maxBatches?: number;
 }
@@ -46,7 +50,7 @@ export async function pruneOnce(sql: Sql, schema: string, o: RetentionOptions): 
   return total;
 }
 
-/** Prunes every `intervalMs` until the returned function is called. */
+/** Prunes every `intervalMs` and numbers every `numberMs` until the returned function is called. */
 export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () => void {
   let running = false;
   const run = async () => {
@@ -63,7 +67,26 @@ export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () =>
   };
   const timer = setInterval(run, o.intervalMs ?? 600_000);
   Deno.unrefTimer(timer);
-  return () => clearInterval(timer);
+  let numbering = false;
+  let failing = false; // reported once, not every run, while the database is away
+  const numberer = setInterval(async () => {
+    if (numbering) return;
+    numbering = true;
+    try {
+      await numberEvents(sql, schema);
+      failing = false;
+    } catch (error) {
+      if (!failing) o.log.warn("cannot number audit events", { error });
+      failing = true;
+    } finally {
+      numbering = false;
+    }
+  }, o.numberMs ?? 2000);
+  Deno.unrefTimer(numberer);
+  return () => {
+    clearInterval(timer);
+    clearInterval(numberer);
+  };
 }
 
 /** A service's audit machinery: its change feed, and the retention running beside it. */
@@ -94,7 +117,7 @@ export function startAudit(
     feed,
     stop() {
       stopPruning();
-      void feed.close();
+      feed.close();
     },
   };
 }

@@ -10,6 +10,7 @@
 
 import fc from "fast-check";
 import postgres from "postgres";
+import { numberEvents } from "../audit/mod.ts";
 import type { Stack } from "./stack.ts";
 
 /** A postgres.js client of the stack's database. */
@@ -23,8 +24,12 @@ export function openDatabase(stack: Stack): Sql {
 /**
  * A digest of every row of every table in the services' schemas (`oauth`, `core`): row counts and
  * an md5 of the rows' text per table. Equal digests mean nothing was inserted, updated or deleted.
+ * What has committed is numbered first (lib/audit's numberEvents: upkeep that the services also
+ * run in the background, not a write of a request), so that numbering never tells two digests
+ * apart.
  */
 export async function dbDigest(sql: Sql): Promise<string> {
+  for (const schema of ["oauth", "core"]) await numberEvents(sql, schema);
   const tables = await sql<{ schema: string; name: string }[]>`
     select table_schema as schema, table_name as name from information_schema.tables
     where table_schema in ('oauth', 'core') and table_type = 'BASE TABLE'

@@ -8,11 +8,11 @@
 
 import assert from "node:assert/strict";
 import { getOption, hasOption } from "@bufbuild/protobuf";
-import { Code, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { createEventFeed, pruneOnce } from "../../lib/audit/mod.ts";
+import { createEventFeed, numberEvents, pruneOnce } from "../../lib/audit/mod.ts";
 import { hasReason } from "../../lib/platform/mod.ts";
 import { etagMismatchReason } from "../../lib/resource/mod.ts";
 import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
@@ -32,10 +32,13 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
     "x-request-id": "req-1",
   };
   const user = await svc.bearer({ sub: "bob", accountId: "acct-b", projects: [] });
-  const events = async () =>
-    await svc.sql<{ seq: string; method: string; resource: string; actor_sub: string }[]>`
+  // What has committed, numbered (as ListEvents and the feed number it before they read).
+  const events = async () => {
+    await numberEvents(svc.sql, "oauth");
+    return await svc.sql<{ seq: string; method: string; resource: string; actor_sub: string }[]>`
       select e.seq::text as seq, method, resource, actor_sub from oauth.events e
       where parent = 'p' order by e.seq`;
+  };
   const newClient = async () =>
     (await api.createClient({
       projectId: "p",
@@ -325,6 +328,79 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
     );
 
     await t.step(
+      "numbering: concurrent writers and numbering runs; a follower reads each event once",
+      async () => {
+        const parents = ["n1", "n2"];
+        let writing = true;
+        const write = async (w: number) => {
+          for (let i = 0; i < 40; i++) {
+            await svc.sql`
+              insert into oauth.events (parent, occurred_at, method, resource, actor_sub,
+                request_id, source_ip, user_agent, peer, changes, result)
+              values (${parents[w % 2]!}, now(), 'm', ${`r/${w}/${i}`}, 's', '', '', '', '',
+                '[]', 'ok')`;
+          }
+        };
+        // A follower of n1 as the feed reads: above its cursor, in order.
+        const followed: { seq: number; resource: string }[] = [];
+        const follow = async () => {
+          let cursor = 0;
+          for (let more = true; more;) {
+            more = writing;
+            const rows = await svc.sql<{ seq: string; resource: string }[]>`
+              select e.seq::text as seq, resource from oauth.events e
+              where parent = 'n1' and seq > ${cursor} order by e.seq`;
+            for (const r of rows) followed.push({ seq: Number(r.seq), resource: r.resource });
+            cursor = followed.at(-1)?.seq ?? cursor;
+            if (rows.length > 0) more = true;
+          }
+        };
+        const numbering = async () => {
+          while (writing) await numberEvents(svc.sql, "oauth");
+        };
+        const following = follow();
+        const runs = [numbering(), numbering(), numbering()];
+        await Promise.all(Array.from({ length: 6 }, (_, w) => write(w)));
+        writing = false;
+        await Promise.all(runs);
+        await numberEvents(svc.sql, "oauth");
+        await following;
+        // A last read after the last numbering: the follower ends with everything.
+        const rest = await svc.sql<{ seq: string; resource: string }[]>`
+          select e.seq::text as seq, resource from oauth.events e
+          where parent = 'n1' and seq > ${followed.at(-1)?.seq ?? 0} order by e.seq`;
+        for (const r of rest) followed.push({ seq: Number(r.seq), resource: r.resource });
+        assert.deepEqual(followed.map((e) => e.seq), Array.from({ length: 120 }, (_, i) => i + 1));
+        assert.equal(new Set(followed.map((e) => e.resource)).size, 120, "each event once");
+        // Each writer's events are numbered in the order it wrote them.
+        for (const w of [0, 2, 4]) {
+          const mine = followed.filter((e) => e.resource.startsWith(`r/${w}/`));
+          assert.deepEqual(
+            mine.map((e) => e.resource),
+            Array.from({ length: 40 }, (_, i) => `r/${w}/${i}`),
+          );
+        }
+        const [n2] = await svc.sql<{ n: number; max: string }[]>`
+          select count(distinct seq)::int as n, max(seq)::text as max from oauth.events
+          where parent = 'n2'`;
+        assert.deepEqual({ ...n2 }, { n: 120, max: "120" });
+      },
+    );
+
+    await t.step(
+      "a watch ends with its signal's reason: a deadline is DEADLINE_EXCEEDED",
+      async () => {
+        const feed = createEventFeed(svc.sql, "oauth", { maxWatchers: 1 });
+        const controller = new AbortController();
+        const waiting = feed.watch("p", 1n << 40n, controller.signal).next();
+        controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+        assert.equal((await rejection(waiting)).code, Code.DeadlineExceeded);
+        assert.equal(feed.watchers(), 0);
+        feed.close();
+      },
+    );
+
+    await t.step(
       "a draining process ends its watches (UNAVAILABLE), and takes no new one",
       async () => {
         const feed = createEventFeed(svc.sql, "oauth", { maxWatchers: 1 });
@@ -334,7 +410,7 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
         const busy = await rejection(feed.watch("p", 0n, signal).next());
         assert.equal(busy.code, Code.ResourceExhausted, "one watcher at most");
         const waiting = batches.next(); // caught up: waits for the next commit
-        await feed.close();
+        feed.close();
         assert.equal((await rejection(waiting)).code, Code.Unavailable);
         assert.equal(feed.watchers(), 0);
         assert.equal((await rejection(feed.watch("p", 0n, signal).next())).code, Code.Unavailable);

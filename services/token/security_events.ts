@@ -13,8 +13,8 @@
  *   (./auth_failures.ts).
  *
  * Where the event goes with a change of the `token` schema (a family revoked, a token put on the
- * revocation list, a device code decided), it is two more common table expressions of the
- * statement that makes the change ({@link eventCtes}): no change commits without its event. A
+ * revocation list, a device code decided), it is one more common table expression of the
+ * statement that makes the change ({@link eventCte}): no change commits without its event. A
  * consent page's decision on an authorization request changes nothing here (the consent is the
  * registry's), and a failure summary changes nothing at all: those are one statement of their own
  * ({@link recordEvent}).
@@ -30,7 +30,7 @@ import type { DescMethod, JsonValue } from "@bufbuild/protobuf";
 import {
   type AuditContext,
   auditContextFrom,
-  eventCtes,
+  eventCte,
   type EventTarget,
   type Fragment,
 } from "../../lib/audit/mod.ts";
@@ -93,13 +93,13 @@ export interface SecurityEvent {
   changes: readonly FieldValue[];
 }
 
-/** The event CTEs (lib/audit's {@link eventCtes}) of the `token` schema, for a repository's statement. */
+/** The event CTEs (lib/audit's {@link eventCte}) of the `token` schema, for a repository's statement. */
 export function securityEventCtes(
   sql: Sql,
   audit: AuditContext,
   target: EventTarget & { result: SecurityResult },
 ): Fragment {
-  return eventCtes(sql, eventSchema, audit, target);
+  return eventCte(sql, eventSchema, audit, target);
 }
 
 /**

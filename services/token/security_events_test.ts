@@ -31,7 +31,7 @@ import {
   Decision,
   TokenService,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { createEventFeed } from "../../lib/audit/mod.ts";
+import { createEventFeed, numberEvents } from "../../lib/audit/mod.ts";
 import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
 import { createLogger, idKind, oauthPaths } from "../../lib/platform/mod.ts";
 import { authOptions, createTokenVerifier, signToken } from "../../lib/policy/mod.ts";
@@ -233,11 +233,14 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       for (const value of values) if (value !== "") secretValues.add(value);
       return values;
     };
-    const events = async (parent = "p1") =>
-      await sql<Row[]>`
+    // What has committed, numbered (as ListEvents and the feed number it before they read).
+    const events = async (parent = "p1") => {
+      await numberEvents(sql, "token");
+      return await sql<Row[]>`
         select parent, e.seq::text as seq, method, resource, actor_sub, actor_client_id,
           source_ip, changes, result
         from token.events e where parent = ${parent} order by e.seq`;
+    };
     const only = async (result: string, parent = "p1") =>
       (await events(parent)).filter((e) => e.result === result);
 
@@ -636,7 +639,7 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       for (const { hex } of hashes) assert.ok(!dump.includes(hex));
     });
   } finally {
-    await feed.close();
+    feed.close();
     await sql.end({ timeout: 5 });
     await db.drop();
   }

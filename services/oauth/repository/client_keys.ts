@@ -11,7 +11,7 @@
 
 import {
   changes,
-  eventCtes,
+  eventCte,
   type Fragment,
   ifMatch,
   rowJson,
@@ -72,7 +72,7 @@ const hidden = ["id", "client_id", "created_at", "last_used_at", "etag"] as cons
 /** The event CTEs of a key created or deleted (the rows of the CTE `changed`). */
 function keyEvent(sql: Sql, write: Write, projectId: string, deleted: boolean): Fragment {
   const json = rowJson(sql, sql`changed`, hidden);
-  return eventCtes(sql, "oauth", write.audit, {
+  return eventCte(sql, "oauth", write.audit, {
     parent: projectId,
     resource: sql`${"projects/" + projectId + "/clients/"}
       || oauth.type_id('cli', changed.client_id) || '/keys/' || oauth.type_id('key', changed.id)`,

@@ -11,7 +11,7 @@
 import {
   type AuditContext,
   changes,
-  eventCtes,
+  eventCte,
   type Fragment,
   ifMatch,
   rowJson,
@@ -96,7 +96,7 @@ function secretEvent(
 ): Fragment {
   const r = sql(row);
   const json = rowJson(sql, r, hidden);
-  return eventCtes(sql, "oauth", audit, {
+  return eventCte(sql, "oauth", audit, {
     parent: projectId,
     resource: sql`${"projects/" + projectId + "/clients/"} || oauth.type_id('cli', ${r}.client_id)
       || '/secrets/' || oauth.type_id('sec', ${r}.id)`,

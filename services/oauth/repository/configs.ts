@@ -4,13 +4,7 @@
  * @module
  */
 
-import {
-  changes as diff,
-  eventCtes,
-  ifMatch,
-  rowJson,
-  type Write,
-} from "../../../lib/audit/mod.ts";
+import { changes as diff, eventCte, ifMatch, rowJson, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 
@@ -93,7 +87,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
     };
   /** The event of a change from `prior` (absent for a creation) to `changed`. */
   const event = (projectId: string, write: Write) =>
-    eventCtes(sql, "oauth", write.audit, {
+    eventCte(sql, "oauth", write.audit, {
       parent: projectId,
       resource: `projects/${projectId}/config`,
       from: sql`changed left join prior on true`,

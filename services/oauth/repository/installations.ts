@@ -6,7 +6,7 @@
 
 import {
   changes,
-  eventCtes,
+  eventCte,
   type Fragment,
   ifMatch,
   rowJson,
@@ -72,7 +72,7 @@ const hidden = ["id", "project_id", "created_at", "etag"] as const;
 
 /** The event CTEs of a change from the row `prior` (or none: `prior` is null) to `changed`. */
 function installationEvent(sql: Sql, write: Write, from: Fragment, prior: Fragment): Fragment {
-  return eventCtes(sql, "oauth", write.audit, {
+  return eventCte(sql, "oauth", write.audit, {
     parent: sql`changed.project_id`,
     resource: sql`'projects/' || changed.project_id || '/installations/'
       || oauth.type_id('ins', changed.id)`,

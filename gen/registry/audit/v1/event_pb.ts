@@ -31,7 +31,8 @@ export const file_registry_audit_v1_event: GenFile = /*@__PURE__*/
 export type Event = Message<"registry.audit.v1.Event"> & {
   /**
    * The event's number within its project (or space), as decimal digits: events are numbered in
-   * commit order, 1, 2, 3... with no gaps, so the id is the cursor of lists and of the change
+   * commit order, 1, 2, 3... with no gaps, once they have committed (within about 250 ms while
+   * anyone watches, and before every list), so the id is the cursor of lists and of the change
    * feed. Compare ids as numbers.
    *
    * @generated from field: string id = 1;
