@@ -45,9 +45,25 @@ async function start(env: Record<string, string>): Promise<Started> {
 async function ctrlC(started: Started): Promise<{ code: number; said: string }> {
   const before = started.stderr.length;
   Deno.kill(-started.child.pid, "SIGINT");
+  // A guard against a stop that never ends (a bug under test, not a timing): what still runs is
+  // named, then killed, and the test fails saying so instead of hanging until the runner's limit.
+  let leftover = "";
+  const guard = setTimeout(async () => {
+    const ps = await new Deno.Command("ps", {
+      args: ["-o", "pid,stat,args", "-g", String(started.child.pid)],
+      stdout: "piped",
+    }).output();
+    leftover = new TextDecoder().decode(ps.stdout);
+    try {
+      Deno.kill(-started.child.pid, "SIGKILL");
+    } catch { /* the group is gone */ }
+  }, 120_000);
   // Once it has exited and its output has ended: every process of the group that held it exited.
   const { code } = await started.ended;
-  return { code, said: started.stderr.slice(before).map((line) => `${line}\n`).join("") };
+  clearTimeout(guard);
+  const said = started.stderr.slice(before).map((line) => `${line}\n`).join("");
+  assert.equal(leftover, "", `Ctrl-C did not stop the stack in 120 s; still running:\n${said}`);
+  return { code, said };
 }
 
 /** The pid of the child process of `parent` whose command line matches `pattern`. */
@@ -216,12 +232,16 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
       assert.ok(environ.includes(`${name}=${value}`), `${name}=${value}`);
     }
     Deno.kill(pid, "SIGKILL");
-    const ready = async () => (await fetch(`${gateway}/readyz`).then(
+    // Each probe bounded: a gateway that accepts and never answers is a probe that failed.
+    const ready = async () => (await fetch(`${gateway}/readyz`, {
+      signal: AbortSignal.timeout(5_000),
+    }).then(
       async (r) => (await r.body?.cancel(), r.status),
       () => 0,
     ));
     let sawDown = false;
-    const until = Date.now() + 15_000;
+    // A guard, not a timing: a restart takes a second or two, far longer on a busy machine.
+    const until = Date.now() + 60_000;
     let back = false;
     while (Date.now() < until) {
       const status = await ready();
