@@ -253,14 +253,49 @@ export function rowEvent(
   old: string | null,
   next: string | null,
 ): Fragment {
-  const json = (alias: string | null) =>
-    alias === null ? null : rowJson(sql, sql(alias), table.hidden);
-  return eventCte(sql, table.schema, audit, {
-    parent: table.parent(sql, sql(row)),
-    resource: table.resource(sql, sql(row)),
-    from,
-    changes: changes(sql, json(old), json(next)),
-  });
+  const shape = shapeOf(sql, table, row, old, next);
+  return eventCte(sql, table.schema, audit, { ...shape, from });
+}
+
+/** The parts of a row's event that depend only on the table and the aliases. */
+interface EventShape {
+  parent: Fragment;
+  resource: Fragment;
+  changes: Fragment;
+}
+
+/**
+ * The parts of {@link rowEvent} that never change between calls, built once per pool, table and
+ * aliases: a fragment is text and parameters that postgres.js reads when it builds a statement,
+ * and building these on every write cost more than the rest of the event (about 19 µs a write,
+ * most of it garbage to collect).
+ */
+const shapes = new WeakMap<Sql, WeakMap<AuditedTable, Map<string, EventShape>>>();
+
+function shapeOf(
+  sql: Sql,
+  table: AuditedTable,
+  row: string,
+  old: string | null,
+  next: string | null,
+): EventShape {
+  let byTable = shapes.get(sql);
+  if (!byTable) shapes.set(sql, byTable = new WeakMap());
+  let byAliases = byTable.get(table);
+  if (!byAliases) byTable.set(table, byAliases = new Map());
+  const key = `${row} ${old} ${next}`;
+  let shape = byAliases.get(key);
+  if (!shape) {
+    const json = (alias: string | null) =>
+      alias === null ? null : rowJson(sql, sql(alias), table.hidden);
+    shape = {
+      parent: table.parent(sql, sql(row)),
+      resource: table.resource(sql, sql(row)),
+      changes: changes(sql, json(old), json(next)),
+    };
+    byAliases.set(key, shape);
+  }
+  return shape;
 }
 
 /**
@@ -268,7 +303,27 @@ export function rowEvent(
  * resource name holds, timestamps that change on every write, secrets, internal columns).
  */
 export function rowJson(sql: Sql, row: Fragment, hidden: readonly string[]): Fragment {
-  return sql`(to_jsonb(${row}) - ${hidden as string[]}::text[])`;
+  return sql`(to_jsonb(${row}) - ${hiddenLiteral(sql, hidden)})`;
+}
+
+/**
+ * `hidden` as a `text[]` literal in the statement's text, made once per pool and list (the lists
+ * are constants of the repositories): as a parameter, postgres.js serialised the array again on
+ * every write.
+ */
+const hiddenLiterals = new WeakMap<Sql, WeakMap<readonly string[], Fragment>>();
+
+function hiddenLiteral(sql: Sql, hidden: readonly string[]): Fragment {
+  let byList = hiddenLiterals.get(sql);
+  if (!byList) hiddenLiterals.set(sql, byList = new WeakMap());
+  let literal = byList.get(hidden);
+  if (!literal) {
+    const bad = hidden.find((column) => !/^[a-z_][a-z0-9_]*$/.test(column));
+    if (bad !== undefined) throw new Error(`not a column name: ${JSON.stringify(bad)}`);
+    literal = sql.unsafe(`'{${hidden.join(",")}}'::text[]`);
+    byList.set(hidden, literal);
+  }
+  return literal;
 }
 
 /**
