@@ -265,12 +265,27 @@ interface EventShape {
 }
 
 /**
- * The parts of {@link rowEvent} that never change between calls, built once per pool, table and
- * aliases: a fragment is text and parameters that postgres.js reads when it builds a statement,
- * and building these on every write cost more than the rest of the event (about 19 µs a write,
- * most of it garbage to collect).
+ * A cache of fragments made once per pool (a fragment is made with one pool's `sql`) and key: a
+ * fragment is text and parameters that postgres.js reads when it builds a statement, so one made
+ * once serves every statement after.
  */
-const shapes = new WeakMap<Sql, WeakMap<AuditedTable, Map<string, EventShape>>>();
+function fragmentCache<K extends object, V>(): (sql: Sql, key: K, make: () => V) => V {
+  const byPool = new WeakMap<Sql, WeakMap<K, V>>();
+  return (sql, key, make) => {
+    let byKey = byPool.get(sql);
+    if (!byKey) byPool.set(sql, byKey = new WeakMap());
+    let value = byKey.get(key);
+    if (value === undefined) byKey.set(key, value = make());
+    return value;
+  };
+}
+
+/**
+ * The parts of {@link rowEvent} that never change between calls, by table and then aliases:
+ * building them on every write cost more than the rest of the event (about 19 µs a write, most of
+ * it garbage to collect).
+ */
+const shapes = fragmentCache<AuditedTable, Map<string, EventShape>>();
 
 function shapeOf(
   sql: Sql,
@@ -279,10 +294,7 @@ function shapeOf(
   old: string | null,
   next: string | null,
 ): EventShape {
-  let byTable = shapes.get(sql);
-  if (!byTable) shapes.set(sql, byTable = new WeakMap());
-  let byAliases = byTable.get(table);
-  if (!byAliases) byTable.set(table, byAliases = new Map());
+  const byAliases = shapes(sql, table, () => new Map());
   const key = `${row} ${old} ${next}`;
   let shape = byAliases.get(key);
   if (!shape) {
@@ -311,19 +323,14 @@ export function rowJson(sql: Sql, row: Fragment, hidden: readonly string[]): Fra
  * are constants of the repositories): as a parameter, postgres.js serialised the array again on
  * every write.
  */
-const hiddenLiterals = new WeakMap<Sql, WeakMap<readonly string[], Fragment>>();
+const hiddenLiterals = fragmentCache<readonly string[], Fragment>();
 
 function hiddenLiteral(sql: Sql, hidden: readonly string[]): Fragment {
-  let byList = hiddenLiterals.get(sql);
-  if (!byList) hiddenLiterals.set(sql, byList = new WeakMap());
-  let literal = byList.get(hidden);
-  if (!literal) {
+  return hiddenLiterals(sql, hidden, () => {
     const bad = hidden.find((column) => !/^[a-z_][a-z0-9_]*$/.test(column));
     if (bad !== undefined) throw new Error(`not a column name: ${JSON.stringify(bad)}`);
-    literal = sql.unsafe(`'{${hidden.join(",")}}'::text[]`);
-    byList.set(hidden, literal);
-  }
-  return literal;
+    return sql.unsafe(`'{${hidden.join(",")}}'::text[]`);
+  });
 }
 
 /**

@@ -14,10 +14,11 @@
  *
  * Why not `LISTEN/NOTIFY` on each write: Postgres serialises the commits of every transaction that
  * notifies (a database-wide lock held until the commit is on disk), so a notification per change
- * costs every writer of the database its concurrency; a tick costs two small queries four times a
- * second per process, however many watch or write. Why not logical replication: it needs a
- * replication slot per consumer and a privileged role, and holds WAL while a consumer is away; the
- * table with its cursor needs neither and keeps the retention the audit trail has anyway.
+ * costs every writer of the database its concurrency; a tick costs a short numbering transaction
+ * and one query four times a second per process, however many watch or write. Why not logical
+ * replication: it needs a replication slot per consumer and a privileged role, and holds WAL while
+ * a consumer is away; the table with its cursor needs neither and keeps the retention the audit
+ * trail has anyway.
  *
  * What a watcher may cost: a watcher holds at most one batch (`batch` rows, 500) in memory, and is
  * not read ahead of: the next batch is read when the previous one has been written to the stream,
