@@ -40,7 +40,7 @@ import {
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
 import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
-import { idKind } from "../../lib/platform/mod.ts";
+import { ids } from "./ids.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
 import { callerOf } from "../../lib/policy/mod.ts";
 import { validate } from "../../lib/resource/mod.ts";
@@ -54,12 +54,7 @@ import { createUnitRepository, type UnitFields, type UnitRow } from "./repositor
 import { journeyInput, roleFilter, roleInput, unitFilter, unitInput } from "./validation.ts";
 import * as v from "valibot";
 
-/** Identifier kinds of the core area. */
-export const ids = {
-  role: idKind("role"),
-  journey: idKind("journey"),
-  unit: idKind("unit"),
-} as const;
+export { ids };
 
 /** The caller's space (./policy.ts has refused callers without one). */
 function spaceOf(ctx: HandlerContext): string {

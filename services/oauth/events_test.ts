@@ -123,10 +123,14 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
           return `projects/p/installations/${installation!.id}`;
         },
         revokeInstallation: async () => {
+          // Consent again: the installation there is updated, and its event names it.
           const { installation } = await api.consentInstallation({
             projectId: "p",
             scopes: ["write"],
           }, { headers: user });
+          const again = (await events()).at(-1)!;
+          assert.equal(again.method, `${service}/ConsentInstallation`);
+          assert.equal(again.resource, `projects/p/installations/${installation!.id}`);
           await api.revokeInstallation({ installationId: installation!.id }, { headers: user });
           return `projects/p/installations/${installation!.id}`;
         },

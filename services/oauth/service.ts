@@ -66,7 +66,7 @@ import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
 import { invalidArgument, type Logger, notFound } from "../../lib/platform/mod.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
-import { idKind } from "../../lib/platform/mod.ts";
+import { ids } from "./ids.ts";
 import { resolveMask } from "../../lib/resource/mod.ts";
 import { assertValid, validate } from "../../lib/resource/mod.ts";
 import { checkUploadedJwk, generateClientKey, orderedJwk } from "./client_keys.ts";
@@ -97,14 +97,7 @@ import {
   projectId as projectIdSchema,
 } from "./validation.ts";
 
-/** Identifier kinds of the OAuth area. */
-export const ids = {
-  client: idKind("cli"),
-  secret: idKind("sec"),
-  key: idKind("key"),
-  installation: idKind("ins"),
-  principal: idKind("prn"),
-} as const;
+export { ids };
 
 /**
  * Most live secrets one client may hold at a time, unless MAX_SECRETS_PER_CLIENT says otherwise.

@@ -5,6 +5,7 @@
  */
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import { ids } from "../ids.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -42,9 +43,11 @@ const audited: AuditedTable = {
   schema: "core",
   hidden: ["id", "space", "created_at", "updated_at", "etag"],
   parent: (sql, r) => sql`${r}.space`,
-  resource: (sql, r) =>
-    sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.id)`,
 };
+
+/** A journey's resource name, from its space and stored id. */
+const journeyName = (space: string, id: string) =>
+  `spaces/${space}/journeys/${ids.journey.fromUuid(id)}`;
 
 /** Filters of a journey list. */
 export interface JourneyFilter {
@@ -97,7 +100,18 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           insert into core.journeys ${sql({ ...journey, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          journeyName(journey.space, journey.id),
+          sql`created`,
+          "created",
+          null,
+          "created",
+        )
+      }
         select * from created`;
       return row!;
     },
@@ -151,7 +165,18 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             where j.id = prior.id ${ifMatch(q, q`prior.etag`, write.etag)}
             returning j.*, j.xmin::text as etag
           ),
-          ${rowEvent(q, audited, write.audit, q`prior, updated`, "updated", "prior", "updated")}
+          ${
+          rowEvent(
+            q,
+            audited,
+            write.audit,
+            journeyName(space, id),
+            q`prior, updated`,
+            "updated",
+            "prior",
+            "updated",
+          )
+        }
           select * from updated`;
         if (row) return row;
         if (write.etag !== undefined) {
@@ -186,7 +211,9 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             insert into core.tombstones (id, kind, space, list_key)
             select id, 'journey', space, space from gone
           ),
-          ${rowEvent(q, audited, write.audit, q`gone`, "gone", "gone", null)}
+          ${
+          rowEvent(q, audited, write.audit, journeyName(space, id), q`gone`, "gone", "gone", null)
+        }
           select id from gone`;
         return true as const;
       });

@@ -5,6 +5,7 @@
  */
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import { ids } from "../ids.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -35,8 +36,10 @@ const audited: AuditedTable = {
   schema: "core",
   hidden: ["id", "space", "created_at", "updated_at", "etag"],
   parent: (sql, r) => sql`${r}.space`,
-  resource: (sql, r) => sql`'spaces/' || ${r}.space || '/roles/' || core.type_id('role', ${r}.id)`,
 };
+
+/** A role's resource name, from its space and stored id. */
+const roleName = (space: string, id: string) => `spaces/${space}/roles/${ids.role.fromUuid(id)}`;
 
 /** Reads and writes core.roles. */
 export interface RoleRepository {
@@ -72,7 +75,18 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           insert into core.roles ${sql({ ...role, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          roleName(role.space, role.id),
+          sql`created`,
+          "created",
+          null,
+          "created",
+        )
+      }
         select * from created`;
       return row!;
     },
@@ -111,7 +125,18 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           where r.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
           returning r.*, r.xmin::text as etag
         ),
-        ${rowEvent(sql, audited, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          roleName(space, id),
+          sql`prior, updated`,
+          "updated",
+          "prior",
+          "updated",
+        )
+      }
         select * from updated`;
       if (!row && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");
@@ -129,7 +154,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           insert into core.tombstones (id, kind, space, list_key)
           select id, 'role', space, space from gone
         ),
-        ${rowEvent(sql, audited, write.audit, sql`gone`, "gone", "gone", null)}
+        ${rowEvent(sql, audited, write.audit, roleName(space, id), sql`gone`, "gone", "gone", null)}
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");

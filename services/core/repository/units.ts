@@ -5,6 +5,7 @@
  */
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import { ids } from "../ids.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -42,10 +43,11 @@ const audited: AuditedTable = {
   schema: "core",
   hidden: ["id", "space", "created_at", "updated_at", "etag"],
   parent: (sql, r) => sql`${r}.space`,
-  resource: (sql, r) =>
-    sql`'spaces/' || ${r}.space || '/journeys/' || core.type_id('journey', ${r}.journey_id)
-      || '/units/' || core.type_id('unit', ${r}.id)`,
 };
+
+/** A unit's resource name, from its space and stored ids. */
+const unitName = (space: string, journeyId: string, id: string) =>
+  `spaces/${space}/journeys/${ids.journey.fromUuid(journeyId)}/units/${ids.unit.fromUuid(id)}`;
 
 /** Filters of a unit list. */
 export interface UnitFilter {
@@ -92,7 +94,18 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           insert into core.units ${sql({ ...unit, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          unitName(unit.space, unit.journey_id, unit.id),
+          sql`created`,
+          "created",
+          null,
+          "created",
+        )
+      }
         select * from created`;
       return row!;
     },
@@ -132,7 +145,18 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           where u.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
           returning u.*, u.xmin::text as etag
         ),
-        ${rowEvent(sql, audited, write.audit, sql`prior, updated`, "updated", "prior", "updated")}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          unitName(space, unit.journey_id, id),
+          sql`prior, updated`,
+          "updated",
+          "prior",
+          "updated",
+        )
+      }
         select * from updated`;
       if (!row && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("unit");
@@ -150,7 +174,20 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           insert into core.tombstones (id, kind, space, list_key)
           select id, 'unit', space, journey_id::text from gone
         ),
-        ${rowEvent(sql, audited, write.audit, sql`gone`, "gone", "gone", null)}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          // The journey is the row's: only Postgres has it, and a delete is not a hot path.
+          sql`'spaces/' || gone.space || '/journeys/' || core.type_id('journey', gone.journey_id)
+              || ${"/units/" + ids.unit.fromUuid(id)}`,
+          sql`gone`,
+          "gone",
+          "gone",
+          null,
+        )
+      }
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("unit");

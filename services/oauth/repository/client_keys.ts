@@ -18,6 +18,7 @@ import {
   type Write,
 } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
+import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { PublicJwk } from "../client_keys.ts";
@@ -69,13 +70,24 @@ export interface CreateKeyOptions {
 /** What an event never shows of a key: ids (in the resource name), timestamps and its uses. */
 const hidden = ["id", "client_id", "created_at", "last_used_at", "etag"] as const;
 
-/** The event CTEs of a key created or deleted (the rows of the CTE `changed`). */
-function keyEvent(sql: Sql, write: Write, projectId: string, deleted: boolean): Fragment {
+/**
+ * The event CTEs of the key `id` of the client `clientId` (stored ids), created or deleted (the
+ * rows of the CTE `changed`).
+ */
+function keyEvent(
+  sql: Sql,
+  write: Write,
+  projectId: string,
+  clientId: string,
+  id: string,
+  deleted: boolean,
+): Fragment {
   const json = rowJson(sql, sql`changed`, hidden);
   return eventCte(sql, "oauth", write.audit, {
     parent: projectId,
-    resource: sql`${"projects/" + projectId + "/clients/"}
-      || oauth.type_id('cli', changed.client_id) || '/keys/' || oauth.type_id('key', changed.id)`,
+    resource: `projects/${projectId}/clients/${ids.client.fromUuid(clientId)}/keys/${
+      ids.key.fromUuid(id)
+    }`,
     from: sql`changed`,
     changes: deleted ? changes(sql, json, null) : changes(sql, null, json),
   });
@@ -155,7 +167,9 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           }
             returning *, xmin::text as etag
             ),
-            ${keyEvent(tx as unknown as Sql, options.write, projectId, false)}
+            ${
+            keyEvent(tx as unknown as Sql, options.write, projectId, key.client_id, key.id, false)
+          }
             select id, client_id, kid, algorithm, jwk, created_at, expires_at, last_used_at, etag
             from changed`;
           return { kind: "created", row: row! } as const;
@@ -195,7 +209,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
             ${ifMatch(sql, sql`k.xmin::text`, write.etag)}
           returning k.*
         ),
-        ${keyEvent(sql, write, projectId, true)}
+        ${keyEvent(sql, write, projectId, clientId, id, true)}
         select id from changed`;
       if (
         rows.length === 0 && write.etag !== undefined && await this.get(projectId, clientId, id)

@@ -18,6 +18,7 @@ import {
   type Write,
 } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
+import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { ClientRow } from "./clients.ts";
@@ -86,11 +87,16 @@ const hidden = [
   "etag",
 ] as const;
 
-/** The event CTEs of a secret created or deleted (the rows of the CTE `row`). */
+/**
+ * The event CTEs of the secret `id` of the client `clientId` (stored ids), created or deleted (the
+ * rows of the CTE `row`).
+ */
 function secretEvent(
   sql: Sql,
   audit: AuditContext,
   projectId: string,
+  clientId: string,
+  id: string,
   row: string,
   deleted: boolean,
 ): Fragment {
@@ -98,8 +104,9 @@ function secretEvent(
   const json = rowJson(sql, r, hidden);
   return eventCte(sql, "oauth", audit, {
     parent: projectId,
-    resource: sql`${"projects/" + projectId + "/clients/"} || oauth.type_id('cli', ${r}.client_id)
-      || '/secrets/' || oauth.type_id('sec', ${r}.id)`,
+    resource: `projects/${projectId}/clients/${ids.client.fromUuid(clientId)}/secrets/${
+      ids.secret.fromUuid(id)
+    }`,
     from: r,
     changes: deleted ? changes(sql, json, null) : changes(sql, null, json),
   });
@@ -173,7 +180,17 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         }
             returning *, xmin::text as etag
           ),
-          ${secretEvent(tx as unknown as Sql, options.write.audit, projectId, "changed", false)}
+          ${
+          secretEvent(
+            tx as unknown as Sql,
+            options.write.audit,
+            projectId,
+            secret.client_id,
+            secret.id,
+            "changed",
+            false,
+          )
+        }
           select id, client_id, secret_hint, created_at, expires_at, last_used_at, etag from changed`;
         return { kind: "created", row: row! } as const;
       });
@@ -199,7 +216,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
             ${ifMatch(sql, sql`s.xmin::text`, write.etag)}
           returning s.*
         ),
-        ${secretEvent(sql, write.audit, projectId, "changed", true)}
+        ${secretEvent(sql, write.audit, projectId, clientId, id, "changed", true)}
         select id from changed`;
       if (rows.length === 0 && write.etag !== undefined) {
         const [found] = await sql`

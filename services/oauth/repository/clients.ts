@@ -6,6 +6,7 @@
  */
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import { ids } from "../ids.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -37,9 +38,11 @@ const audited: AuditedTable = {
   schema: "oauth",
   hidden: ["id", "project_id", "created_at", "updated_at", "origin_keys", "etag"],
   parent: (sql, r) => sql`${r}.project_id`,
-  resource: (sql, r) =>
-    sql`'projects/' || ${r}.project_id || '/clients/' || oauth.type_id('cli', ${r}.id)`,
 };
+
+/** A client's resource name, from its project and stored id. */
+const clientName = (projectId: string, id: string) =>
+  `projects/${projectId}/clients/${ids.client.fromUuid(id)}`;
 
 /**
  * The columns set when a client is created. Without a token_endpoint_auth_method, the table gives
@@ -119,7 +122,18 @@ export function createClientRepository(sql: Sql): ClientRepository {
           insert into oauth.clients ${sql({ ...client, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
-        ${rowEvent(sql, audited, write.audit, sql`created`, "created", null, "created")}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          clientName(client.project_id, client.id),
+          sql`created`,
+          "created",
+          null,
+          "created",
+        )
+      }
         select * from created`;
       return row!;
     },
@@ -169,7 +183,16 @@ export function createClientRepository(sql: Sql): ClientRepository {
               returning c.*, c.xmin::text as etag
             ),
             ${
-          rowEvent(sql, audited, write.audit, sql`prior, updated`, "updated", "prior", "updated")
+          rowEvent(
+            sql,
+            audited,
+            write.audit,
+            clientName(projectId, id),
+            sql`prior, updated`,
+            "updated",
+            "prior",
+            "updated",
+          )
         }
             select * from updated`;
       if (row && write.etag !== undefined && row.etag !== write.etag && columns.length === 0) {
@@ -192,7 +215,18 @@ export function createClientRepository(sql: Sql): ClientRepository {
         tombstone as (
           insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
         ),
-        ${rowEvent(sql, audited, write.audit, sql`gone`, "gone", "gone", null)}
+        ${
+        rowEvent(
+          sql,
+          audited,
+          write.audit,
+          clientName(projectId, id),
+          sql`gone`,
+          "gone",
+          "gone",
+          null,
+        )
+      }
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await this.get(projectId, id)) {
         throw etagMismatch("client");

@@ -13,6 +13,7 @@ import {
   type Write,
 } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
+import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 
@@ -70,12 +71,20 @@ export interface InstallationRepository {
 /** What an event never shows of an installation: ids (in the resource name), timestamps. */
 const hidden = ["id", "project_id", "created_at", "etag"] as const;
 
-/** The event CTEs of a change from the row `prior` (or none: `prior` is null) to `changed`. */
-function installationEvent(sql: Sql, write: Write, from: Fragment, prior: Fragment): Fragment {
+/**
+ * The event CTEs of a change from the row `prior` (or none: `prior` is null) to `changed`, the
+ * installation whose API id is `id` (SQL; the project is the row's).
+ */
+function installationEvent(
+  sql: Sql,
+  write: Write,
+  id: Fragment,
+  from: Fragment,
+  prior: Fragment,
+): Fragment {
   return eventCte(sql, "oauth", write.audit, {
     parent: sql`changed.project_id`,
-    resource: sql`'projects/' || changed.project_id || '/installations/'
-      || oauth.type_id('ins', changed.id)`,
+    resource: sql`'projects/' || changed.project_id || '/installations/' || ${id}`,
     from,
     changes: changes(sql, prior, rowJson(sql, sql`changed`, hidden)),
   });
@@ -111,6 +120,10 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         installationEvent(
           sql,
           write,
+          // A new installation has the id given; consent again updates the one there (whose id
+          // only the row knows: encoded in SQL, on this rarer path).
+          sql`case when prior.id is null then ${ids.installation.fromUuid(consent.id)}::text
+            else oauth.type_id('ins', changed.id) end`,
           sql`changed left join prior on true`,
           sql`case when prior is null then null else ${rowJson(sql, sql`prior`, hidden)} end`,
         )
@@ -148,7 +161,15 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
           where i.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
           returning i.*
         ),
-        ${installationEvent(sql, write, sql`prior, changed`, rowJson(sql, sql`prior`, hidden))}
+        ${
+        installationEvent(
+          sql,
+          write,
+          sql`${ids.installation.fromUuid(id)}::text`,
+          sql`prior, changed`,
+          rowJson(sql, sql`prior`, hidden),
+        )
+      }
         select id, null as etag, true as revoked from changed
         union all
         select id, xmin::text, false from oauth.installations
