@@ -219,7 +219,7 @@ export async function numberEvents(sql: Sql, schema: string, batch = 10_000): Pr
         )
         update ${events} e set seq = heads.seq - counts.c + pending.n
         from pending join counts using (parent) join heads using (parent)
-        where e.id = pending.id`;
+        where e.id = pending.id and e.seq is null`;
       return done.count;
     });
     total += numbered;
