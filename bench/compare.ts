@@ -138,8 +138,9 @@ async function bench(side: "a" | "b", cwd: string, label: string): Promise<void>
 try {
   say(`checking out ${commit.slice(0, 12)} into ${tree}`);
   await run("git", ["worktree", "add", "--detach", tree, commit], here);
-  // The peer is installed once, not once a tree.
-  await Deno.symlink(`${here}.bench-peer`, `${tree}/.bench-peer`).catch(() => {});
+  // The peer, when this checkout has installed it, is installed once, not once a tree.
+  const installed = await Deno.stat(`${here}.bench-peer`).then(() => true, () => false);
+  if (installed) await Deno.symlink(`${here}.bench-peer`, `${tree}/.bench-peer`);
   await run("deno", ["install", "--quiet"], tree);
   say("running both benchmarks, their load runs taking turns");
   await Promise.all([bench("a", tree, rev), bench("b", here, "this checkout")]);
