@@ -261,7 +261,7 @@ Deno.test("a Postgres outage under load: not ready meanwhile, recovered without 
         r.project_id
       ),
     );
-    const { ids } = await import("../services/oauth/service.ts");
+    const { ids } = await import("../services/oauth/ids.ts");
     const uuidOf = (id: string) => ids.client.toUuid(id)!;
     const deletedOk = new Set(
       outcomes.filter((o) => o.kind === "delete" && o.status === 204).map((o) => uuidOf(o.id!)),
@@ -589,7 +589,7 @@ Deno.test("SIGTERM to a service with 30 requests in flight: all of them complete
       json: { name: "held", type: "web" },
     });
     assert.equal(client.status, 201);
-    const { ids } = await import("../services/oauth/service.ts");
+    const { ids } = await import("../services/oauth/ids.ts");
     const uuid = ids.client.toUuid(client.body.id)!;
     // The test holds the client's row lock, so the service's updates wait inside it (in flight).
     const held = new Promise<void>((r) => release = r);

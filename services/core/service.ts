@@ -54,8 +54,6 @@ import { createUnitRepository, type UnitFields, type UnitRow } from "./repositor
 import { journeyInput, roleFilter, roleInput, unitFilter, unitInput } from "./validation.ts";
 import * as v from "valibot";
 
-export { ids };
-
 /** The caller's space (./policy.ts has refused callers without one). */
 function spaceOf(ctx: HandlerContext): string {
   const space = callerOf(ctx).space;

@@ -97,8 +97,6 @@ import {
   projectId as projectIdSchema,
 } from "./validation.ts";
 
-export { ids };
-
 /**
  * Most live secrets one client may hold at a time, unless MAX_SECRETS_PER_CLIENT says otherwise.
  * Expired secrets do not count, but stay until deleted: a client holds at most twice as many in
