@@ -54,6 +54,7 @@ import {
   until,
   waitReady,
   watchRss,
+  within,
 } from "../lib/testing/mod.ts";
 import { ErrorCode, type HeaderField } from "../lib/transport/mod.ts";
 import { ensurePackages, packages } from "../tools/debian.ts";
@@ -278,21 +279,6 @@ async function followWhileWriting(
   assert.equal(tail.code, DEADLINE_EXCEEDED, tail.details);
   assert.deepEqual(tail.events.map((e) => e.id), []);
   return { cursor, events: read.events };
-}
-
-/** Rejects when `promise` has not settled within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function header(fields: HeaderField[], name: string): string | undefined {

@@ -9,7 +9,13 @@
 
 import assert from "node:assert/strict";
 import { componentEnv, componentFlags } from "../lib/platform/mod.ts";
-import { httpClient, spawnStartTask, type StartTask, startTaskPorts } from "../lib/testing/mod.ts";
+import {
+  httpClient,
+  spawnStartTask,
+  type StartTask,
+  startTaskPorts,
+  within,
+} from "../lib/testing/mod.ts";
 
 /** A `deno task start` that said the stack is up, and its banner and dev token. */
 interface Started extends StartTask {
@@ -35,7 +41,14 @@ async function killLeftovers(): Promise<void> {
 async function start(env: Record<string, string>): Promise<Started> {
   const task = spawnStartTask(env);
   spawned.add(task.child);
-  return { ...task, ...(await task.up) };
+  // A guard against a start that never comes up (a bug under test, not a timing): it is stopped
+  // and the test fails with what it said, instead of hanging until the runner's limit.
+  try {
+    return { ...task, ...(await within(task.up, 180_000, "banner from deno task start")) };
+  } catch (error) {
+    await killLeftovers();
+    throw new Error(`${(error as Error).message}\n${task.stderr.join("\n")}`);
+  }
 }
 
 /**
@@ -58,8 +71,11 @@ async function ctrlC(started: Started): Promise<{ code: number; said: string }> 
       Deno.kill(-started.child.pid, "SIGKILL");
     } catch { /* the group is gone */ }
   }, 120_000);
-  // Once it has exited and its output has ended: every process of the group that held it exited.
-  const { code } = await started.ended;
+  // Once it has exited and its output has ended: every process of the group that held it exited
+  // (a process that left the group and holds its output is named by the guard's listing).
+  const { code } = await within(started.ended, 150_000, "end of the stack after Ctrl-C").catch(
+    (error) => assert.fail(`${error.message}; still running:\n${leftover}`),
+  );
   clearTimeout(guard);
   const said = started.stderr.slice(before).map((line) => `${line}\n`).join("");
   assert.equal(leftover, "", `Ctrl-C did not stop the stack in 120 s; still running:\n${said}`);
@@ -221,7 +237,7 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
   const started = await start(env);
   try {
     assert.ok(started.banner.includes("one process per component"), started.banner);
-    await assertDevSignIn(gateway);
+    await within(assertDevSignIn(gateway), 60_000, "development sign-in");
     const supervisor = await childPid(started.child.pid, "tools/start.ts");
     const pid = await childPid(supervisor, "services/oauth/main.ts");
     // Started as the Dockerfile starts it: its flags, and its environment beside its settings.
@@ -253,7 +269,11 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
       await new Promise((r) => setTimeout(r, 50));
     }
     assert.ok(sawDown && back, "the gateway went not ready and came back after the restart");
-    const res = await httpClient(gateway)("GET", "/v1/projects/p/config", { token: started.token });
+    const res = await within(
+      httpClient(gateway)("GET", "/v1/projects/p/config", { token: started.token }),
+      30_000,
+      "answer from the restarted stack",
+    );
     assert.equal(res.status, 404, res.text);
   } finally {
     // Ctrl-C: every component stops (each gets the SIGINT, and SIGTERM from the supervisor), and
@@ -261,7 +281,7 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
     const { code, said } = await ctrlC(started);
     await killLeftovers();
     await Deno.remove(dir, { recursive: true });
-    await db.drop();
+    await within(db.drop(), 60_000, "drop of the test database");
     assert.equal(code, 0, started.stderr.join("\n"));
     assert.match(said, /(^|\n)start: stopping\.\.\.\n(.*\n)*start: stopped\n$/, said);
   }

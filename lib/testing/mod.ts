@@ -54,7 +54,7 @@ export {
   overLimits,
   serverFaults,
 } from "./hostile.ts";
-export { httpClient, type HttpResult, status, until } from "./http.ts";
+export { httpClient, type HttpResult, status, until, within } from "./http.ts";
 export { type HttpFloodResult } from "./http_flood.ts";
 export {
   freePort,
