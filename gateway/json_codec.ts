@@ -773,6 +773,9 @@ export function decodeScalarParam(
     value = undefined;
   } else if (field.fieldKind === "enum") {
     value = enumFromJson(field.enum, raw);
+  } else if (field.fieldKind === "message" && field.message.typeName === TimestampSchema.typeName) {
+    // A time in a query (a list's `since`, `until`): the RFC 3339 string of its JSON form.
+    value = timestampFromJson(raw);
   } else if (field.fieldKind === "scalar") {
     const range = rangeOf(field.scalar);
     if (field.scalar === ScalarType.STRING) value = checkString(raw);

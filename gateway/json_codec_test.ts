@@ -19,6 +19,8 @@ import {
   file_google_protobuf_timestamp,
   file_google_protobuf_wrappers,
   FileDescriptorProtoSchema,
+  type Timestamp,
+  timestampDate,
   timestampFromDate,
   TimestampSchema,
   ValueSchema,
@@ -779,8 +781,20 @@ Deno.test("decodeScalarParam: strings, bools, enums and the rest", () => {
     violation: 'must be one of "web", "spa", "native"',
   });
 
+  // A time (a list's `since`, `until`): RFC 3339, as in a JSON body.
+  const at = SampleSchema.field.at!;
+  const decoded = decodeScalarParam(at, "2026-01-02T03:04:05.5+01:00");
+  assert.ok("value" in decoded);
+  assert.equal(
+    timestampDate(decoded.value as Timestamp).toISOString(),
+    "2026-01-02T02:04:05.500Z",
+  );
+  for (const raw of ["yesterday", "", "2026-01-02", "2026-02-30T00:00:00Z", "1767322245"]) {
+    assert.match((decodeScalarParam(at, raw) as { violation: string }).violation, /RFC 3339/, raw);
+  }
+
   const cannot = { violation: "cannot be set in the query string" };
-  for (const name of ["ratio", "data", "counts", "child", "children", "a", "at"]) {
+  for (const name of ["ratio", "data", "counts", "child", "children", "a"]) {
     assert.deepEqual(decodeScalarParam(SampleSchema.field[name]!, "1"), cannot, name);
   }
   assert.deepEqual(decodeScalarParam(ClientSchema.field.redirectUris!, "x"), cannot);

@@ -143,7 +143,7 @@ export function startGateway(
       transport: createGrpcTransport({ baseUrl: config.OAUTH_REGISTRY_GRPC_URL }),
     },
     { services: [CoreService], transport: createGrpcTransport({ baseUrl: config.CORE_GRPC_URL }) },
-    // No /v1 routes (the token service's are the OAuth endpoints below); listed for /readyz.
+    // Its /v1 route is the security events'; its OAuth endpoints are served below.
     {
       services: [TokenService],
       transport: createGrpcTransport({ baseUrl: config.TOKEN_SERVICE_GRPC_URL }),

@@ -491,14 +491,17 @@ function operation(
     for (const field of input.fields) {
       // A delete's `etag` is the `If-Match` header on /v1, not a query parameter.
       if (inPath.has(field.name) || field.name === "etag") continue;
-      if (field.fieldKind !== "scalar" && field.fieldKind !== "enum") continue;
       if (field.oneof !== undefined) continue;
-      const schema = withLimits(
-        field.fieldKind === "enum"
-          ? { type: "string", enum: enumNames(field.enum) }
-          : scalarSchema(field.scalar),
-        limits(field),
-      );
+      let schema: Json;
+      if (field.fieldKind === "enum") {
+        schema = withLimits({ type: "string", enum: enumNames(field.enum) }, limits(field));
+      } else if (field.fieldKind === "scalar") {
+        schema = withLimits(scalarSchema(field.scalar), limits(field));
+      } else if (
+        field.fieldKind === "message" && field.message.typeName === "google.protobuf.Timestamp"
+      ) {
+        schema = { type: "string", format: "date-time" };
+      } else continue;
       parameters.push({
         name: field.name,
         in: "query",

@@ -8,13 +8,14 @@ import assert from "node:assert/strict";
 import document from "../gen/openapi/openapi.json" with { type: "json" };
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { describeApi, serveOpenApi } from "./openapi.ts";
 import { oauthPaths } from "./oauth.ts";
 import { buildRoutes } from "./routes.ts";
 
 // deno-lint-ignore no-explicit-any
 const doc = document as any;
-const services = [OAuthRegistryService, CoreService];
+const services = [OAuthRegistryService, CoreService, TokenService];
 
 Deno.test("the committed document has every route of the gateway, and each its statuses", () => {
   const routes = buildRoutes(services);

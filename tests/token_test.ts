@@ -288,6 +288,27 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       await oauth.processRevocationResponse(unknown);
     });
 
+    await t.step("the revocation is a security event at /v1, with its time filters", async () => {
+      const path = "/v1/projects/tp1/security-events";
+      const listed = await api("GET", `${path}?since=2000-01-01T00:00:00Z`, { token: adminToken });
+      assert.equal(listed.status, 200, listed.text);
+      assert.equal(listed.body.has_more, false);
+      const revoked = listed.body.data.filter((e: { result: string }) => e.result === "revoked");
+      assert.equal(revoked.length, 1, "one event: the unknown token revoked nothing");
+      assert.equal(revoked[0].resource, `projects/tp1/clients/${a.id}`);
+      assert.equal(revoked[0].method, "registry.token.v1.TokenService/RevokeToken");
+      assert.equal(revoked[0].actor.client_id, a.id);
+      assert.ok(!JSON.stringify(listed.body).includes(token), "never the token itself");
+      const before = await api("GET", `${path}?until=2000-01-01T00:00:00Z`, { token: adminToken });
+      assert.equal(before.status, 200, before.text);
+      assert.deepEqual(before.body.data, []);
+      const bad = await api("GET", `${path}?since=yesterday`, { token: adminToken });
+      assert.equal(bad.status, 400, bad.text);
+      assert.equal(bad.body.error.details[0].field, "since");
+      const other = await api("GET", "/v1/projects/tp3/security-events", { token: adminToken });
+      assert.equal(other.status, 403, other.text);
+    });
+
     await t.step("a suspended client's tokens are inactive; it gets no new ones", async () => {
       const b = clients.b!;
       const issued = await oauth.processClientCredentialsResponse(
