@@ -106,7 +106,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           audited,
           write.audit,
           journeyName(journey.space, journey.id),
-          sql`created`,
+          "created",
           "created",
           null,
           "created",
@@ -162,7 +162,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             update core.journeys j
             set ${assignments(q, journey, columns)}, updated_at = greatest(now(), j.created_at)
             from prior
-            where j.id = prior.id ${ifMatch(q, q`prior.etag`, write.etag)}
+            where j.id = prior.id ${ifMatch(q, "prior.etag", write.etag)}
             returning j.*, j.xmin::text as etag
           ),
           ${
@@ -171,7 +171,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             audited,
             write.audit,
             journeyName(space, id),
-            q`prior, updated`,
+            "prior, updated",
             "updated",
             "prior",
             "updated",
@@ -211,9 +211,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             insert into core.tombstones (id, kind, space, list_key)
             select id, 'journey', space, space from gone
           ),
-          ${
-          rowEvent(q, audited, write.audit, journeyName(space, id), q`gone`, "gone", "gone", null)
-        }
+          ${rowEvent(q, audited, write.audit, journeyName(space, id), "gone", "gone", "gone", null)}
           select id from gone`;
         return true as const;
       });

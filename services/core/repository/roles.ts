@@ -81,7 +81,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           audited,
           write.audit,
           roleName(role.space, role.id),
-          sql`created`,
+          "created",
           "created",
           null,
           "created",
@@ -122,7 +122,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           update core.roles r
           set ${assignments(sql, role, columns)}, updated_at = greatest(now(), r.created_at)
           from prior
-          where r.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+          where r.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
           returning r.*, r.xmin::text as etag
         ),
         ${
@@ -131,7 +131,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           audited,
           write.audit,
           roleName(space, id),
-          sql`prior, updated`,
+          "prior, updated",
           "updated",
           "prior",
           "updated",
@@ -147,14 +147,14 @@ export function createRoleRepository(sql: Sql): RoleRepository {
       const rows = await sql`
         with gone as (
           delete from core.roles
-          where id = ${id} and space = ${space} ${ifMatch(sql, sql`xmin::text`, write.etag)}
+          where id = ${id} and space = ${space} ${ifMatch(sql, "xmin::text", write.etag)}
           returning *
         ),
         tombstone as (
           insert into core.tombstones (id, kind, space, list_key)
           select id, 'role', space, space from gone
         ),
-        ${rowEvent(sql, audited, write.audit, roleName(space, id), sql`gone`, "gone", "gone", null)}
+        ${rowEvent(sql, audited, write.audit, roleName(space, id), "gone", "gone", "gone", null)}
         select id from gone`;
       if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");

@@ -100,7 +100,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           audited,
           write.audit,
           unitName(unit.space, unit.journey_id, unit.id),
-          sql`created`,
+          "created",
           "created",
           null,
           "created",
@@ -142,7 +142,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           update core.units u
           set ${assignments(sql, unit, columns)}, updated_at = greatest(now(), u.created_at)
           from prior
-          where u.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+          where u.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
           returning u.*, u.xmin::text as etag
         ),
         ${
@@ -151,7 +151,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           audited,
           write.audit,
           unitName(space, unit.journey_id, id),
-          sql`prior, updated`,
+          "prior, updated",
           "updated",
           "prior",
           "updated",
@@ -167,7 +167,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
       const rows = await sql`
         with gone as (
           delete from core.units
-          where id = ${id} and space = ${space} ${ifMatch(sql, sql`xmin::text`, write.etag)}
+          where id = ${id} and space = ${space} ${ifMatch(sql, "xmin::text", write.etag)}
           returning *
         ),
         tombstone as (
@@ -182,7 +182,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           // The journey is the row's: only Postgres has it, and a delete is not a hot path.
           sql`'spaces/' || gone.space || '/journeys/' || core.type_id('journey', gone.journey_id)
               || ${"/units/" + ids.unit.fromUuid(id)}`,
-          sql`gone`,
+          "gone",
           "gone",
           "gone",
           null,

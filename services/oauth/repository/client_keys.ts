@@ -206,7 +206,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           using oauth.clients c
           where k.id = ${id} and k.client_id = ${clientId}
             and c.id = k.client_id and c.project_id = ${projectId}
-            ${ifMatch(sql, sql`k.xmin::text`, write.etag)}
+            ${ifMatch(sql, "k.xmin::text", write.etag)}
           returning k.*
         ),
         ${keyEvent(sql, write, projectId, clientId, id, true)}

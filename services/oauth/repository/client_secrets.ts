@@ -213,7 +213,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
           using oauth.clients c
           where s.id = ${id} and s.client_id = ${clientId}
             and c.id = s.client_id and c.project_id = ${projectId}
-            ${ifMatch(sql, sql`s.xmin::text`, write.etag)}
+            ${ifMatch(sql, "s.xmin::text", write.etag)}
           returning s.*
         ),
         ${secretEvent(sql, write.audit, projectId, clientId, id, "changed", true)}

@@ -128,7 +128,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
           audited,
           write.audit,
           clientName(client.project_id, client.id),
-          sql`created`,
+          "created",
           "created",
           null,
           "created",
@@ -179,7 +179,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
               update oauth.clients c
               set ${assignments(sql, changes, columns)}, updated_at = greatest(now(), c.created_at)
               from prior
-              where c.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+              where c.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
               returning c.*, c.xmin::text as etag
             ),
             ${
@@ -188,7 +188,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
             audited,
             write.audit,
             clientName(projectId, id),
-            sql`prior, updated`,
+            "prior, updated",
             "updated",
             "prior",
             "updated",
@@ -207,9 +207,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
       const rows = await sql`
         with gone as (
           delete from oauth.clients
-          where id = ${id} and project_id = ${projectId} ${
-        ifMatch(sql, sql`xmin::text`, write.etag)
-      }
+          where id = ${id} and project_id = ${projectId} ${ifMatch(sql, "xmin::text", write.etag)}
           returning *
         ),
         tombstone as (
@@ -221,7 +219,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
           audited,
           write.audit,
           clientName(projectId, id),
-          sql`gone`,
+          "gone",
           "gone",
           "gone",
           null,

@@ -122,7 +122,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
           assignments(sql, stored(changes), columns)
         }, updated_at = now()
               from prior
-              where c.project_id = prior.project_id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+              where c.project_id = prior.project_id ${ifMatch(sql, "prior.etag", write.etag)}
               returning c.*, c.xmin::text as etag
             ),
             ${event(projectId, write)}

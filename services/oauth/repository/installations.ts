@@ -158,7 +158,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         changed as (
           update oauth.installations i set status = 'revoked', revoked_at = now()
           from prior
-          where i.id = prior.id ${ifMatch(sql, sql`prior.etag`, write.etag)}
+          where i.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
           returning i.*
         ),
         ${
