@@ -470,6 +470,20 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         404,
         "not_found",
       );
+      // A PATCH of fields whose rules need the client's type reads it first; one of the others
+      // (a rename) does not: both find no client of p2.
+      for (const json of [{ name: "x" }, { status: "suspended" }, { redirect_uris: [] }]) {
+        assertError(
+          await api("PATCH", `/v1/projects/p2/clients/${clientId}`, { token: admin, json }),
+          404,
+          "not_found",
+        );
+      }
+      assert.equal(
+        (await api("GET", `/v1/projects/p1/clients/${clientId}`, { token: admin })).body.name,
+        "Renamed",
+        "p1's client is unchanged",
+      );
     });
 
     await t.step("clients: list pages oldest first with limit, after and has_more", async () => {

@@ -19,6 +19,7 @@ import * as v from "valibot";
 import {
   ClientSchema,
   ClientStatusSchema,
+  ClientType,
   ClientTypeSchema,
   TokenEndpointAuthMethodSchema,
 } from "../../gen/registry/oauth/v1/client_pb.ts";
@@ -86,7 +87,6 @@ import {
 import { createInstallationRepository, type InstallationRow } from "./repository/installations.ts";
 import type { SecretHasher } from "./secrets.ts";
 import {
-  clientFields,
   configFields,
   consentSchema,
   createClientSchema,
@@ -95,6 +95,8 @@ import {
   defaultAuthMethod,
   maxListItems,
   projectId as projectIdSchema,
+  typeFreeClientFields,
+  updateClientSchema,
 } from "./validation.ts";
 
 /**
@@ -477,16 +479,18 @@ export function createOAuthRegistry(
       const uuid = pathId("client", req.clientId);
       const mask = resolveMask(ClientSchema, req.client, req.updateMask, clientMask, "client");
       assertValid(mask.violations);
-      const current = await clients.get(req.projectId, uuid);
-      if (!current) throw notFound("client", req.clientId);
-      const fields = clientFields(num(ClientTypeSchema, current.type));
-      const keys = mask.paths.map(localName) as (keyof typeof fields)[];
-      const picked = Object.fromEntries(keys.map((k) => [k, fields[k]]));
-      const input = validate(
-        v.object({ client: v.object(picked, "is required") }),
-        UpdateClientRequestSchema,
-        { client: req.client },
-      ).client as Record<string, unknown>;
+      const keys = mask.paths.map(localName);
+      // The rules of some fields depend on the client's type: only then is it read first (a
+      // rename, a suspension need no read; the update finds the client or answers NOT_FOUND).
+      let type = ClientType.UNSPECIFIED;
+      if (!keys.every((k) => typeFreeClientFields.has(k))) {
+        const current = await clients.get(req.projectId, uuid);
+        if (!current) throw notFound("client", req.clientId);
+        type = num(ClientTypeSchema, current.type);
+      }
+      const input = (validate(updateClientSchema(type, keys), UpdateClientRequestSchema, {
+        client: req.client,
+      }) as { client: Record<string, unknown> }).client;
       const changes: Record<string, unknown> = {};
       mask.paths.forEach((path, i) => {
         const value = input[keys[i]!];
