@@ -190,6 +190,19 @@ function checkedName(name: string): string {
   return name;
 }
 
+/**
+ * `make(sql)` made once per pool (a fragment is made with one pool's `sql`): the parts of a
+ * statement that never change, such as a table's event shape.
+ */
+export function perPool<T>(make: (sql: Sql) => T): (sql: Sql) => T {
+  const made = new WeakMap<Sql, T>();
+  return (sql) => {
+    let value = made.get(sql);
+    if (value === undefined) made.set(sql, value = make(sql));
+    return value;
+  };
+}
+
 const constants = new WeakMap<Sql, Map<string, Fragment>>();
 
 /**

@@ -6,9 +6,11 @@
 
 import {
   changes,
+  constant,
   eventCte,
   type Fragment,
   ifMatch,
+  perPool,
   rowJson,
   type Write,
 } from "../../../lib/audit/mod.ts";
@@ -72,21 +74,33 @@ export interface InstallationRepository {
 const hidden = ["id", "project_id", "created_at", "etag"] as const;
 
 /**
- * The event CTEs of a change from the row `prior` (or none: `prior` is null) to `changed`, the
- * installation whose API id is `id` (SQL; the project is the row's).
+ * The parts of an installation's events that never change, made once per pool: a consent (from
+ * `changed`, the row written, and `prior`, the one it replaced if any) and a revocation (from
+ * `prior` to `changed`).
  */
+const shapes = perPool((sql) => {
+  const changed = rowJson(sql, sql`changed`, hidden);
+  const prior = rowJson(sql, sql`prior`, hidden);
+  return {
+    consent: {
+      from: constant(sql, "changed left join prior on true"),
+      changes: changes(sql, sql`case when prior is null then null else ${prior} end`, changed),
+    },
+    revoke: { from: constant(sql, "prior, changed"), changes: changes(sql, prior, changed) },
+  };
+});
+
+/** The event CTEs of a consent or a revocation, of the installation whose API id is `id` (SQL). */
 function installationEvent(
   sql: Sql,
   write: Write,
+  kind: "consent" | "revoke",
   id: Fragment,
-  from: Fragment,
-  prior: Fragment,
 ): Fragment {
   return eventCte(sql, "oauth", write.audit, {
-    parent: sql`changed.project_id`,
-    resource: sql`'projects/' || changed.project_id || '/installations/' || ${id}`,
-    from,
-    changes: changes(sql, prior, rowJson(sql, sql`changed`, hidden)),
+    parent: constant(sql, "changed.project_id"),
+    resource: id,
+    ...shapes(sql)[kind],
   });
 }
 
@@ -120,12 +134,12 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         installationEvent(
           sql,
           write,
+          "consent",
           // A new installation has the id given; consent again updates the one there (whose id
           // only the row knows: encoded in SQL, on this rarer path).
-          sql`case when prior.id is null then ${ids.installation.fromUuid(consent.id)}::text
+          sql`'projects/' || changed.project_id || '/installations/' || case
+            when prior.id is null then ${ids.installation.fromUuid(consent.id)}::text
             else oauth.type_id('ins', changed.id) end`,
-          sql`changed left join prior on true`,
-          sql`case when prior is null then null else ${rowJson(sql, sql`prior`, hidden)} end`,
         )
       }
         select * from changed`;
@@ -165,9 +179,10 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         installationEvent(
           sql,
           write,
-          sql`${ids.installation.fromUuid(id)}::text`,
-          sql`prior, changed`,
-          rowJson(sql, sql`prior`, hidden),
+          "revoke",
+          sql`'projects/' || changed.project_id || '/installations/' || ${
+            ids.installation.fromUuid(id)
+          }::text`,
         )
       }
         select id, null as etag, true as revoked from changed
