@@ -191,8 +191,9 @@ function checkedName(name: string): string {
 }
 
 /**
- * `make(sql)` made once per pool (a fragment is made with one pool's `sql`): the parts of a
- * statement that never change, such as a table's event shape.
+ * `make(sql)` made once per pool: the parts of a statement that never change, such as a table's
+ * event shape. Pass the pool, also for a statement of a transaction (its fragments nest in any
+ * statement): a transaction's `sql` is a new one each time, which would make them again.
  */
 export function perPool<T>(make: (sql: Sql) => T): (sql: Sql) => T {
   const made = new WeakMap<Sql, T>();
@@ -293,6 +294,40 @@ export function rowEvent(
   const shape = shapeOf(sql, table, row, old, next);
   return eventCte(sql, table.schema, audit, { ...shape, resource, from: constant(sql, from) });
 }
+
+/**
+ * The event CTEs of a row that the statement's CTE `changed` created or deleted, under the
+ * project (or space) `parent`, named `resource`, shown without the columns `hidden` (a constant
+ * list of the caller). Pass the pool's `sql`, also in a transaction ({@link perPool}).
+ */
+export function changedRowEvent(
+  sql: Sql,
+  schema: string,
+  audit: AuditContext,
+  hidden: readonly string[],
+  parent: string,
+  resource: string,
+  deleted: boolean,
+): Fragment {
+  const shape = changedShapes(sql, hidden, () => {
+    const json = rowJson(sql, sql`changed`, hidden);
+    const from = constant(sql, "changed");
+    return {
+      created: { from, changes: changes(sql, null, json) },
+      deleted: { from, changes: changes(sql, json, null) },
+    };
+  });
+  return eventCte(sql, schema, audit, {
+    parent,
+    resource,
+    ...(deleted ? shape.deleted : shape.created),
+  });
+}
+
+const changedShapes = fragmentCache<
+  readonly string[],
+  Record<"created" | "deleted", Pick<EventTarget, "from" | "changes">>
+>();
 
 /** The parts of a row's event that depend only on the table and the aliases. */
 interface EventShape {

@@ -162,12 +162,12 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             update core.journeys j
             set ${assignments(q, journey, columns)}, updated_at = greatest(now(), j.created_at)
             from prior
-            where j.id = prior.id ${ifMatch(q, "prior.etag", write.etag)}
+            where j.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
             returning j.*, j.xmin::text as etag
           ),
           ${
           rowEvent(
-            q,
+            sql,
             audited,
             write.audit,
             journeyName(space, id),
@@ -202,7 +202,6 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
         if (write.etag !== undefined && row.etag !== write.etag) throw etagMismatch("journey");
         if (row.children) return "has_children" as const;
         if (row.units) return "has_units" as const;
-        const q = tx as unknown as Sql;
         await tx`
           with gone as (
             delete from core.journeys where id = ${id} and space = ${space} returning *
@@ -211,7 +210,9 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             insert into core.tombstones (id, kind, space, list_key)
             select id, 'journey', space, space from gone
           ),
-          ${rowEvent(q, audited, write.audit, journeyName(space, id), "gone", "gone", "gone", null)}
+          ${
+          rowEvent(sql, audited, write.audit, journeyName(space, id), "gone", "gone", "gone", null)
+        }
           select id from gone`;
         return true as const;
       });

@@ -9,14 +9,7 @@
  * @module
  */
 
-import {
-  changes,
-  eventCte,
-  type Fragment,
-  ifMatch,
-  rowJson,
-  type Write,
-} from "../../../lib/audit/mod.ts";
+import { changedRowEvent, type Fragment, ifMatch, type Write } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
@@ -82,15 +75,9 @@ function keyEvent(
   id: string,
   deleted: boolean,
 ): Fragment {
-  const json = rowJson(sql, sql`changed`, hidden);
-  return eventCte(sql, "oauth", write.audit, {
-    parent: projectId,
-    resource: `projects/${projectId}/clients/${ids.client.fromUuid(clientId)}/keys/${
-      ids.key.fromUuid(id)
-    }`,
-    from: sql`changed`,
-    changes: deleted ? changes(sql, json, null) : changes(sql, null, json),
-  });
+  const client = ids.client.fromUuid(clientId);
+  const resource = `projects/${projectId}/clients/${client}/keys/${ids.key.fromUuid(id)}`;
+  return changedRowEvent(sql, "oauth", write.audit, hidden, projectId, resource, deleted);
 }
 
 /** The columns of a new key. */
@@ -167,9 +154,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           }
             returning *, xmin::text as etag
             ),
-            ${
-            keyEvent(tx as unknown as Sql, options.write, projectId, key.client_id, key.id, false)
-          }
+            ${keyEvent(sql, options.write, projectId, key.client_id, key.id, false)}
             select id, client_id, kid, algorithm, jwk, created_at, expires_at, last_used_at, etag
             from changed`;
           return { kind: "created", row: row! } as const;

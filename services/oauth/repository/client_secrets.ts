@@ -10,11 +10,9 @@
 
 import {
   type AuditContext,
-  changes,
-  eventCte,
+  changedRowEvent,
   type Fragment,
   ifMatch,
-  rowJson,
   type Write,
 } from "../../../lib/audit/mod.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
@@ -89,7 +87,7 @@ const hidden = [
 
 /**
  * The event CTEs of the secret `id` of the client `clientId` (stored ids), created or deleted (the
- * rows of the CTE `row`).
+ * row of the CTE `changed`).
  */
 function secretEvent(
   sql: Sql,
@@ -97,19 +95,11 @@ function secretEvent(
   projectId: string,
   clientId: string,
   id: string,
-  row: string,
   deleted: boolean,
 ): Fragment {
-  const r = sql(row);
-  const json = rowJson(sql, r, hidden);
-  return eventCte(sql, "oauth", audit, {
-    parent: projectId,
-    resource: `projects/${projectId}/clients/${ids.client.fromUuid(clientId)}/secrets/${
-      ids.secret.fromUuid(id)
-    }`,
-    from: r,
-    changes: deleted ? changes(sql, json, null) : changes(sql, null, json),
-  });
+  const client = ids.client.fromUuid(clientId);
+  const resource = `projects/${projectId}/clients/${client}/secrets/${ids.secret.fromUuid(id)}`;
+  return changedRowEvent(sql, "oauth", audit, hidden, projectId, resource, deleted);
 }
 
 /** Reads and writes oauth.client_secrets. */
@@ -180,17 +170,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         }
             returning *, xmin::text as etag
           ),
-          ${
-          secretEvent(
-            tx as unknown as Sql,
-            options.write.audit,
-            projectId,
-            secret.client_id,
-            secret.id,
-            "changed",
-            false,
-          )
-        }
+          ${secretEvent(sql, options.write.audit, projectId, secret.client_id, secret.id, false)}
           select id, client_id, secret_hint, created_at, expires_at, last_used_at, etag from changed`;
         return { kind: "created", row: row! } as const;
       });
@@ -216,7 +196,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
             ${ifMatch(sql, "s.xmin::text", write.etag)}
           returning s.*
         ),
-        ${secretEvent(sql, write.audit, projectId, clientId, id, "changed", true)}
+        ${secretEvent(sql, write.audit, projectId, clientId, id, true)}
         select id from changed`;
       if (rows.length === 0 && write.etag !== undefined) {
         const [found] = await sql`
