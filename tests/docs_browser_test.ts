@@ -58,11 +58,10 @@ async function openDocs(
     pending.add(r);
   });
   page.on("requestfinished", (r) => pending.delete(r));
-  page.on("requestfailed", (r) => pending.delete(r));
-  page.on(
-    "requestfailed",
-    (r) => watch.problems.push(`failed: ${r.url()} ${r.failure()?.errorText}`),
-  );
+  page.on("requestfailed", (r) => {
+    pending.delete(r);
+    watch.problems.push(`failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
   page.on("console", (m) => {
     if (m.type() === "error" || /content.security.policy/i.test(m.text())) {
       watch.problems.push(`console ${m.type()}: ${m.text()}`);

@@ -191,31 +191,40 @@ function checkedName(name: string): string {
 }
 
 /**
+ * A cache of what is made once per pool (a fragment is made with one pool's `sql`) and key: a
+ * fragment is text and parameters that postgres.js reads when it builds a statement, so one made
+ * once serves every statement after. Keys are constants of the code (tables, aliases, column
+ * lists), so each pool's map stays as small as the code.
+ */
+function poolCache<K, V>(): (sql: Sql, key: K, make: () => V) => V {
+  const byPool = new WeakMap<Sql, Map<K, V>>();
+  return (sql, key, make) => {
+    let byKey = byPool.get(sql);
+    if (!byKey) byPool.set(sql, byKey = new Map());
+    let value = byKey.get(key);
+    if (value === undefined) byKey.set(key, value = make());
+    return value;
+  };
+}
+
+/**
  * `make(sql)` made once per pool: the parts of a statement that never change, such as a table's
  * event shape. Pass the pool, also for a statement of a transaction (its fragments nest in any
  * statement): a transaction's `sql` is a new one each time, which would make them again.
  */
 export function perPool<T>(make: (sql: Sql) => T): (sql: Sql) => T {
-  const made = new WeakMap<Sql, T>();
-  return (sql) => {
-    let value = made.get(sql);
-    if (value === undefined) made.set(sql, value = make(sql));
-    return value;
-  };
+  const made = poolCache<null, T>();
+  return (sql) => made(sql, null, () => make(sql));
 }
 
-const constants = new WeakMap<Sql, Map<string, Fragment>>();
+const constants = poolCache<string, Fragment>();
 
 /**
  * A piece of SQL text that never changes (a table, CTE names, a column), made once per pool and
  * text: for constants of the code only, never for anything a caller sent.
  */
 export function constant(sql: Sql, text: string): Fragment {
-  let byText = constants.get(sql);
-  if (!byText) constants.set(sql, byText = new Map());
-  let fragment = byText.get(text);
-  if (fragment === undefined) byText.set(text, fragment = sql.unsafe(text));
-  return fragment;
+  return constants(sql, text, () => sql.unsafe(text));
 }
 
 /**
@@ -275,8 +284,8 @@ export interface AuditedTable {
 /**
  * The event CTEs of a change to the row of `table` named `resource`: `from` the statement's CTEs
  * that hold it (1-row CTEs joined: `prior, updated`; a constant of the code), `row` the alias the
- * event names, `old` and `next` the aliases
- * of the row before and after the change (null: a creation, a deletion).
+ * event names, `old` and `next` the aliases of the row before and after the change (null: a
+ * creation, a deletion).
  *
  * The caller names the resource, as it has the ids: encoding a UUID as a TypeID in Postgres (the
  * schema's PL/pgSQL `type_id`) took about 25 µs of its time a call, two for a secret's name.
@@ -324,7 +333,7 @@ export function changedRowEvent(
   });
 }
 
-const changedShapes = fragmentCache<
+const changedShapes = poolCache<
   readonly string[],
   Record<"created" | "deleted", Pick<EventTarget, "from" | "changes">>
 >();
@@ -336,27 +345,11 @@ interface EventShape {
 }
 
 /**
- * A cache of fragments made once per pool (a fragment is made with one pool's `sql`) and key: a
- * fragment is text and parameters that postgres.js reads when it builds a statement, so one made
- * once serves every statement after.
- */
-function fragmentCache<K extends object, V>(): (sql: Sql, key: K, make: () => V) => V {
-  const byPool = new WeakMap<Sql, WeakMap<K, V>>();
-  return (sql, key, make) => {
-    let byKey = byPool.get(sql);
-    if (!byKey) byPool.set(sql, byKey = new WeakMap());
-    let value = byKey.get(key);
-    if (value === undefined) byKey.set(key, value = make());
-    return value;
-  };
-}
-
-/**
  * The parts of {@link rowEvent} that never change between calls, by table and then aliases:
  * building them on every write cost more than the rest of the event (about 19 µs a write, most of
  * it garbage to collect).
  */
-const shapes = fragmentCache<AuditedTable, Map<string, EventShape>>();
+const shapes = poolCache<AuditedTable, Map<string, EventShape>>();
 
 function shapeOf(
   sql: Sql,
@@ -393,13 +386,11 @@ export function rowJson(sql: Sql, row: Fragment, hidden: readonly string[]): Fra
  * are constants of the repositories): as a parameter, postgres.js serialised the array again on
  * every write.
  */
-const hiddenLiterals = fragmentCache<readonly string[], Fragment>();
+const hiddenLiterals = poolCache<readonly string[], Fragment>();
 
 function hiddenLiteral(sql: Sql, hidden: readonly string[]): Fragment {
   return hiddenLiterals(sql, hidden, () => {
-    const bad = hidden.find((column) => !/^[a-z_][a-z0-9_]*$/.test(column));
-    if (bad !== undefined) throw new Error(`not a column name: ${JSON.stringify(bad)}`);
-    return sql.unsafe(`'{${hidden.join(",")}}'::text[]`);
+    return sql.unsafe(`'{${hidden.map(checkedName).join(",")}}'::text[]`);
   });
 }
 

@@ -248,7 +248,8 @@ const updateClientSchemas = new Map<string, v.GenericSchema>();
  * list: at most 4 types times the 2^7 subsets of the updatable fields.
  */
 export function updateClientSchema(type: ClientType, fields: readonly string[]): v.GenericSchema {
-  const key = `${type} ${fields.join(",")}`;
+  // In any order, the same rules: one entry per set of fields.
+  const key = `${type} ${[...fields].sort().join(",")}`;
   let schema = updateClientSchemas.get(key);
   if (!schema) {
     const all = clientFields(type) as Record<string, v.GenericSchema>;

@@ -90,16 +90,16 @@ const shapes = perPool((sql) => {
   };
 });
 
-/** The event CTEs of a consent or a revocation, of the installation whose API id is `id` (SQL). */
+/** The event CTEs of a consent or a revocation of the installation named `resource` (SQL). */
 function installationEvent(
   sql: Sql,
   write: Write,
   kind: "consent" | "revoke",
-  id: Fragment,
+  resource: Fragment,
 ): Fragment {
   return eventCte(sql, "oauth", write.audit, {
     parent: constant(sql, "changed.project_id"),
-    resource: id,
+    resource,
     ...shapes(sql)[kind],
   });
 }
