@@ -493,10 +493,25 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
             ok(res, 201, "consent");
             return { id: res.body.id as string, principalId: res.body.principal_id as string };
           };
+          // Each consent's event names the installation there and shows as old values the version
+          // it replaced: in the order they were written, each event's old row is the last's new.
+          const trail = async (id: string) => {
+            const events = await db<{ changes: { old: unknown; new: unknown } }[]>`
+              select changes from oauth.events
+              where resource = ${`projects/consent/installations/${id}`}
+                and method = 'registry.oauth.v1.OAuthRegistryService/ConsentInstallation'
+              order by id`;
+            assert.equal(events.length, 20, "an event for each consent");
+            assert.equal(events[0]!.changes.old, null, "the first created it");
+            for (let i = 1; i < events.length; i++) {
+              assert.deepEqual(events[i]!.changes.old, events[i - 1]!.changes.new, `event ${i}`);
+            }
+          };
           const first = await Promise.all(Array.from({ length: 20 }, (_, i) => consent(i)));
           consents += first.length;
           assert.equal(new Set(first.map((r) => r.id)).size, 1, "one installation id");
           assert.equal(new Set(first.map((r) => r.principalId)).size, 1, "one principal");
+          await trail(first[0]!.id);
           // Revoked, then consented to again at once: exactly one new live installation.
           ok(
             await api("DELETE", `/v1/installations/${first[0]!.id}`, { token: await token }),
@@ -507,6 +522,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
           consents += second.length;
           assert.equal(new Set(second.map((r) => r.id)).size, 1);
           assert.notEqual(second[0]!.id, first[0]!.id);
+          await trail(second[0]!.id);
           const rows = await db<{ status: string; scopes: string[] }[]>`
           select status, scopes from oauth.installations
           where project_id = 'consent' and account_id = ${`acc${account}`} order by id`;

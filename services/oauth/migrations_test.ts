@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
 import { createTestDatabase, listenTo } from "../../lib/testing/mod.ts";
+import { ids } from "./ids.ts";
 
 Deno.test("0005 (secret expiry, last use) applies over existing secrets and configs", async () => {
   const db = await createTestDatabase();
@@ -127,6 +128,42 @@ Deno.test("0006 (client keys) applies over existing clients; keys notify on inse
     } finally {
       await heard.close();
     }
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("0012 (installation names) names the installations there as the API does", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "test" });
+  try {
+    const files = await readMigrations(new URL("./migrations/", import.meta.url));
+    const before = files.findIndex((f) => f.name === "0012_installation_names.sql");
+    assert.ok(before > 0);
+    await migrate(sql, "oauth", files.slice(0, before));
+    const made = [ids.installation.generate(), ids.installation.generate()];
+    await sql`insert into oauth.configs (project_id, application_name, audience)
+      values ('p', 'Demo', 'external')`;
+    for (const [i, id] of made.entries()) {
+      await sql`insert into oauth.installations
+        (id, project_id, account_id, application_name, status, authorized_by_id)
+        values (${id.uuid}, 'p', ${`a${i}`}, 'Demo', 'active', 'u')`;
+    }
+
+    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    const rows = await sql<{ name: string }[]>`select name from oauth.installations order by id`;
+    assert.deepEqual(
+      rows.map((r) => r.name),
+      made.map((id) => `projects/p/installations/${id.id}`),
+    );
+    await assert.rejects(
+      sql`insert into oauth.installations
+        (id, project_id, account_id, application_name, status, authorized_by_id)
+        values (${crypto.randomUUID()}, 'p', 'a9', 'Demo', 'active', 'u')`,
+      /not-null/,
+      "every installation has its name",
+    );
   } finally {
     await sql.end();
     await db.drop();

@@ -14,6 +14,7 @@ import {
   rowJson,
   type Write,
 } from "../../../lib/audit/mod.ts";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
@@ -32,6 +33,8 @@ export interface InstallationRow {
   authorized_at: Date;
   created_at: Date;
   revoked_at: Date | null;
+  /** The resource name, `projects/{project}/installations/{id}`. */
+  name: string;
   /** The row's version (lib/resource/etag.ts). */
   etag: string;
 }
@@ -54,7 +57,8 @@ export interface InstallationRepository {
    * adds the scopes it does not hold yet after those it holds (the union, never removing one),
    * and sets the application name, who and when; its id and principal stay. Safe under
    * concurrency: a partial unique index admits one live installation per (project, account).
-   * Throws Postgres's check violation (23514) when the union would exceed 100 scopes.
+   * Throws Postgres's check violation (23514) when the union would exceed 100 scopes, and ABORTED
+   * when concurrent first consents kept taking the place (three tries).
    */
   consent(consent: Consent, write: Write): Promise<InstallationRow>;
   /** Returns the account's installation, or undefined. */
@@ -70,8 +74,8 @@ export interface InstallationRepository {
   revoke(accountId: string, id: string, write: Write): Promise<boolean>;
 }
 
-/** What an event never shows of an installation: ids (in the resource name), timestamps. */
-const hidden = ["id", "project_id", "created_at", "etag"] as const;
+/** What an event never shows of an installation: ids and name (the resource name), timestamps. */
+const hidden = ["id", "project_id", "name", "created_at", "etag"] as const;
 
 /**
  * The parts of an installation's events that never change, made once per pool: a consent (from
@@ -90,16 +94,11 @@ const shapes = perPool((sql) => {
   };
 });
 
-/** The event CTEs of a consent or a revocation of the installation named `resource` (SQL). */
-function installationEvent(
-  sql: Sql,
-  write: Write,
-  kind: "consent" | "revoke",
-  resource: Fragment,
-): Fragment {
+/** The event CTEs of a consent or a revocation (of the installation `changed`). */
+function installationEvent(sql: Sql, write: Write, kind: "consent" | "revoke"): Fragment {
   return eventCte(sql, "oauth", write.audit, {
     parent: constant(sql, "changed.project_id"),
-    resource,
+    resource: constant(sql, "changed.name"),
     ...shapes(sql)[kind],
   });
 }
@@ -109,41 +108,47 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
   return {
     async consent(consent, write) {
       const at = uuidTime(consent.id); // creation time in id order
-      const [row] = await sql<InstallationRow[]>`
-        with prior as (
-          select *, xmin::text as etag from oauth.installations
-          where project_id = ${consent.project_id} and account_id = ${consent.account_id}
-            and status <> 'revoked'
-        ),
-        changed as (
-        insert into oauth.installations ${
-        sql({ ...consent, status: "active", created_at: at, authorized_at: at })
-      }
-        on conflict (project_id, account_id) where status <> 'revoked' do update set
-          scopes = installations.scopes || array(
-            select s from unnest(excluded.scopes) with ordinality as given(s, i)
-            where s <> all(installations.scopes)
-            order by i
+      const name = `projects/${consent.project_id}/installations/${
+        ids.installation.fromUuid(consent.id)
+      }`;
+      // The live installation is locked first, so the event's old values are the version this
+      // consent replaces; it is updated, or a new one is inserted when there is none. A concurrent
+      // first consent can insert one in between, which ours then leaves alone (only the one locked
+      // is updated) and returns no row: the next try finds and updates it.
+      for (let attempt = 1;; attempt++) {
+        const [row] = await sql<InstallationRow[]>`
+          with prior as (
+            select *, xmin::text as etag from oauth.installations
+            where project_id = ${consent.project_id} and account_id = ${consent.account_id}
+              and status <> 'revoked'
+            for update
           ),
-          application_name = excluded.application_name,
-          authorized_by_id = excluded.authorized_by_id,
-          authorized_at = now()
-        returning *, xmin::text as etag
-        ),
-        ${
-        installationEvent(
-          sql,
-          write,
-          "consent",
-          // A new installation has the id given; consent again updates the one there (whose id
-          // only the row knows: encoded in SQL, on this rarer path).
-          sql`'projects/' || changed.project_id || '/installations/' || case
-            when prior.id is null then ${ids.installation.fromUuid(consent.id)}::text
-            else oauth.type_id('ins', changed.id) end`,
-        )
+          changed as (
+            insert into oauth.installations ${
+          sql({ ...consent, name, status: "active", created_at: at, authorized_at: at })
+        }
+            on conflict (project_id, account_id) where status <> 'revoked' do update set
+              scopes = installations.scopes || array(
+                select s from unnest(excluded.scopes) with ordinality as given(s, k)
+                where s <> all(installations.scopes)
+                order by k
+              ),
+              application_name = excluded.application_name,
+              authorized_by_id = excluded.authorized_by_id,
+              authorized_at = now()
+            where installations.id in (select id from prior)
+            returning *, xmin::text as etag
+          ),
+          ${installationEvent(sql, write, "consent")}
+          select * from changed`;
+        if (row) return row;
+        if (attempt === 3) {
+          throw new ConnectError(
+            "Concurrent consents for this project and account kept conflicting; try again",
+            Code.Aborted,
+          );
+        }
       }
-        select * from changed`;
-      return row!;
     },
     async get(accountId, id) {
       const [row] = await sql<InstallationRow[]>`
@@ -175,16 +180,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
           where i.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
           returning i.*
         ),
-        ${
-        installationEvent(
-          sql,
-          write,
-          "revoke",
-          sql`'projects/' || changed.project_id || '/installations/' || ${
-            ids.installation.fromUuid(id)
-          }::text`,
-        )
-      }
+        ${installationEvent(sql, write, "revoke")}
         select id, null as etag, true as revoked from changed
         union all
         select id, xmin::text, false from oauth.installations
