@@ -249,21 +249,26 @@ export async function numberEvents(sql: Sql, schema: string, batch = 10_000): Pr
   for (;;) {
     const numbered = await sql.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(${`${schema}.events`}::regclass::oid::bigint)`;
+      // Each pending row is found again by its ctid and its project's head by the primary key: a
+      // join on the ids, as it was, was planned as a nested loop over both (the statistics of a
+      // numbered table say no row is pending) and cost 3 s for 2,000 events, 38 s for 10,000
+      // over 5,000 projects; this plan is linear (64 ms and 200 ms there). The heads the upsert
+      // writes are not visible to the update: it reads each head as it was, and adds to it.
       const done = await tx`
         with pending as (
-          select id, parent, row_number() over (partition by parent order by id) as n
-          from (select id, parent from ${events} where seq is null order by id limit ${batch}) p
+          select ctid as row, parent, row_number() over (partition by parent order by id) as n
+          from (
+            select ctid, id, parent from ${events} where seq is null order by id limit ${batch}
+          ) p
         ),
-        counts as (select parent, count(*) as c from pending group by parent),
         heads as (
           insert into ${sql(`${schema}.event_heads`)} as h (parent, seq)
-          select parent, c from counts
+          select parent, count(*) from pending group by parent
           on conflict (parent) do update set seq = h.seq + excluded.seq
-          returning parent, seq
         )
-        update ${events} e set seq = heads.seq - counts.c + pending.n
-        from pending join counts using (parent) join heads using (parent)
-        where e.id = pending.id and e.seq is null`;
+        update ${events} e set seq = coalesce(h.seq, 0) + p.n
+        from pending p left join ${sql(`${schema}.event_heads`)} h on h.parent = p.parent
+        where e.ctid = p.row and e.seq is null`;
       return done.count;
     });
     total += numbered;
@@ -570,7 +575,12 @@ export async function listEvents(
   const where = [sql`parent = ${parent} and seq is not null`];
   if (q.before !== undefined) where.push(sql`seq < ${q.before.toString()}::bigint`);
   if (q.resource !== undefined) {
-    where.push(sql`(resource = ${q.resource} or starts_with(resource, ${q.resource + "/"}))`);
+    // The resource, and those under it as a range of bytes: one range of the index
+    // `events_resource` ('0' follows '/').
+    where.push(sql`(resource collate "C" = ${q.resource} or (
+      resource collate "C" >= ${q.resource + "/"} and resource collate "C" < ${
+      q.resource + "0"
+    }))`);
   }
   if (q.method !== undefined) where.push(sql`method = ${q.method}`);
   if (q.actor !== undefined) where.push(sql`actor_sub = ${q.actor}`);

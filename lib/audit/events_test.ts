@@ -1,0 +1,153 @@
+/**
+ * How much work numbering and the event lists do, counted in rows by Postgres's own plans
+ * (`auto_explain` on the one connection of a pool, its plans read as notices), not timed: on a
+ * table whose statistics say nothing is pending, numbering stays linear in the events it numbers,
+ * and each filter of a list reads about what it returns, not the project's events.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { migrate, readMigrations, type Sql } from "../db/mod.ts";
+import { createTestDatabase } from "../testing/mod.ts";
+import { listEvents, numberEvents } from "./events.ts";
+
+/** A plan node of `explain (format json)`, as far as these tests read it. */
+interface PlanNode {
+  "Node Type": string;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Join Filter"?: number;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  Plans?: PlanNode[];
+}
+
+/** Rows a plan read and threw away (filters and join filters), over all its nodes and loops. */
+function discarded(node: PlanNode): number {
+  const own = (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Join Filter"] ?? 0);
+  return own * (node["Actual Loops"] ?? 1) +
+    (node.Plans ?? []).reduce((sum, child) => sum + discarded(child), 0);
+}
+
+/**
+ * A pool of one connection whose statements' plans, with their actual rows, are collected
+ * (`plans()` returns and forgets them).
+ */
+async function explained(url: string) {
+  const collected: PlanNode[] = [];
+  const sql = postgres(url, {
+    max: 1,
+    onnotice: (notice: { message?: string }) => {
+      const text = notice.message ?? "";
+      const at = text.indexOf("{");
+      if (text.startsWith("duration:") && at >= 0) collected.push(JSON.parse(text.slice(at)).Plan);
+    },
+  }) as unknown as Sql;
+  await sql`load 'auto_explain'`;
+  const settings: [string, string][] = [
+    ["auto_explain.log_min_duration", "0"],
+    ["auto_explain.log_analyze", "on"],
+    ["auto_explain.log_format", "json"],
+    ["auto_explain.log_level", "notice"],
+  ];
+  for (const [name, value] of settings) await sql`select set_config(${name}, ${value}, false)`;
+  collected.length = 0;
+  return { sql, plans: () => collected.splice(0) };
+}
+
+/**
+ * Inserts `n` events, the i-th of the project `parents(i)`, numbered after `from` when given
+ * (pending otherwise), about 500 clients' resources, 40 actors and 8 methods.
+ */
+async function insertEvents(
+  sql: Sql,
+  n: number,
+  parents: (i: number) => string,
+  from?: number,
+) {
+  await sql`
+    insert into oauth.events (parent, seq, occurred_at, method, resource, actor_sub, request_id,
+      source_ip, user_agent, peer, changes, result)
+    select p.parent,
+      case when ${from ?? null}::bigint is null then null else ${from ?? 0}::bigint + g + 1 end,
+      now(), 'm' || (g % 8), 'projects/' || p.parent || '/clients/c' || (g % 500), 'user' || (g % 40),
+      '', '', '', '', '{}', 'ok'
+    from generate_series(0, ${n - 1}) g,
+      lateral (select (${
+    Array.from({ length: n }, (_, i) => parents(i))
+  }::text[])[g + 1] as parent) p`;
+}
+
+/**
+ * Runs `body` on a new database with the oauth schema and `numbered` events of project `parent`
+ * (its statistics taken then), over a pool whose plans are collected ({@link explained}).
+ */
+async function withEvents(
+  parent: string,
+  numbered: number,
+  body: (sql: Sql, plans: () => PlanNode[]) => Promise<void>,
+) {
+  const db = await createTestDatabase();
+  const { sql, plans } = await explained(db.url);
+  try {
+    const dir = new URL("../../services/oauth/migrations/", import.meta.url);
+    await migrate(sql, "oauth", await readMigrations(dir));
+    await insertEvents(sql, numbered, () => parent, 0);
+    await sql`insert into oauth.event_heads values (${parent}, ${numbered})`;
+    await sql`analyze oauth.events`;
+    plans();
+    await body(sql, plans);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+}
+
+Deno.test("numbering stays linear when the statistics say that nothing is pending", async () => {
+  await withEvents("old", 5000, async (sql, plans) => {
+    // 1,000 pending events over 100 projects, among them the one numbered up to 5,000.
+    await insertEvents(sql, 1000, (i) => i % 100 === 0 ? "old" : `p${i % 100}`);
+    plans();
+
+    assert.equal(await numberEvents(sql, "oauth"), 1000);
+    const work = plans().reduce((sum, plan) => sum + discarded(plan), 0);
+    // A nested loop of the pending rows over themselves threw away about a million.
+    assert.ok(work < 20_000, `numbering 1,000 events threw away ${work} rows`);
+
+    const runs = await sql<{ parent: string; n: number; first: string; last: string }[]>`
+      select parent, count(*)::int as n, min(seq)::text as first, max(seq)::text as last
+      from oauth.events where seq is not null group by parent order by parent`;
+    assert.equal(runs.length, 100);
+    for (const run of runs) {
+      assert.equal(run.first, "1", run.parent);
+      assert.equal(Number(run.last), run.n, `${run.parent}: no gaps`);
+    }
+    const [head] = await sql<{ seq: string }[]>`
+      select seq::text from oauth.event_heads where parent = 'old'`;
+    assert.equal(head?.seq, "5010");
+  });
+});
+
+Deno.test("each filter of an event list reads about what it returns", async () => {
+  await withEvents("big", 20_000, async (sql, plans) => {
+    const page = { limit: 50, before: undefined };
+    const cases = [
+      { filter: { resource: "projects/big/clients/none" }, found: 0 },
+      { filter: { resource: "projects/big/clients/c7" }, found: 40 },
+      { filter: { resource: "projects/big" }, found: 51 },
+      { filter: { actor: "nobody" }, found: 0 },
+      { filter: { actor: "user3" }, found: 51 },
+      { filter: { method: "none" }, found: 0 },
+      { filter: { method: "m5" }, found: 51 },
+    ];
+    for (const { filter, found } of cases) {
+      plans();
+      const rows = await listEvents(sql, "oauth", "big", { ...page, ...filter });
+      assert.equal(rows.length, found, JSON.stringify(filter));
+      const list = plans().at(-1)!;
+      // Unindexed, a filter that matched none read all 20,000.
+      assert.ok(discarded(list) < 500, `${JSON.stringify(filter)} threw away ${discarded(list)}`);
+    }
+  });
+});
