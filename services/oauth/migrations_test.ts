@@ -169,3 +169,48 @@ Deno.test("0012 (installation names) names the installations there as the API do
     await db.drop();
   }
 });
+
+Deno.test("0014 (origin keys in PL/pgSQL) keeps every client's keys as they were", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "test" });
+  try {
+    const files = await readMigrations(new URL("./migrations/", import.meta.url));
+    const before = files.findIndex((f) => f.name === "0014_origin_keys_function.sql");
+    assert.ok(before > 0);
+    await migrate(sql, "oauth", files.slice(0, before));
+    await sql`insert into oauth.configs (project_id, application_name, audience)
+      values ('p', 'Demo', 'external')`;
+    const origins = [
+      [],
+      ["https://app.example"],
+      ["HTTPS://App.Example.com:443", "http://localhost:080", "http://x.example:8080"],
+      ["https://a.example:0443", "http://[::1]:80", "https://b.example:444", "https://a.example"],
+    ];
+    const keys = async () =>
+      (await sql<{ origin_keys: string[] }[]>`select origin_keys from oauth.clients order by name`)
+        .map((r) => r.origin_keys);
+    for (const [i, list] of origins.entries()) {
+      await sql`insert into oauth.clients (id, project_id, name, type, javascript_origins)
+        values (${crypto.randomUUID()}, 'p', ${`c${i}`}, 'spa', ${list})`;
+    }
+    const was = await keys();
+    assert.deepEqual(was[2], [
+      "https://app.example.com",
+      "http://localhost",
+      "http://x.example:8080",
+    ]);
+
+    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    // Computed again (an update of the origins) and for new clients, the keys are the same.
+    await sql`update oauth.clients set javascript_origins = javascript_origins || '{}'::text[]`;
+    assert.deepEqual(await keys(), was);
+    for (const [i, list] of origins.entries()) {
+      await sql`insert into oauth.clients (id, project_id, name, type, javascript_origins)
+        values (${crypto.randomUUID()}, 'p', ${`d${i}`}, 'spa', ${list})`;
+    }
+    assert.deepEqual((await keys()).slice(origins.length), was);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
