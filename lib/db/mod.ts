@@ -15,6 +15,7 @@ export { createIdempotencyStore } from "./idempotency_store.ts";
 export {
   assignments,
   connect,
+  insertion,
   migrate,
   readMigrations,
   registerPoolMetrics,

@@ -279,3 +279,34 @@ export function assignments<T extends object>(
     .map((c) => q`${q(c)} = ${(values as Record<string, unknown>)[c]}`)
     .reduce((a, b) => q`${a}, ${b}`);
 }
+
+/** The statement text around an insert's values, by column list (see {@link insertion}). */
+const insertTemplates = new Map<string, TemplateStringsArray>();
+
+/**
+ * `("a", "b") values ($1, $2)`: an insert of `values`' own columns, as one fragment. Where
+ * postgres.js's own `insert into t ${sql(values)}` would do the same, it first finds the helper's
+ * meaning by matching eight patterns against all the statement's text before it, and escapes each
+ * column again: about 40 µs of the service's CPU a consent, whose insert follows a common table
+ * expression (measured call by call against it). Column names are the code's, never a caller's.
+ */
+export function insertion(sql: Sql, values: object): postgres.PendingQuery<postgres.Row[]> {
+  const columns = Object.keys(values);
+  const key = columns.join(",");
+  let strings = insertTemplates.get(key);
+  if (!strings) {
+    for (const c of columns) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`not a plain column name: ${c}`);
+    }
+    const parts = [
+      `(${columns.map((c) => `"${c}"`).join(", ")}) values (`,
+      ...columns.slice(1).map(() => ", "),
+      ")",
+    ];
+    strings = Object.assign(parts, { raw: parts }) as unknown as TemplateStringsArray;
+    // The lists are the code's own, so the map stays as small as the code.
+    if (insertTemplates.size < 256) insertTemplates.set(key, strings);
+  }
+  // deno-lint-ignore no-explicit-any
+  return (sql as any)(strings, ...Object.values(values));
+}

@@ -6,7 +6,7 @@
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, type Sql } from "../../../lib/db/mod.ts";
+import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
@@ -97,7 +97,9 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
       const at = uuidTime(journey.id); // creation time in id order
       const [row] = await sql<JourneyRow[]>`
         with created as (
-          insert into core.journeys ${sql({ ...journey, created_at: at, updated_at: at })}
+          insert into core.journeys ${
+        insertion(sql, { ...journey, created_at: at, updated_at: at })
+      }
           returning *, xmin::text as etag
         ),
         ${

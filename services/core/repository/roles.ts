@@ -6,7 +6,7 @@
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, type Sql } from "../../../lib/db/mod.ts";
+import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
@@ -72,7 +72,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
       const at = uuidTime(role.id); // creation time in id order
       const [row] = await sql<RoleRow[]>`
         with created as (
-          insert into core.roles ${sql({ ...role, created_at: at, updated_at: at })}
+          insert into core.roles ${insertion(sql, { ...role, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
         ${

@@ -7,7 +7,7 @@
 
 import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, type Sql } from "../../../lib/db/mod.ts";
+import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 
@@ -119,7 +119,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
       const at = uuidTime(client.id); // creation time in id order
       const [row] = await sql<ClientRow[]>`
         with created as (
-          insert into oauth.clients ${sql({ ...client, created_at: at, updated_at: at })}
+          insert into oauth.clients ${insertion(sql, { ...client, created_at: at, updated_at: at })}
           returning *, xmin::text as etag
         ),
         ${

@@ -15,7 +15,7 @@ import {
   type Write,
 } from "../../../lib/audit/mod.ts";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Sql } from "../../../lib/db/mod.ts";
+import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -125,7 +125,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
           ),
           changed as (
             insert into oauth.installations ${
-          sql({ ...consent, name, status: "active", created_at: at, authorized_at: at })
+          insertion(sql, { ...consent, name, status: "active", created_at: at, authorized_at: at })
         }
             on conflict (project_id, account_id) where status <> 'revoked' do update set
               scopes = installations.scopes || array(

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Sql } from "../../../lib/db/mod.ts";
+import { insertion, type Sql } from "../../../lib/db/mod.ts";
 
 /** A pushed request as stored. */
 export interface PushedRow {
@@ -36,7 +36,7 @@ export function createPushedRequests(sql: Sql): PushedRequests {
   return {
     async create(hash, row) {
       await sql`insert into token.pushed_requests ${
-        sql({ request_uri_hash: hash, ...row, decided_at: null })
+        insertion(sql, { request_uri_hash: hash, ...row, decided_at: null })
       }`;
     },
     async find(hash) {
