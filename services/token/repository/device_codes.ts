@@ -8,7 +8,7 @@
  */
 
 import type { AuditContext } from "../../../lib/audit/mod.ts";
-import type { Sql } from "../../../lib/db/mod.ts";
+import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { changesOf, securityEventCtes } from "../security_events.ts";
 import type { FamilyRow } from "./grants.ts";
 
@@ -133,7 +133,7 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
   return {
     async create(row) {
       const inserted = await sql`
-        insert into token.device_codes ${sql(row)}
+        insert into token.device_codes ${insertion(sql, row)}
         on conflict (user_code_hash) do nothing
         returning client_id`;
       return inserted.length === 1;

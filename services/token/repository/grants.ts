@@ -10,7 +10,7 @@
  */
 
 import type { AuditContext } from "../../../lib/audit/mod.ts";
-import type { Sql } from "../../../lib/db/mod.ts";
+import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import {
   changesOf,
   type FieldValue,
@@ -142,8 +142,8 @@ export function createGrantRepository(
   return {
     async createCode(family, code) {
       await sql.begin(async (tx) => {
-        await tx`insert into token.families ${tx(family)}`;
-        await tx`insert into token.authorization_codes ${tx(code)}`;
+        await tx`insert into token.families ${insertion(sql, family)}`;
+        await tx`insert into token.authorization_codes ${insertion(sql, code)}`;
       });
     },
 
@@ -195,7 +195,7 @@ export function createGrantRepository(
           await tx`
             insert into token.family_access_tokens (jti, family_id, expires_at)
             values (${access.jti}, ${familyId}, ${access.expiresAt})`;
-          await tx`insert into token.refresh_tokens ${tx(refresh)}`;
+          await tx`insert into token.refresh_tokens ${insertion(sql, refresh)}`;
         });
         return "issued";
       } catch (error) {
