@@ -1754,7 +1754,8 @@ export const OAuthRegistryService: GenService<{
    * PERMISSION_DENIED). At most one non-revoked installation exists per (project, account):
    * consenting again updates it rather than creating another, adding the scopes given to those it
    * holds (the union; none is removed). FAILED_PRECONDITION when the union would exceed 100
-   * scopes.
+   * scopes; ABORTED (retry) in the rare case that concurrent first consents for the account kept
+   * taking the installation's place three times over.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.ConsentInstallation
    */
