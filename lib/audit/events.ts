@@ -37,7 +37,7 @@ import {
 import * as v from "valibot";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
-import type { Sql } from "../db/mod.ts";
+import { plainName, type Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
 import { pageLimit, readEtag, validate } from "../resource/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
@@ -172,7 +172,7 @@ export function eventCte(sql: Sql, schema: string, audit: AuditContext, t: Event
   // loop of a client's PATCH). `(x)::text` takes a value or SQL alike.
   return sql`
     audit_event as (
-      insert into ${constant(sql, `${checkedName(schema)}.events`)} (
+      insert into ${constant(sql, `${plainName(schema)}.events`)} (
         parent, occurred_at, method, resource, actor_sub, actor_client_id,
         actor_installation_id, request_id, source_ip, user_agent, peer, changes, result
       )
@@ -182,12 +182,6 @@ export function eventCte(sql: Sql, schema: string, audit: AuditContext, t: Event
       from ${t.from}
       limit 1
     )`;
-}
-
-/** `name` when it is a plain SQL name (a schema, a column, an alias); throws otherwise. */
-function checkedName(name: string): string {
-  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain SQL name: ${name}`);
-  return name;
 }
 
 /**
@@ -245,6 +239,7 @@ export function constant(sql: Sql, text: string): Fragment {
  */
 export async function numberEvents(sql: Sql, schema: string, batch = 10_000): Promise<number> {
   const events = sql(`${schema}.events`);
+  const headTable = sql(`${schema}.event_heads`);
   let total = 0;
   for (;;) {
     const numbered = await sql.begin(async (tx) => {
@@ -262,12 +257,12 @@ export async function numberEvents(sql: Sql, schema: string, batch = 10_000): Pr
           ) p
         ),
         heads as (
-          insert into ${sql(`${schema}.event_heads`)} as h (parent, seq)
+          insert into ${headTable} as h (parent, seq)
           select parent, count(*) from pending group by parent
           on conflict (parent) do update set seq = h.seq + excluded.seq
         )
         update ${events} e set seq = coalesce(h.seq, 0) + p.n
-        from pending p left join ${sql(`${schema}.event_heads`)} h on h.parent = p.parent
+        from pending p left join ${headTable} h on h.parent = p.parent
         where e.ctid = p.row and e.seq is null`;
       return done.count;
     });
@@ -395,7 +390,7 @@ const hiddenLiterals = poolCache<readonly string[], Fragment>();
 
 function hiddenLiteral(sql: Sql, hidden: readonly string[]): Fragment {
   return hiddenLiterals(sql, hidden, () => {
-    return sql.unsafe(`'{${hidden.map(checkedName).join(",")}}'::text[]`);
+    return sql.unsafe(`'{${hidden.map(plainName).join(",")}}'::text[]`);
   });
 }
 

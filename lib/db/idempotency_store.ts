@@ -6,14 +6,11 @@
  */
 
 import type { IdempotencyOptions, IdempotencyStore, StoredError } from "../policy/mod.ts";
-import type { Sql } from "./postgres.ts";
+import { plainName, type Sql } from "./postgres.ts";
 
 /** Creates the store of a service's `<schema>.idempotency_keys` table. */
 export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): IdempotencyStore {
-  if (!/^[a-z_][a-z0-9_]*$/.test(options.schema)) {
-    throw new Error(`Cannot store idempotency keys in schema ${options.schema}`);
-  }
-  const table = sql(`${options.schema}.idempotency_keys`);
+  const table = sql(`${plainName(options.schema)}.idempotency_keys`);
   const ttl = options.ttlSeconds;
   const lock = options.lockSeconds ?? 60;
   return {

@@ -17,6 +17,7 @@ export {
   connect,
   insertion,
   migrate,
+  plainName,
   readMigrations,
   registerPoolMetrics,
   type Sql,

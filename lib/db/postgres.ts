@@ -190,7 +190,7 @@ export async function migrate(
   schema: string,
   migrations: Migration[],
 ): Promise<string[]> {
-  if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`Cannot migrate schema ${schema}`);
+  plainName(schema);
   const applied: string[] = [];
   for (const m of migrations) {
     const sum = await checksum(m.sql);
@@ -263,6 +263,16 @@ export function registerPoolMetrics(
 }
 
 /**
+ * `name` when it is a plain SQL name (a schema, a table, a column, an alias: lower case letters,
+ * digits, underscores), to be written into a statement's text as it is; throws otherwise. For the
+ * code's own names, never for a caller's.
+ */
+export function plainName(name: string): string {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain SQL name: ${name}`);
+  return name;
+}
+
+/**
  * A template of statement text around one parameter per column, made once per `kind` and column
  * list (the lists are the code's own, so the map stays as small as the code); `parts` makes the
  * text from the quoted column names.
@@ -277,9 +287,7 @@ function template(
   const key = `${kind} ${columns.join(",")}`;
   let strings = templates.get(key);
   if (!strings) {
-    for (const c of columns) {
-      if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`not a plain column name: ${c}`);
-    }
+    columns.forEach(plainName);
     const text = parts(columns.map((c) => `"${c}"`));
     strings = Object.assign(text, { raw: text }) as unknown as TemplateStringsArray;
     if (templates.size < 256) templates.set(key, strings);
