@@ -6,28 +6,46 @@
  */
 
 import assert from "node:assert/strict";
-import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
+import { connect, migrate, readMigrations, type Sql } from "../../lib/db/mod.ts";
 import { createTestDatabase, listenTo } from "../../lib/testing/mod.ts";
 import { ids } from "./ids.ts";
 
-Deno.test("0005 (secret expiry, last use) applies over existing secrets and configs", async () => {
+/**
+ * Runs `body` on a new database migrated up to `file` (not included), whose project `p` has a
+ * config; `rest()` applies `file` and those after it, and checks that it applied exactly those.
+ */
+async function beforeMigration(
+  file: string,
+  body: (sql: Sql, rest: () => Promise<void>) => Promise<void>,
+) {
   const db = await createTestDatabase();
   const sql = connect(db.url, { applicationName: "test" });
   try {
     const files = await readMigrations(new URL("./migrations/", import.meta.url));
-    const before = files.findIndex((f) => f.name === "0005_secret_expiry.sql");
-    assert.ok(before > 0);
-    await migrate(sql, "oauth", files.slice(0, before));
-    const client = crypto.randomUUID();
-    const secret = crypto.randomUUID();
+    const at = files.findIndex((f) => f.name === file);
+    assert.ok(at > 0, file);
+    await migrate(sql, "oauth", files.slice(0, at));
     await sql`insert into oauth.configs (project_id, application_name, audience)
       values ('p', 'Demo', 'external')`;
+    await body(sql, async () => {
+      assert.deepEqual(await migrate(sql, "oauth", files), files.slice(at).map((f) => f.name));
+    });
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+}
+
+Deno.test("0005 (secret expiry, last use) applies over existing secrets and configs", async () => {
+  await beforeMigration("0005_secret_expiry.sql", async (sql, rest) => {
+    const client = crypto.randomUUID();
+    const secret = crypto.randomUUID();
     await sql`insert into oauth.clients (id, project_id, name, type)
       values (${client}, 'p', 'web', 'web')`;
     await sql`insert into oauth.client_secrets (id, client_id, secret_hash, secret_hint)
       values (${secret}, ${client}, '\\x00', 'ocs_****abcd')`;
 
-    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    await rest();
     const [row] = await sql`select expires_at, last_used_at from oauth.client_secrets`;
     assert.deepEqual({ ...row }, { expires_at: null, last_used_at: null }, "never expires");
     const [config] = await sql`select secret_max_lifetime_seconds from oauth.configs`;
@@ -47,27 +65,16 @@ Deno.test("0005 (secret expiry, last use) applies over existing secrets and conf
     } finally {
       await heard.close();
     }
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
 
 Deno.test("0006 (client keys) applies over existing clients; keys notify on insert and delete only", async () => {
-  const db = await createTestDatabase();
-  const sql = connect(db.url, { applicationName: "test" });
-  try {
-    const files = await readMigrations(new URL("./migrations/", import.meta.url));
-    const before = files.findIndex((f) => f.name === "0006_client_keys.sql");
-    assert.ok(before > 0);
-    await migrate(sql, "oauth", files.slice(0, before));
+  await beforeMigration("0006_client_keys.sql", async (sql, rest) => {
     const [web, spa, native] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
-    await sql`insert into oauth.configs (project_id, application_name, audience)
-      values ('p', 'Demo', 'external')`;
     await sql`insert into oauth.clients (id, project_id, name, type) values
       (${web}, 'p', 'web', 'web'), (${spa}, 'p', 'spa', 'spa'), (${native}, 'p', 'n', 'native')`;
 
-    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    await rest();
     const rows = await sql<{ type: string; m: string; dpop: boolean }[]>`
       select type, token_endpoint_auth_method as m, dpop_bound_access_tokens as dpop
       from oauth.clients order by name desc`;
@@ -128,30 +135,19 @@ Deno.test("0006 (client keys) applies over existing clients; keys notify on inse
     } finally {
       await heard.close();
     }
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
 
 Deno.test("0012 (installation names) names the installations there as the API does", async () => {
-  const db = await createTestDatabase();
-  const sql = connect(db.url, { applicationName: "test" });
-  try {
-    const files = await readMigrations(new URL("./migrations/", import.meta.url));
-    const before = files.findIndex((f) => f.name === "0012_installation_names.sql");
-    assert.ok(before > 0);
-    await migrate(sql, "oauth", files.slice(0, before));
+  await beforeMigration("0012_installation_names.sql", async (sql, rest) => {
     const made = [ids.installation.generate(), ids.installation.generate()];
-    await sql`insert into oauth.configs (project_id, application_name, audience)
-      values ('p', 'Demo', 'external')`;
     for (const [i, id] of made.entries()) {
       await sql`insert into oauth.installations
         (id, project_id, account_id, application_name, status, authorized_by_id)
         values (${id.uuid}, 'p', ${`a${i}`}, 'Demo', 'active', 'u')`;
     }
 
-    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    await rest();
     const rows = await sql<{ name: string }[]>`select name from oauth.installations order by id`;
     assert.deepEqual(
       rows.map((r) => r.name),
@@ -164,22 +160,11 @@ Deno.test("0012 (installation names) names the installations there as the API do
       /not-null/,
       "every installation has its name",
     );
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
 
 Deno.test("0014 (origin keys in PL/pgSQL) keeps every client's keys as they were", async () => {
-  const db = await createTestDatabase();
-  const sql = connect(db.url, { applicationName: "test" });
-  try {
-    const files = await readMigrations(new URL("./migrations/", import.meta.url));
-    const before = files.findIndex((f) => f.name === "0014_origin_keys_function.sql");
-    assert.ok(before > 0);
-    await migrate(sql, "oauth", files.slice(0, before));
-    await sql`insert into oauth.configs (project_id, application_name, audience)
-      values ('p', 'Demo', 'external')`;
+  await beforeMigration("0014_origin_keys_function.sql", async (sql, rest) => {
     const origins = [
       [],
       ["https://app.example"],
@@ -200,7 +185,7 @@ Deno.test("0014 (origin keys in PL/pgSQL) keeps every client's keys as they were
       "http://x.example:8080",
     ]);
 
-    assert.deepEqual(await migrate(sql, "oauth", files), files.slice(before).map((f) => f.name));
+    await rest();
     // Computed again (an update of the origins) and for new clients, the keys are the same.
     await sql`update oauth.clients set javascript_origins = javascript_origins || '{}'::text[]`;
     assert.deepEqual(await keys(), was);
@@ -209,8 +194,5 @@ Deno.test("0014 (origin keys in PL/pgSQL) keeps every client's keys as they were
         values (${crypto.randomUUID()}, 'p', ${`d${i}`}, 'spa', ${list})`;
     }
     assert.deepEqual((await keys()).slice(origins.length), was);
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
