@@ -186,7 +186,6 @@ async function handle(req: Request): Promise<Response> {
     }
     case "POST units/1": {
       const journey = ids.journey.toUuid(body.journey)!;
-      if (!(await journeys.get(space, journey))) return notFound();
       const row = await units.create({
         id: ids.unit.generate().uuid,
         space,
@@ -199,6 +198,7 @@ async function handle(req: Request): Promise<Response> {
         description: null,
         due_at: null,
       }, write(req));
+      if (!row) return notFound();
       return Response.json(unit(row), { status: 201 });
     }
     case "GET units/1": {

@@ -61,6 +61,28 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
       assert.equal((await api.listRoles({}, { headers: ann })).data.length, 1);
     });
 
+    await t.step(
+      "a unit in another space's journey, or in none, is NOT_FOUND and not made",
+      async () => {
+        const { journey } = await api.createJourney({ journey: { name: "Ann's" } }, {
+          headers: ann,
+        });
+        const other = await rejection(
+          api.createUnit({ unit: { journey: journey!.id, title: "Sneak" } }, { headers: bob }),
+        );
+        assert.equal(other.code, Code.NotFound);
+        assert.match(other.rawMessage, /journey/);
+        await api.deleteJourney({ journeyId: journey!.id }, { headers: ann });
+        const gone = await rejection(
+          api.createUnit({ unit: { journey: journey!.id, title: "Late" } }, { headers: ann }),
+        );
+        assert.equal(gone.code, Code.NotFound);
+        assert.match(gone.rawMessage, /journey/);
+        const [row] = await service.sql<{ count: number }[]>`select count(*)::int from core.units`;
+        assert.equal(row?.count, 0);
+      },
+    );
+
     await t.step("a bad field is INVALID_ARGUMENT; a taken name ALREADY_EXISTS", async () => {
       const bad = await rejection(api.createRole({ role: { name: "", resourceType: "project" } }, {
         headers: ann,

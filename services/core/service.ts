@@ -171,10 +171,11 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     };
   }
 
-  async function unitFields(space: string, req: { unit?: Unit | undefined }): Promise<UnitFields> {
+  /** A unit's fields from a request; its journey is not looked up (the write does it). */
+  function unitFields(req: { unit?: Unit | undefined }): UnitFields {
     const unit = validate(v.object({ unit: unitInput }), CreateUnitRequestSchema, req).unit;
     return {
-      journey_id: await journeyRef(space, unit.journey),
+      journey_id: pathUuid(ids.journey, "journey", unit.journey),
       title: unit.title,
       assignee: unit.assignee ?? null,
       status: enumName(UnitStatusSchema, unit.status)!,
@@ -318,22 +319,15 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
 
     async createUnit(req, ctx) {
       const space = spaceOf(ctx);
-      const fields = await unitFields(space, req);
-      try {
-        const row = await units.create({
-          id: ids.unit.generate().uuid,
-          space,
-          originator: callerOf(ctx).subject,
-          ...fields,
-        }, writing(ctx));
-        return { unit: toUnit(row) };
-      } catch (error) {
-        // The journey was deleted between the check and the insert.
-        if ((error as { code?: string }).code === "23503") {
-          throw notFound("journey", req.unit!.journey);
-        }
-        throw error;
-      }
+      const fields = unitFields(req);
+      const row = await units.create({
+        id: ids.unit.generate().uuid,
+        space,
+        originator: callerOf(ctx).subject,
+        ...fields,
+      }, writing(ctx));
+      if (!row) throw notFound("journey", req.unit!.journey);
+      return { unit: toUnit(row) };
     },
 
     async getUnit(req, ctx) {
@@ -371,7 +365,8 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.unit, "unit", req.unitId);
       if (!(await units.get(space, uuid))) throw notFound("unit", req.unitId);
-      const fields = await unitFields(space, req);
+      const fields = unitFields(req);
+      fields.journey_id = await journeyRef(space, req.unit!.journey);
       const write = writing(ctx, req.unit?.etag, "unit.etag");
       const row = await units.replace(space, uuid, fields, write).catch((error) => {
         if ((error as { code?: string }).code === "23503") {

@@ -59,11 +59,14 @@ export interface UnitFilter {
 
 /** Reads and writes core.units. */
 export interface UnitRepository {
-  /** Inserts a unit; throws Postgres 23503 when its journey was deleted meanwhile. */
+  /**
+   * Inserts a unit into its journey; undefined when the space has no such journey (checked by the
+   * insert itself, in the same round trip).
+   */
   create(
     unit: UnitFields & { id: string; space: string; originator: string },
     write: Write,
-  ): Promise<UnitRow>;
+  ): Promise<UnitRow | undefined>;
   /** Returns the space's unit, or undefined. */
   get(space: string, id: string): Promise<UnitRow | undefined>;
   /** Returns up to `limit` + 1 units of the journey after the cursor, in id order. */
@@ -89,25 +92,42 @@ export function createUnitRepository(sql: Sql): UnitRepository {
   const repo: UnitRepository = {
     async create(unit, write) {
       const at = uuidTime(unit.id); // creation time in id order
-      const [row] = await sql<UnitRow[]>`
+      // The journey is looked up by the insert: one of another space, or none, leaves the column
+      // null, which it refuses (23502), and a journey deleted meanwhile fails the foreign key
+      // (23503). Reading the journey first cost a round trip.
+      const journey = sql`(
+        select id from core.journeys where id = ${unit.journey_id} and space = ${unit.space}
+      )`;
+      let row: UnitRow | undefined;
+      try {
+        [row] = await sql<UnitRow[]>`
         with created as (
-          insert into core.units ${insertion(sql, { ...unit, created_at: at, updated_at: at })}
+          insert into core.units ${
+          insertion(sql, { ...unit, journey_id: journey, created_at: at, updated_at: at })
+        }
           returning *, xmin::text as etag
         ),
         ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          unitName(unit.space, unit.journey_id, unit.id),
-          "created",
-          "created",
-          null,
-          "created",
-        )
-      }
+          rowEvent(
+            sql,
+            audited,
+            write.audit,
+            unitName(unit.space, unit.journey_id, unit.id),
+            "created",
+            "created",
+            null,
+            "created",
+          )
+        }
         select * from created`;
-      return row!;
+      } catch (error) {
+        const { code, column_name } = error as { code?: string; column_name?: string };
+        if ((code === "23502" && column_name === "journey_id") || code === "23503") {
+          return undefined;
+        }
+        throw error;
+      }
+      return row;
     },
     async get(space, id) {
       const [row] = await sql<UnitRow[]>`
