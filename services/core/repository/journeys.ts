@@ -177,6 +177,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
             "updated",
             "prior",
             "updated",
+            columns,
           )
         }
           select * from updated`;

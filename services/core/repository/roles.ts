@@ -135,6 +135,7 @@ export function createRoleRepository(sql: Sql): RoleRepository {
           "updated",
           "prior",
           "updated",
+          columns,
         )
       }
         select * from updated`;

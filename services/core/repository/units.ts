@@ -175,6 +175,7 @@ export function createUnitRepository(sql: Sql): UnitRepository {
           "updated",
           "prior",
           "updated",
+          columns,
         )
       }
         select * from updated`;

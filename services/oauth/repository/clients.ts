@@ -192,6 +192,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
             "updated",
             "prior",
             "updated",
+            columns,
           )
         }
             select * from updated`;
