@@ -7,7 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { getOption, hasOption } from "@bufbuild/protobuf";
+import { getOption, hasOption, toJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
@@ -132,6 +133,25 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
           assert.equal(again.method, `${service}/ConsentInstallation`);
           assert.equal(again.resource, `projects/p/installations/${installation!.id}`);
           await api.revokeInstallation({ installationId: installation!.id }, { headers: user });
+          // Each lists what it changed: the scopes added (and when), then the status.
+          const [revoked, consented] = (await api.listEvents({
+            projectId: "p",
+            resource: `projects/p/installations/${installation!.id}`,
+            limit: 2,
+          }, { headers: admin })).data;
+          const fields = (e: typeof revoked) =>
+            Object.fromEntries(
+              e!.changes.map((
+                c,
+              ) => [c.field, [
+                c.old && toJson(ValueSchema, c.old),
+                c.new && toJson(ValueSchema, c.new),
+              ]]),
+            );
+          assert.deepEqual(Object.keys(fields(consented)).sort(), ["authorized_at", "scopes"]);
+          assert.deepEqual(fields(consented).scopes, [["read"], ["read", "write"]]);
+          assert.deepEqual(Object.keys(fields(revoked)).sort(), ["revoked_at", "status"]);
+          assert.deepEqual(fields(revoked).status, ["active", "revoked"]);
           return `projects/p/installations/${installation!.id}`;
         },
       };

@@ -6,6 +6,7 @@
 
 import {
   changes,
+  columnsJson,
   constant,
   eventCte,
   type Fragment,
@@ -83,14 +84,28 @@ const hidden = ["id", "project_id", "name", "created_at", "etag"] as const;
  * `prior` to `changed`).
  */
 const shapes = perPool((sql) => {
-  const changed = rowJson(sql, sql`changed`, hidden);
-  const prior = rowJson(sql, sql`prior`, hidden);
+  // What a consent again and a revocation set (the statements below): their events keep these
+  // columns before and after (lib/audit's columnsJson), a first consent the whole row.
+  const consented = ["scopes", "application_name", "authorized_by_id", "authorized_at"];
+  const revoked = ["status", "revoked_at"];
   return {
     consent: {
       from: constant(sql, "changed left join prior on true"),
-      changes: changes(sql, sql`case when prior is null then null else ${prior} end`, changed),
+      changes: changes(
+        sql,
+        sql`case when prior is null then null else ${columnsJson(sql, "prior", consented)} end`,
+        sql`case when prior is null then ${rowJson(sql, sql`changed`, hidden)}
+          else ${columnsJson(sql, "changed", consented)} end`,
+      ),
     },
-    revoke: { from: constant(sql, "prior, changed"), changes: changes(sql, prior, changed) },
+    revoke: {
+      from: constant(sql, "prior, changed"),
+      changes: changes(
+        sql,
+        columnsJson(sql, "prior", revoked),
+        columnsJson(sql, "changed", revoked),
+      ),
+    },
   };
 });
 
