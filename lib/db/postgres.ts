@@ -316,17 +316,23 @@ export function assignments<T extends object>(
 }
 
 /**
- * `("a", "b") values ($1, $2)`: an insert of `values`' own columns, as one fragment. Where
+ * `("a", "b") values ($1, $2)`: an insert of `values`' own columns, as one fragment (see `form`). Where
  * postgres.js's own `insert into t ${sql(values)}` would do the same, it first finds the helper's
  * meaning by matching eight patterns against all the statement's text before it, and escapes each
  * column again: about 18 to 34 µs of the service's CPU a consent or a client's create (measured
  * call by call against it). Column names are the code's, never a caller's.
  */
-export function insertion(sql: Sql, values: object): postgres.PendingQuery<postgres.Row[]> {
-  const strings = template("insert", Object.keys(values), (q) => [
-    `(${q.join(", ")}) values (`,
+export function insertion(
+  sql: Sql,
+  values: object,
+  form: "values" | "select" = "values",
+): postgres.PendingQuery<postgres.Row[]> {
+  // `select`: `("a", "b") select $1, $2`, for an insert that a `from ... where` after it makes
+  // conditional (Postgres gives each parameter its column's type, as in `values`).
+  const strings = template(form, Object.keys(values), (q) => [
+    `(${q.join(", ")}) ${form === "values" ? "values (" : "select "}`,
     ...q.slice(1).map(() => ", "),
-    ")",
+    form === "values" ? ")" : "",
   ]);
   // deno-lint-ignore no-explicit-any
   return (sql as any)(strings, ...Object.values(values));

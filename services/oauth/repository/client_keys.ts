@@ -10,7 +10,7 @@
  */
 
 import { changedRowEvent, type Fragment, ifMatch, type Write } from "../../../lib/audit/mod.ts";
-import type { Sql } from "../../../lib/db/mod.ts";
+import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -142,12 +142,12 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           const [row] = await tx<ClientKeyRow[]>`
             with changed as (
             insert into oauth.client_keys ${
-            tx({
+            insertion(sql, {
               id: key.id,
               client_id: key.client_id,
               kid: key.kid,
               algorithm: key.algorithm,
-              jwk: tx.json(key.jwk as unknown as Parameters<typeof tx.json>[0]),
+              jwk: sql.json(key.jwk as unknown as Parameters<typeof sql.json>[0]),
               created_at: uuidTime(key.id),
               expires_at: key.expires_at,
             })

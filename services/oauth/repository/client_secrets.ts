@@ -15,7 +15,7 @@ import {
   ifMatch,
   type Write,
 } from "../../../lib/audit/mod.ts";
-import type { Sql } from "../../../lib/db/mod.ts";
+import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
@@ -156,23 +156,35 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         if (!client) return { kind: "no_client" } as const;
         if (client.type !== "web") return { kind: "public" } as const;
         const expiresAt = options.expiresAt(client.secret_max_lifetime_seconds);
-        const [held] = await tx<{ live: number; total: number }[]>`
-          select count(*) filter (where ${live(options.now)})::int as live,
-            count(*)::int as total
-          from oauth.client_secrets
-          where client_id = ${secret.client_id}`;
-        if (held!.live >= options.maxLive) return { kind: "full", held: "live" } as const;
-        if (held!.total >= options.maxAll) return { kind: "full", held: "all" } as const;
-        const [row] = await tx<ClientSecretRow[]>`
-          with changed as (
+        // Counted by the insert, in the same round trip: it starts after the lock above, so it
+        // sees every secret that a creation holding the lock before it committed.
+        const [row] = await tx<(ClientSecretRow & { live: number; total: number })[]>`
+          with held as (
+            select count(*) filter (where ${live(options.now)})::int as live,
+              count(*)::int as total
+            from oauth.client_secrets
+            where client_id = ${secret.client_id}
+          ),
+          changed as (
             insert into oauth.client_secrets ${
-          tx({ ...secret, created_at: uuidTime(secret.id), expires_at: expiresAt })
+          insertion(sql, {
+            ...secret,
+            created_at: uuidTime(secret.id),
+            expires_at: expiresAt,
+          }, "select")
         }
+            from held where held.live < ${options.maxLive} and held.total < ${options.maxAll}
             returning *, xmin::text as etag
           ),
           ${secretEvent(sql, options.write.audit, projectId, secret.client_id, secret.id, false)}
-          select id, client_id, secret_hint, created_at, expires_at, last_used_at, etag from changed`;
-        return { kind: "created", row: row! } as const;
+          select held.live, held.total, id, client_id, secret_hint, created_at, expires_at,
+            last_used_at, etag
+          from held left join changed on true`;
+        if (row!.id === null) {
+          return { kind: "full", held: row!.live >= options.maxLive ? "live" : "all" } as const;
+        }
+        const { live: _, total: __, ...created } = row!;
+        return { kind: "created", row: created } as const;
       });
     },
     async list(projectId, clientId) {
