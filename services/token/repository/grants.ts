@@ -141,10 +141,12 @@ export function createGrantRepository(
 ): GrantRepository {
   return {
     async createCode(family, code) {
-      await sql.begin(async (tx) => {
-        await tx`insert into token.families ${insertion(sql, family)}`;
-        await tx`insert into token.authorization_codes ${insertion(sql, code)}`;
-      });
+      // One statement, so one transaction without `begin` and `commit` around it: one round trip
+      // instead of four. The code's foreign key is checked at the statement's end, when the
+      // family's row is there.
+      await sql`
+        with family as (insert into token.families ${insertion(sql, family)})
+        insert into token.authorization_codes ${insertion(sql, code)}`;
     },
 
     async findCode(codeHash) {
