@@ -332,7 +332,7 @@ async function issueCode(
     created_at: new Date(at),
     expires_at: new Date(at + codeTtlMs),
   }, {
-    code_hash: await sha256(code),
+    code_hash: sha256(code),
     family_id: familyId,
     client_id: client.id,
     redirect_uri: req.redirectUri,

@@ -25,7 +25,7 @@ export interface CsrfDeps {
 }
 
 async function mac(deps: CsrfDeps, ctx: HandlerContext, bound: string[], until: string) {
-  const session = base64Encode(await sha256(ctx.requestHeader.get("authorization") ?? ""), "url");
+  const session = base64Encode(sha256(ctx.requestHeader.get("authorization") ?? ""), "url");
   const input = new TextEncoder().encode([session, ...bound, until].join("\n"));
   return base64Encode(
     new Uint8Array(await crypto.subtle.sign("HMAC", await deps.csrfKey, input)),

@@ -122,8 +122,8 @@ export async function startDeviceAuthorization(deps: DeviceDeps, client: Client,
   for (let tries = 0;; tries++) {
     const userCode = newUserCode();
     const created = await deps.devices.create({
-      device_code_hash: await sha256(deviceCode),
-      user_code_hash: await sha256(userCode),
+      device_code_hash: sha256(deviceCode),
+      user_code_hash: sha256(userCode),
       client_id: client.id,
       project_id: client.projectId,
       scopes,
@@ -158,9 +158,9 @@ export async function startDeviceVerification(deps: DeviceDeps, ctx: HandlerCont
 }
 
 /** The keys a typed code counts against: the session, and the client's address when known. */
-async function guessKeys(ctx: HandlerContext, clientAddress: string): Promise<Uint8Array[]> {
-  const keys = [await sha256(`session\n${ctx.requestHeader.get("authorization") ?? ""}`)];
-  if (clientAddress !== "") keys.push(await sha256(`address\n${clientAddress}`));
+function guessKeys(ctx: HandlerContext, clientAddress: string): Uint8Array[] {
+  const keys = [sha256(`session\n${ctx.requestHeader.get("authorization") ?? ""}`)];
+  if (clientAddress !== "") keys.push(sha256(`address\n${clientAddress}`));
   return keys;
 }
 
@@ -173,8 +173,8 @@ async function attempt(
 ): Promise<{ row: DeviceCodeRow; code: string }> {
   const code = normalizeUserCode(typed);
   const found = await deps.devices.attempt(
-    code === undefined ? undefined : await sha256(code),
-    await guessKeys(ctx, clientAddress),
+    code === undefined ? undefined : sha256(code),
+    guessKeys(ctx, clientAddress),
     new Date(deps.now()),
     guessLimit,
   );
@@ -234,7 +234,7 @@ export async function decideDeviceCode(
   }
   const { row, code } = await attempt(deps, ctx, typed, req.clientAddress);
   const { client, config } = await clientAndConfig(deps, ctx, row);
-  const hash = await sha256(code);
+  const hash = sha256(code);
   // The user's choice is a security event (`allowed`, `denied`: ./security_events.ts), written
   // by the statement that decides the code.
   const audit = auditContextOf(ctx, deps.now());

@@ -93,7 +93,7 @@ export function createPushed(options: PushedOptions): Pushed {
       const requestUri = randomToken(requestUriPrefix);
       const stored = create(AuthorizationRequestSchema, { ...request, clientId: client.id });
       await check(stored);
-      await repository.create(await sha256(requestUri), {
+      await repository.create(sha256(requestUri), {
         client_id: client.id,
         request: toBinary(AuthorizationRequestSchema, stored),
         expires_at: new Date(now() + pushedTtlSeconds * 1000),
@@ -115,7 +115,7 @@ export function createPushed(options: PushedOptions): Pushed {
         return request;
       }
       if (!request.requestUri.startsWith(requestUriPrefix)) throw gone();
-      const row = await repository.find(await sha256(request.requestUri));
+      const row = await repository.find(sha256(request.requestUri));
       if (
         !row || row.decided_at !== null || row.expires_at.getTime() <= now() ||
         row.client_id !== request.clientId
@@ -126,7 +126,7 @@ export function createPushed(options: PushedOptions): Pushed {
 
     async spend(request) {
       if (!request || request.requestUri === "") return;
-      if (!(await repository.decide(await sha256(request.requestUri), new Date(now())))) {
+      if (!(await repository.decide(sha256(request.requestUri), new Date(now())))) {
         throw gone();
       }
     },

@@ -189,7 +189,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     token: string,
   ): Promise<{ token: RefreshRow; family: FamilyRow } | undefined> {
     if (!/^ort_[A-Za-z0-9_-]{43}$/.test(token)) return undefined;
-    return await grants.findRefreshToken(await sha256(token));
+    return await grants.findRefreshToken(sha256(token));
   }
 
   async function introspectAccess(claims: AccessClaims, callerId: string) {

@@ -29,7 +29,7 @@ export const authorizationCode: Grant = async (deps, client, req, jkt) => {
   if (req.codeVerifier === "") {
     throw oauthError("invalid_request", "code_verifier is required (PKCE)");
   }
-  const hash = await sha256(req.code);
+  const hash = sha256(req.code);
   const found = await deps.grants.findCode(hash);
   if (!found || found.code.client_id !== client.id) {
     throw oauthError("invalid_grant", "The code is not valid");

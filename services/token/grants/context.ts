@@ -139,7 +139,7 @@ export async function issueInFamily(
   const outcome = await deps.grants.issue(family.id, grant.spent, new Date(at), {
     access: { jti: access.jti, expiresAt: access.expiresAt },
     refresh: {
-      token_hash: await sha256(refresh),
+      token_hash: sha256(refresh),
       family_id: family.id,
       client_id: client.id,
       scopes,

@@ -23,7 +23,7 @@ const reused: Replay = {
 /** Runs the grant. */
 export const deviceCode: Grant = async (deps, client, req, jkt) => {
   if (req.deviceCode === "") throw oauthError("invalid_request", "device_code is required");
-  const hash = await sha256(req.deviceCode);
+  const hash = sha256(req.deviceCode);
   const poll = await deps.devices.poll(hash, client.id, new Date(deps.now()));
   switch (poll.kind) {
     case "unknown":

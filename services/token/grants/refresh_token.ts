@@ -33,7 +33,7 @@ const reused: Replay = {
 /** Runs the grant. */
 export const refreshToken: Grant = async (deps, client, req, jkt) => {
   if (req.refreshToken === "") throw oauthError("invalid_request", "refresh_token is required");
-  const hash = await sha256(req.refreshToken);
+  const hash = sha256(req.refreshToken);
   const found = await deps.grants.findRefreshToken(hash);
   if (!found || found.token.client_id !== client.id) {
     throw oauthError("invalid_grant", "The refresh token is not valid");
