@@ -301,7 +301,11 @@ export async function httpFlood(
     await writer.write(new TextEncoder().encode(JSON.stringify({ ...rest, bodyFile })));
     await writer.close();
     const out = await child.output();
-    if (!out.success) throw new Error("lib/testing/http_flood.ts failed");
+    if (!out.success) {
+      throw new Error(
+        `lib/testing/http_flood.ts failed (exit code ${out.code}, signal ${out.signal})`,
+      );
+    }
     return JSON.parse(new TextDecoder().decode(out.stdout));
   } finally {
     await Deno.remove(dir, { recursive: true });
