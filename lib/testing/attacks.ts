@@ -290,7 +290,7 @@ export async function httpFlood(
         "run",
         "--allow-net",
         "--allow-read",
-        new URL("./http_flood.ts", import.meta.url).pathname,
+        new URL("./http_flood_main.ts", import.meta.url).pathname,
       ],
       stdin: "piped",
       stdout: "piped",
@@ -303,7 +303,7 @@ export async function httpFlood(
     const out = await child.output();
     if (!out.success) {
       throw new Error(
-        `lib/testing/http_flood.ts failed (exit code ${out.code}, signal ${out.signal})`,
+        `lib/testing/http_flood_main.ts failed (exit code ${out.code}, signal ${out.signal})`,
       );
     }
     return JSON.parse(new TextDecoder().decode(out.stdout));

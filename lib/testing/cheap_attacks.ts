@@ -70,7 +70,13 @@ export interface AttackResult {
 /** Runs one attack in its own process. */
 export async function cheapAttack(spec: AttackSpec): Promise<AttackResult> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net", "--allow-read", "--allow-env", new URL(import.meta.url).pathname],
+    args: [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      "--allow-env",
+      new URL("./cheap_attacks_main.ts", import.meta.url).pathname,
+    ],
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
@@ -413,12 +419,7 @@ const shapes: Record<AttackShape, (spec: AttackSpec) => Promise<AttackResult>> =
   idle,
 };
 
-if (import.meta.main) {
-  const spec = JSON.parse(await new Response(Deno.stdin.readable).text()) as AttackSpec;
-  const out = await shapes[spec.shape](spec);
-  await Deno.stdout.write(encoder.encode(JSON.stringify(out)));
-  // Exits at once: after a flood whose connections the server closed under it, Deno 2.9.6's
-  // runtime sometimes crashed (SIGSEGV) while shutting down, its answer already written (8 of 40
-  // control floods in a loop).
-  Deno.exit(0);
+/** Runs the attack `spec` describes, here (the attacker process, ./cheap_attacks_main.ts). */
+export function runAttack(spec: AttackSpec): Promise<AttackResult> {
+  return shapes[spec.shape](spec);
 }

@@ -1,9 +1,9 @@
 /**
- * An HTTP/1.1 flood of large request bodies from `fetch`, run as its own process by
- * `lib/testing/attacks.ts`: `connections` loops, each sending the same request again as soon as
- * the last one ended, for `seconds`. Why not h2load here: with multi-megabyte bodies on
- * connections the server closes after refusing them, h2load kept running past its duration and
- * never printed its summary.
+ * An HTTP/1.1 flood of large request bodies from `fetch`, run as its own process
+ * (./http_flood_main.ts) by `lib/testing/attacks.ts`: `connections` loops, each sending the same
+ * request again as soon as the last one ended, for `seconds`. Why not h2load here: with
+ * multi-megabyte bodies on connections the server closes after refusing them, h2load kept running
+ * past its duration and never printed its summary.
  *
  * Reads its settings as JSON on stdin: `{url, method, headers, bodyFile, connections, seconds}`;
  * writes `{"statuses": {"<status>": n}, "closed": n, "timeout": n}` on stdout, where `closed` counts
@@ -39,7 +39,8 @@ export interface HttpFloodSpec {
   seconds: number;
 }
 
-async function run(spec: HttpFloodSpec): Promise<HttpFloodResult> {
+/** Runs the flood, here (the flooding process, ./http_flood_main.ts). */
+export async function runHttpFlood(spec: HttpFloodSpec): Promise<HttpFloodResult> {
   const body = await Deno.readFile(spec.bodyFile);
   const result: HttpFloodResult = { statuses: {}, closed: 0, timeout: 0 };
   const until = performance.now() + spec.seconds * 1000;
@@ -62,13 +63,4 @@ async function run(spec: HttpFloodSpec): Promise<HttpFloodResult> {
     }
   }));
   return result;
-}
-
-if (import.meta.main) {
-  const spec = JSON.parse(await new Response(Deno.stdin.readable).text()) as HttpFloodSpec;
-  // deno-lint-ignore no-console
-  console.log(JSON.stringify(await run(spec)));
-  // Exits at once, as lib/testing/cheap_attacks.ts's attacker does (Deno sometimes crashed while
-  // shutting down after a flood whose connections the server had closed).
-  Deno.exit(0);
 }
