@@ -40,7 +40,6 @@
  * @module
  */
 
-import { createHash } from "node:crypto";
 import {
   clone,
   create,
@@ -59,7 +58,7 @@ import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import { answerWith } from "../rpc/mod.ts";
 import { type Caller, callerOf } from "./auth.ts";
-import { positiveInt } from "../platform/mod.ts";
+import { positiveInt, sha256 } from "../platform/mod.ts";
 import { errorDomain, toConnectError } from "../platform/mod.ts";
 import type { Logger } from "../platform/mod.ts";
 
@@ -194,11 +193,6 @@ function fromStored(stored: StoredError): ConnectError {
     });
   }
   return error;
-}
-
-/** SHA-256 at once (services/token/opaque_tokens.ts says why not Web Crypto's). */
-function sha256(bytes: Uint8Array): Uint8Array {
-  return new Uint8Array(createHash("sha256").update(bytes).digest());
 }
 
 /** The unary methods of a service that `google.api.http` maps to POST: the creates. */

@@ -47,7 +47,7 @@ import {
   type ConsentScreen,
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { oauthDescription } from "../../lib/platform/mod.ts";
+import { oauthDescription, sha256 } from "../../lib/platform/mod.ts";
 import { type AuditContext, auditContextOf } from "../../lib/audit/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
 import { checkDeclared, describeScopes, parsePrompt, parseScope } from "./scope.ts";
@@ -58,7 +58,7 @@ import type { Registry } from "./registry.ts";
 import { deriveFromSecret } from "./keys.ts";
 import type { GrantRepository } from "./repository/grants.ts";
 import { csrfToken, csrfValid } from "./csrf.ts";
-import { randomToken, sha256 } from "./opaque_tokens.ts";
+import { randomToken } from "./opaque_tokens.ts";
 import { clientResource, type SecurityEvent } from "./security_events.ts";
 
 /** How long a code lives (RFC 6749 4.1.2 recommends at most 10 minutes; we take 60 seconds). */

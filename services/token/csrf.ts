@@ -9,9 +9,9 @@
  * @module
  */
 
+import { sha256 } from "../../lib/platform/mod.ts";
 import type { HandlerContext } from "@connectrpc/connect";
 import { base64Encode } from "@bufbuild/protobuf/wire";
-import { sha256 } from "./opaque_tokens.ts";
 
 /** How long a page's CSRF token stays valid. */
 export const csrfTtlMs = 10 * 60_000;

@@ -29,13 +29,13 @@ import {
   type ConsentScreenSchema,
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { oauthDescription, oauthPaths } from "../../lib/platform/mod.ts";
+import { oauthDescription, oauthPaths, sha256 } from "../../lib/platform/mod.ts";
 import { auditContextOf } from "../../lib/audit/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
 import { consentBranding } from "./authorization.ts";
 import { csrfToken, csrfValid } from "./csrf.ts";
 import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
-import { randomToken, sha256 } from "./opaque_tokens.ts";
+import { randomToken } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
 import type { DeviceCodeRepository, DeviceCodeRow, GuessLimit } from "./repository/device_codes.ts";
 import { checkDeclared, describeScopes, parseScope } from "./scope.ts";

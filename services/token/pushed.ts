@@ -18,6 +18,7 @@
  * @module
  */
 
+import { sha256 } from "../../lib/platform/mod.ts";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
@@ -27,7 +28,7 @@ import {
   AuthorizationRequestSchema,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
-import { randomToken, sha256 } from "./opaque_tokens.ts";
+import { randomToken } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
 import type { PushedRequests } from "./repository/pushed_requests.ts";
 

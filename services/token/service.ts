@@ -8,6 +8,7 @@
  * @module
  */
 
+import { sha256 } from "../../lib/platform/mod.ts";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import * as v from "valibot";
@@ -54,7 +55,6 @@ import {
 import { createDeviceCodeRepository } from "./repository/device_codes.ts";
 import type { KeyRing } from "./keys.ts";
 import { oauthError } from "./oauth_errors.ts";
-import { sha256 } from "./opaque_tokens.ts";
 import type { Registry } from "./registry.ts";
 import type { Revocations } from "./revocations.ts";
 import { createGrantRepository, type FamilyRow, type RefreshRow } from "./repository/grants.ts";

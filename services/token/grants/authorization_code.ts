@@ -12,8 +12,8 @@
  * @module
  */
 
+import { sha256 } from "../../../lib/platform/mod.ts";
 import { oauthError } from "../oauth_errors.ts";
-import { sha256 } from "../opaque_tokens.ts";
 import { verifierMatches } from "../pkce.ts";
 import { type Grant, issueInFamily, type Replay, replayed } from "./context.ts";
 

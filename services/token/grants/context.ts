@@ -5,6 +5,7 @@
  * @module
  */
 
+import { sha256 } from "../../../lib/platform/mod.ts";
 import type { Client } from "../../../gen/registry/oauth/v1/client_pb.ts";
 import type { AuditContext } from "../../../lib/audit/mod.ts";
 import type {
@@ -12,7 +13,7 @@ import type {
   IssueTokenResponse,
 } from "../../../gen/registry/token/v1/token_service_pb.ts";
 import type { AccessTokens, SignedAccessToken } from "../access_tokens.ts";
-import { randomToken, sha256 } from "../opaque_tokens.ts";
+import { randomToken } from "../opaque_tokens.ts";
 import type { Registry } from "../registry.ts";
 import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_pb.ts";
 import type { FamilyRow, GrantRepository, Spent } from "../repository/grants.ts";

@@ -10,8 +10,8 @@
  * @module
  */
 
+import { sha256 } from "../../../lib/platform/mod.ts";
 import { oauthError } from "../oauth_errors.ts";
-import { sha256 } from "../opaque_tokens.ts";
 import { type Grant, issueInFamily, type Replay, replayed } from "./context.ts";
 
 const reused: Replay = {

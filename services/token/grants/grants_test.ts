@@ -4,6 +4,7 @@
  * tables and the registry (the real ones are tested end to end in tests/authorization_code_test.ts).
  */
 
+import { sha256 } from "../../../lib/platform/mod.ts";
 import assert from "node:assert/strict";
 import { ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
@@ -18,7 +19,6 @@ import {
 } from "../../../gen/registry/oauth/v1/installation_pb.ts";
 import { IssueTokenRequestSchema } from "../../../gen/registry/token/v1/token_service_pb.ts";
 import type { AccessClaims, AccessTokens, NewAccessToken } from "../access_tokens.ts";
-import { sha256 } from "../opaque_tokens.ts";
 import type { Registry } from "../registry.ts";
 import type {
   CodeRow,

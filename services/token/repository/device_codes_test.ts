@@ -5,11 +5,11 @@
  * client's code, expiry); a decision taken once.
  */
 
+import { sha256 } from "../../../lib/platform/mod.ts";
 import assert from "node:assert/strict";
 import { connect, migrate, readMigrations } from "../../../lib/db/mod.ts";
 import { createTestDatabase } from "../../../lib/testing/mod.ts";
 import { guessLimit } from "../device.ts";
-import { sha256 } from "../opaque_tokens.ts";
 import { createDeviceCodeRepository } from "./device_codes.ts";
 
 Deno.test("device codes: the guessing limit, polling, one decision", async (t) => {
