@@ -11,7 +11,7 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
+import { consentFormFields, httpClient, propagated, startStack } from "../lib/testing/mod.ts";
 
 const declared = [
   { name: "photos.read", description: "See the photos in your library", sensitive: false },
@@ -321,6 +321,7 @@ Deno.test("remembered and incremental consent, prompt, declared scopes", async (
         user,
       );
       assert.equal(revoked.status, 204, revoked.text);
+      await propagated(); // the token service keeps users' live installations in memory
       const silent = await authorize(web.id, "photos.read", { prompt: "none" });
       assert.equal(back(silent.res, silent.body).get("error"), "consent_required");
       const { res, body, verifier } = await authorize(web.id, "photos.read");

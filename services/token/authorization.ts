@@ -93,6 +93,8 @@ interface Checked {
   prompt: Set<"none" | "login" | "consent">;
   /** The user's token (the call's `authorization`). */
   authorization: string;
+  /** The account the user's verified token acts for (empty when no user is asked). */
+  accountId: string;
 }
 
 /** A refusal shown on the page, never redirected. */
@@ -210,7 +212,7 @@ async function check(
   if (!ctx) {
     return {
       kind: "ok",
-      checked: { client, config, redirectUri, scopes, prompt, authorization: "" },
+      checked: { client, config, redirectUri, scopes, prompt, authorization: "", accountId: "" },
     };
   }
   const authorization = ctx.requestHeader.get("authorization");
@@ -219,12 +221,21 @@ async function check(
     if (prompt.has("none")) return refuse("login_required", "The user is not signed in");
     throw new ConnectError("The user is not signed in", Code.Unauthenticated);
   }
-  if (config.audience === Audience.INTERNAL && !administers(callerOf(ctx), client.projectId)) {
+  const caller = callerOf(ctx);
+  if (config.audience === Audience.INTERNAL && !administers(caller, client.projectId)) {
     return refuse("access_denied", "This application is only for the users of its project");
   }
   return {
     kind: "ok",
-    checked: { client, config, redirectUri, scopes, prompt, authorization },
+    checked: {
+      client,
+      config,
+      redirectUri,
+      scopes,
+      prompt,
+      authorization,
+      accountId: caller.accountId,
+    },
   };
 }
 
@@ -274,8 +285,12 @@ export async function startAuthorization(
   if (!req) throw shown("invalid_request", "The authorization request is missing");
   const outcome = await check(deps, req, ctx);
   if (outcome.kind === "redirect") return { redirectTo: outcome.to };
-  const { client, config, redirectUri, scopes, prompt, authorization } = outcome.checked;
-  const installation = await deps.registry.liveInstallation(authorization, client.projectId);
+  const { client, config, redirectUri, scopes, prompt, authorization, accountId } = outcome.checked;
+  const installation = await deps.registry.liveInstallation(
+    authorization,
+    accountId,
+    client.projectId,
+  );
   const held = new Set(installation?.scopes ?? []);
   const toAllow = scopes.filter((s) => !held.has(s));
   if (installation && toAllow.length === 0 && !prompt.has("consent")) {

@@ -87,10 +87,14 @@ export interface Registry {
   consent(authorization: string, projectId: string, scopes: string[]): Promise<Installation>;
   /**
    * The user's live (active) installation of the project, or undefined when there is none, asked
-   * as the user (the call carries the user's own `authorization`): the installations the user's
-   * account lists, page by page. Never kept in memory: a revocation counts at once.
+   * as the user (the call carries the user's own `authorization`, which the caller verified and
+   * found to act for `accountId`): the installations the user's account lists, page by page.
    */
-  liveInstallation(authorization: string, projectId: string): Promise<Installation | undefined>;
+  liveInstallation(
+    authorization: string,
+    accountId: string,
+    projectId: string,
+  ): Promise<Installation | undefined>;
   /**
    * Whether an active client registers a browser origin as a JavaScript origin: a client of the
    * project of `clientId` when given, of any project otherwise.
@@ -225,7 +229,7 @@ export function createRegistry(options: RegistryOptions): Registry {
         throw unavailable(error);
       }
     },
-    async liveInstallation(userAuthorization, projectId) {
+    async liveInstallation(userAuthorization, accountId, projectId) {
       try {
         let after = "";
         for (;;) {
@@ -233,7 +237,8 @@ export function createRegistry(options: RegistryOptions): Registry {
             headers: { authorization: userAuthorization },
           });
           const live = res.data.find((i) =>
-            i.projectId === projectId && i.status === InstallationStatus.ACTIVE
+            i.projectId === projectId && i.accountId === accountId &&
+            i.status === InstallationStatus.ACTIVE
           );
           if (live) return live;
           if (!res.hasMore || res.data.length === 0) return undefined;

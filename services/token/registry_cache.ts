@@ -1,11 +1,12 @@
 /**
- * The registry, remembered: what the token service asks the oauth-registry on every grant and
- * introspection (a client and its secret, an installation, a project's config, a browser origin)
- * almost never changes, so each replica keeps the answers in memory, and Postgres keeps them
- * honest. The registry's triggers notify `oauth_registry_changes` when a client, an installation
- * or a config is updated or deleted, a secret deleted, a key added or deleted, or a client with
- * JavaScript origins created (the registry's migration that adds them names them after the
- * channel); each replica follows the channel (lib/db/change_feed.ts):
+ * The registry, remembered: what the token service asks the oauth-registry on every grant,
+ * introspection and authorization (a client and its secret, an installation, a user's live
+ * installation of a project, a project's config, a browser origin) almost never changes, so each
+ * replica keeps the answers in memory, and Postgres keeps them honest. The registry's triggers
+ * notify `oauth_registry_changes` when a client, an installation or a config is updated or deleted,
+ * a secret deleted, a key added or deleted, or a client with JavaScript origins created (the
+ * registry's migration that adds them names them after the channel); each replica follows the
+ * channel (lib/db/change_feed.ts):
  *
  * - a notification drops what it names (a client with its verified secrets and its keys, and every
  *   answer about browser origins, an installation, a config; `origins`: the answers about browser
@@ -20,9 +21,10 @@
  * with), and for each at most 10 secrets that verified, as HMAC-SHA256 digests under a key made at
  * start-up and never stored (a memory dump shows no secret, and digests that nothing outside this
  * process can check a guess against); a wrong secret always goes to the registry. Installations and
- * configs that exist; whether an origin is registered, both ways (bounded like the rest); a client's
- * live public keys (for client assertions, ./client_assertion.ts), each refused from its expiry on
- * by this service's clock, as a secret is.
+ * configs that exist, and which installation is a user's live one of a project (never that a user
+ * has none: a first consent creates one, which notifies nobody); whether an origin is registered,
+ * both ways (bounded like the rest); a client's live public keys (for client assertions,
+ * ./client_assertion.ts), each refused from its expiry on by this service's clock, as a secret is.
  *
  * Two things about a secret change with no notification, and are kept with its digest:
  *
@@ -51,6 +53,7 @@ import { type OAuthConfig, OAuthConfigSchema } from "../../gen/registry/oauth/v1
 import {
   type Installation,
   InstallationSchema,
+  InstallationStatus,
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
 import { idKind, type Lease, type MemoryBudget } from "../../lib/platform/mod.ts";
@@ -130,7 +133,21 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   const configs = new Map<string, Entry<OAuthConfig>>();
   const origins = new Map<string, Entry<boolean>>();
   const keySets = new Map<string, Entry<ClientKeys>>();
-  const maps: Map<string, Entry<unknown>>[] = [clients, installations, configs, origins, keySets];
+  /**
+   * Where a user's live installation of a project is (`account\nproject`: the installation's UUID),
+   * for remembered consent: a pointer into `installations`, trusted only while what it points to
+   * is held, active, and of that account and project. A notification about the installation drops
+   * what it points to; a user with no live installation is never kept.
+   */
+  const live = new Map<string, Entry<string>>();
+  const maps: Map<string, Entry<unknown>>[] = [
+    clients,
+    installations,
+    configs,
+    origins,
+    keySets,
+    live,
+  ];
   let bytes = 0;
   let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
   /** Counts every change applied; an answer read across one is not kept. */
@@ -252,6 +269,25 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
     registry.verifySecret(clientId, secret).catch(() => {});
   };
 
+  const installationSize = (i: Installation) => toBinary(InstallationSchema, i).length * 3;
+  const liveKey = (accountId: string, projectId: string) => `${accountId}\n${projectId}`;
+  /**
+   * Keeps a user's live installation, read when the generation was `before` (not kept when a
+   * change arrived meanwhile, as in `through`).
+   */
+  function remember(installation: Installation, before: number): void {
+    const id = ids.installation.toUuid(installation.id);
+    if (id === undefined || generation !== before || !usable()) return;
+    const key = liveKey(installation.accountId, installation.projectId);
+    drop(installations, id);
+    drop(live, key);
+    const size = installationSize(installation) + entryOverhead;
+    if (!admit(size)) return;
+    installations.set(id, { value: installation, bytes: size });
+    const pointer = key.length * 2 + id.length * 2 + entryOverhead;
+    if (admit(pointer)) live.set(key, { value: id, bytes: pointer });
+  }
+
   const lookupClient = (clientId: string) =>
     through(
       clients,
@@ -343,15 +379,35 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
         installations,
         ids.installation.toUuid(installationId),
         () => registry.getInstallation(projectId, installationId),
-        (i) => toBinary(InstallationSchema, i).length * 3,
+        installationSize,
       );
       return installation?.projectId === projectId ? installation : undefined;
     },
-    consent(authorization, projectId, scopes) {
-      return registry.consent(authorization, projectId, scopes);
+    async consent(authorization, projectId, scopes) {
+      // The installation as the consent left it: what this replica answers next (another
+      // replica's older copy holds fewer scopes, which only asks again).
+      const before = generation;
+      const installation = await registry.consent(authorization, projectId, scopes);
+      remember(installation, before);
+      return installation;
     },
-    liveInstallation(authorization, projectId) {
-      return registry.liveInstallation(authorization, projectId);
+    async liveInstallation(authorization, accountId, projectId) {
+      if (usable()) {
+        const id = live.get(liveKey(accountId, projectId))?.value;
+        const held = id === undefined ? undefined : installations.get(id)?.value;
+        if (
+          held?.status === InstallationStatus.ACTIVE && held.accountId === accountId &&
+          held.projectId === projectId
+        ) {
+          counts.hits++;
+          return held;
+        }
+        counts.misses++;
+      } else counts.bypassed++;
+      const before = generation;
+      const found = await registry.liveInstallation(authorization, accountId, projectId);
+      if (found) remember(found, before);
+      return found;
     },
     async registersOrigin(origin, clientId) {
       return (await through(

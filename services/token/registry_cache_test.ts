@@ -6,8 +6,14 @@ import type { FollowOptions } from "../../lib/db/mod.ts";
 import { createMemoryBudget, idKind } from "../../lib/platform/mod.ts";
 import { expired, type Registry } from "./registry.ts";
 import { cacheRegistry, reportUsesEveryMs } from "./registry_cache.ts";
+import {
+  type Installation,
+  InstallationSchema,
+  InstallationStatus,
+} from "../../gen/registry/oauth/v1/installation_pb.ts";
 
 const ids = idKind("cli");
+const installationIds = idKind("ins");
 
 /** A registry that counts its calls, a feed driven by hand, and the cache over them. */
 function setup(
@@ -18,6 +24,10 @@ function setup(
     { secret: string; status: ClientStatus; projectId: string; expiresAt?: number }
   >();
   const calls: string[] = [];
+  /** Live installations by `account project`. */
+  const live = new Map<string, Installation>();
+  /** Installations as a project's administrator reads them, by id. */
+  const byId = new Map<string, Installation>();
   let release: (() => void) | undefined;
   let failing = false;
   const clock = { now: Date.UTC(2030, 0, 1) };
@@ -60,9 +70,24 @@ function setup(
     },
     getClient: () => Promise.reject(new Error("not used by the cache")),
     getConfig: () => Promise.resolve(undefined),
-    getInstallation: () => Promise.resolve(undefined),
-    consent: () => Promise.reject(new Error("not used")),
-    liveInstallation: () => Promise.reject(new Error("not used")),
+    getInstallation: (_projectId, id) => Promise.resolve(byId.get(id)),
+    consent(_authorization, projectId, scopes) {
+      calls.push(`consent ${projectId}`);
+      const id = installationIds.generate().id;
+      const installation = create(InstallationSchema, {
+        id,
+        projectId,
+        accountId: "acc_1",
+        scopes,
+        status: InstallationStatus.ACTIVE,
+      });
+      live.set(`acc_1 ${projectId}`, installation);
+      return Promise.resolve(installation);
+    },
+    liveInstallation(_authorization, accountId, projectId) {
+      calls.push(`live ${accountId} ${projectId}`);
+      return Promise.resolve(live.get(`${accountId} ${projectId}`));
+    },
     registersOrigin(origin) {
       calls.push(`origin ${origin}`);
       return Promise.resolve(origin === "https://app.example");
@@ -88,6 +113,8 @@ function setup(
   return {
     cache,
     clients,
+    live,
+    byId,
     calls,
     clock,
     /** Makes the registry's calls fail (or succeed again). */
@@ -146,6 +173,42 @@ Deno.test("registry cache: a client's keys are answered from memory until a key 
   // Uses are passed on (client_assertion.ts throttles them).
   await t.cache.recordKeyUse(a.id, "key_1");
   assert.equal(t.calls.at(-1), "key used key_1");
+});
+
+Deno.test("registry cache: a user's live installation is answered from memory until it changes, and none is never kept", async () => {
+  const t = setup();
+  await Promise.resolve();
+  // No installation: asked every time (a first consent notifies nobody).
+  assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
+  assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
+  assert.deepEqual(t.calls, ["live acc_1 p1", "live acc_1 p1"]);
+  // The consent answered here is what this replica answers next.
+  const consented = await t.cache.consent("Bearer u", "p1", ["read"]);
+  assert.equal((await t.cache.liveInstallation("Bearer u", "acc_1", "p1"))?.id, consented.id);
+  assert.equal(t.calls.length, 3);
+  // Another account, another project: not this entry.
+  assert.equal(await t.cache.liveInstallation("Bearer v", "acc_2", "p1"), undefined);
+  assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p2"), undefined);
+  assert.equal(t.calls.length, 5);
+  // Revoked (the registry's trigger names it by its uuid): asked again, and none is not kept.
+  t.live.delete("acc_1 p1");
+  t.handlers().onChange(`installation:${installationIds.toUuid(consented.id)}`);
+  assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
+  assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
+  assert.deepEqual(t.calls.slice(5), ["live acc_1 p1", "live acc_1 p1"]);
+  // A live one read from the registry is kept too.
+  t.live.set("acc_1 p1", consented);
+  await t.cache.liveInstallation("Bearer u", "acc_1", "p1");
+  await t.cache.liveInstallation("Bearer u", "acc_1", "p1");
+  assert.equal(t.calls.length, 8);
+  // The installation held again, revoked, by another call (a grant's check): not an answer.
+  t.live.delete("acc_1 p1");
+  t.byId.set(consented.id, { ...consented, status: InstallationStatus.REVOKED });
+  t.handlers().onChange(`installation:${installationIds.toUuid(consented.id)}`);
+  const held = await t.cache.getInstallation("p1", consented.id);
+  assert.equal(held?.status, InstallationStatus.REVOKED);
+  assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
+  assert.equal(t.calls.length, 9);
 });
 
 Deno.test("registry cache: nothing from memory while the feed is not fresh, and a reset empties it", async () => {

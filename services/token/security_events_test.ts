@@ -99,7 +99,7 @@ function memoryRegistry() {
       installations.set(installation.id, installation);
       return Promise.resolve(installation);
     },
-    liveInstallation: (authorization, projectId) =>
+    liveInstallation: (authorization, _accountId, projectId) =>
       Promise.resolve(consents.get(`${authorization} ${projectId}`)),
     registersOrigin: () => Promise.resolve(false),
   };
