@@ -196,3 +196,35 @@ Deno.test("0014 (origin keys in PL/pgSQL) keeps every client's keys as they were
     assert.deepEqual((await keys()).slice(origins.length), was);
   });
 });
+
+Deno.test("0015 (installation notifications) notifies every change the token service keeps, and no other", async () => {
+  await beforeMigration("0015_installation_notify_decisions.sql", async (sql, rest) => {
+    const id = crypto.randomUUID();
+    await sql`insert into oauth.installations
+        (id, project_id, account_id, application_name, scopes, status, authorized_by_id, name)
+      values (${id}, 'p', 'acc', 'Demo', '{a}', 'active', 'usr', ${`projects/p/installations/${id}`})`;
+
+    await rest();
+    const heard = await listenTo(sql, "oauth_registry_changes");
+    try {
+      // A consent again that adds no scope: when, by whom, under which name.
+      await sql`update oauth.installations
+        set authorized_at = now(), authorized_by_id = 'usr2', application_name = 'Renamed'
+        where id = ${id}`;
+      assert.deepEqual(await heard.flush(), []);
+      const changes = [
+        () => sql`update oauth.installations set scopes = '{a,b}' where id = ${id}`,
+        () => sql`update oauth.installations set principal_id = 'prn' where id = ${id}`,
+        () =>
+          sql`update oauth.installations set status = 'revoked', revoked_at = now() where id = ${id}`,
+        () => sql`delete from oauth.installations where id = ${id}`,
+      ];
+      for (const change of changes) {
+        await change();
+        assert.deepEqual(await heard.flush(), [`installation:${id}`]);
+      }
+    } finally {
+      await heard.close();
+    }
+  });
+});

@@ -3,10 +3,11 @@
  * introspection and authorization (a client and its secret, an installation, a user's live
  * installation of a project, a project's config, a browser origin) almost never changes, so each
  * replica keeps the answers in memory, and Postgres keeps them honest. The registry's triggers
- * notify `oauth_registry_changes` when a client, an installation or a config is updated or deleted,
- * a secret deleted, a key added or deleted, or a client with JavaScript origins created (the
- * registry's migration that adds them names them after the channel); each replica follows the
- * channel (lib/db/change_feed.ts):
+ * notify `oauth_registry_changes` when a client or a config is updated or deleted, an installation
+ * deleted or updated in anything but when, by whom and under which application name its consent was
+ * last given (installations are kept without those), a secret deleted, a key added or deleted, or a
+ * client with JavaScript origins created (the registry's migrations that add them name them after
+ * the channel); each replica follows the channel (lib/db/change_feed.ts):
  *
  * - a notification drops what it names (a client with its verified secrets and its keys, and every
  *   answer about browser origins, an installation, a config; `origins`: the answers about browser
@@ -45,7 +46,7 @@
  * @module
  */
 
-import { create, toBinary } from "@bufbuild/protobuf";
+import { clone, create, toBinary } from "@bufbuild/protobuf";
 import { createHmac } from "node:crypto";
 import { type Client, ClientSchema, ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { LookupClientKeysResponseSchema } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
@@ -270,6 +271,20 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   };
 
   const installationSize = (i: Installation) => toBinary(InstallationSchema, i).length * 3;
+  /**
+   * An installation as kept: without what a consent that adds no scope changes with no
+   * notification (when and by whom it was given, the application's name then, the etag; see
+   * services/oauth/migrations/0015_installation_notify_decisions.sql), which nothing here reads.
+   * Served from memory or not, an answer is this.
+   */
+  const kept = (installation: Installation): Installation => {
+    const copy = clone(InstallationSchema, installation);
+    copy.applicationName = "";
+    copy.authorizedById = "";
+    copy.authorizedAt = undefined;
+    copy.etag = "";
+    return copy;
+  };
   const liveKey = (accountId: string, projectId: string) => `${accountId}\n${projectId}`;
   /**
    * Keeps a user's live installation, read when the generation was `before` (not kept when a
@@ -378,7 +393,10 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       const installation = await through(
         installations,
         ids.installation.toUuid(installationId),
-        () => registry.getInstallation(projectId, installationId),
+        async () => {
+          const found = await registry.getInstallation(projectId, installationId);
+          return found && kept(found);
+        },
         installationSize,
       );
       return installation?.projectId === projectId ? installation : undefined;
@@ -387,7 +405,7 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       // The installation as the consent left it: what this replica answers next (another
       // replica's older copy holds fewer scopes, which only asks again).
       const before = generation;
-      const installation = await registry.consent(authorization, projectId, scopes);
+      const installation = kept(await registry.consent(authorization, projectId, scopes));
       remember(installation, before);
       return installation;
     },
@@ -406,8 +424,10 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       } else counts.bypassed++;
       const before = generation;
       const found = await registry.liveInstallation(authorization, accountId, projectId);
-      if (found) remember(found, before);
-      return found;
+      if (!found) return undefined;
+      const installation = kept(found);
+      remember(installation, before);
+      return installation;
     },
     async registersOrigin(origin, clientId) {
       return (await through(

@@ -80,6 +80,9 @@ function setup(
         accountId: "acc_1",
         scopes,
         status: InstallationStatus.ACTIVE,
+        applicationName: "Demo",
+        authorizedById: "usr_1",
+        etag: "1",
       });
       live.set(`acc_1 ${projectId}`, installation);
       return Promise.resolve(installation);
@@ -184,7 +187,10 @@ Deno.test("registry cache: a user's live installation is answered from memory un
   assert.deepEqual(t.calls, ["live acc_1 p1", "live acc_1 p1"]);
   // The consent answered here is what this replica answers next.
   const consented = await t.cache.consent("Bearer u", "p1", ["read"]);
-  assert.equal((await t.cache.liveInstallation("Bearer u", "acc_1", "p1"))?.id, consented.id);
+  const held = await t.cache.liveInstallation("Bearer u", "acc_1", "p1");
+  assert.equal(held?.id, consented.id);
+  // Without what changes with no notification (a consent that adds no scope).
+  assert.deepEqual([held?.applicationName, held?.authorizedById, held?.etag], ["", "", ""]);
   assert.equal(t.calls.length, 3);
   // Another account, another project: not this entry.
   assert.equal(await t.cache.liveInstallation("Bearer v", "acc_2", "p1"), undefined);
@@ -205,8 +211,8 @@ Deno.test("registry cache: a user's live installation is answered from memory un
   t.live.delete("acc_1 p1");
   t.byId.set(consented.id, { ...consented, status: InstallationStatus.REVOKED });
   t.handlers().onChange(`installation:${installationIds.toUuid(consented.id)}`);
-  const held = await t.cache.getInstallation("p1", consented.id);
-  assert.equal(held?.status, InstallationStatus.REVOKED);
+  const again = await t.cache.getInstallation("p1", consented.id);
+  assert.equal(again?.status, InstallationStatus.REVOKED);
   assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
   assert.equal(t.calls.length, 9);
 });
