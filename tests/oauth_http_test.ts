@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
-import { startStack } from "../lib/testing/mod.ts";
+import { propagated, startStack } from "../lib/testing/mod.ts";
 
 const configKeys = [
   "project_id",
@@ -811,6 +811,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           token: admin,
           json: { audience: "internal" },
         });
+        await propagated(); // the registry keeps the configs consent reads in memory
         const user = await stack.token({ sub: "user-7", accountId: "acc-7" });
         assertError(
           await api("POST", "/v1/installations", { token: user, json: { project_id: "p2" } }),

@@ -91,6 +91,8 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
       ...env,
       GRPC_PORT: ports.oauthGrpc,
       HTTP_PORT: ports.oauthHttp,
+      // No change feed: a listener would need a second connection to the single-user database.
+      CONFIG_CACHE_ENTRIES: "0",
     }),
     sql,
     applicationName,

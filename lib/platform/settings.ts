@@ -90,6 +90,12 @@ export const settings = {
     meaning: "live secrets one client may have at once (twice as many in all, expired ones " +
       "included); creating one more answers 409 `failed_precondition`",
   },
+  CONFIG_CACHE_ENTRIES: {
+    usedBy: ["oauth-registry"],
+    default: "`1000` (`0` in the embedded stack)",
+    meaning: "project configs kept in memory for consent (its audience rule and application " +
+      "name), each counted in the memory budget; `0` keeps none and listens to nothing",
+  },
   MAX_KEYS_PER_CLIENT: {
     usedBy: ["oauth-registry"],
     default: "`10`",

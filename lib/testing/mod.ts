@@ -35,6 +35,7 @@ export {
 } from "./containers.ts";
 export { type Heard, listenTo, propagated } from "./database.ts";
 export { createTestDatabase, databaseProblem } from "./database.ts";
+export { gate, manualFeed } from "./feed.ts";
 export {
   type GrpcChannel,
   grpcChannel,

@@ -11,8 +11,8 @@ import {
   OAuthRegistryService,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
-import { createIdempotencyStore } from "../../lib/db/mod.ts";
-import { positiveInt, required } from "../../lib/platform/mod.ts";
+import { createIdempotencyStore, followChanges } from "../../lib/db/mod.ts";
+import { nonNegativeInt, positiveInt, required } from "../../lib/platform/mod.ts";
 import {
   authentication,
   authorization,
@@ -22,6 +22,7 @@ import {
 } from "../../lib/policy/mod.ts";
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
+import { cacheConfigs, registryChangesChannel } from "./config_cache.ts";
 import { createOAuthPolicy } from "./policy.ts";
 import { createConfigRepository } from "./repository/configs.ts";
 import { createSecretHasher } from "./secrets.ts";
@@ -37,13 +38,27 @@ export const oauthRegistryService = defineService({
     CLIENT_SECRET_HMAC_KEY: required,
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     MAX_KEYS_PER_CLIENT: positiveInt(10),
+    CONFIG_CACHE_ENTRIES: nonNegativeInt(1000),
     ...idempotencySettings,
     ...auditSettings,
   },
-  serve: ({ sql, config, log, metrics, verify, notReady, now }) => {
+  serve: ({ sql, config, log, metrics, verify, notReady, now, budget }) => {
     const audit = startAudit(sql, "oauth", { config, now, log });
+    const configs = createConfigRepository(sql);
+    // What consent reads of a project's config, kept in memory; changes reach every replica
+    // through Postgres within a second (lib/db/change_feed.ts).
+    const cache = config.CONFIG_CACHE_ENTRIES === 0
+      ? undefined
+      : cacheConfigs((projectId) => configs.get(projectId), {
+        follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
+        maxEntries: config.CONFIG_CACHE_ENTRIES,
+        budget,
+      });
     return {
-      stop: audit.stop,
+      stop() {
+        audit.stop();
+        void cache?.close();
+      },
       services: [
         bind(
           OAuthRegistryService,
@@ -66,7 +81,7 @@ export const oauthRegistryService = defineService({
         availability(notReady),
         authentication(verify),
         authorization([
-          policyOf(OAuthRegistryService, createOAuthPolicy(createConfigRepository(sql))),
+          policyOf(OAuthRegistryService, createOAuthPolicy(cache ?? configs)),
         ]),
         idempotency(
           createIdempotencyStore(sql, {

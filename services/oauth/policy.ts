@@ -40,9 +40,9 @@ import type { ConfigRepository } from "./repository/configs.ts";
 import { consentConfigKey, noConfig } from "./service.ts";
 import { consentSchema } from "./validation.ts";
 
-/** The service's policy; `configs` is read by the consent rule. */
+/** The service's policy; `configs` is read by the consent rule (./config_cache.ts keeps them). */
 export function createOAuthPolicy(
-  configs: ConfigRepository,
+  configs: Pick<ConfigRepository, "get">,
 ): Policy<typeof OAuthRegistryService> {
   const audience: Rule<{ projectId: string; scopes: string[] }> = async (req, caller, values) => {
     // The request's syntax first, as every other method checks it before looking anything up.

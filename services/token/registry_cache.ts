@@ -272,10 +272,9 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
 
   const installationSize = (i: Installation) => toBinary(InstallationSchema, i).length * 3;
   /**
-   * An installation as kept: without what a consent that adds no scope changes with no
-   * notification (when and by whom it was given, the application's name then, the etag; see
-   * services/oauth/migrations/0015_installation_notify_decisions.sql), which nothing here reads.
-   * Served from memory or not, an answer is this.
+   * An installation as kept: without what a consent that adds no scope changes, which the
+   * registry's trigger does not notify (when and by whom it was given, the application's name
+   * then, the etag), and which nothing here reads. Served from memory or not, an answer is this.
    */
   const kept = (installation: Installation): Installation => {
     const copy = clone(InstallationSchema, installation);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ClientKeySchema } from "../../gen/registry/oauth/v1/client_key_pb.ts";
 import { create } from "@bufbuild/protobuf";
 import { ClientSchema, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
-import type { FollowOptions } from "../../lib/db/mod.ts";
+import { gate, manualFeed } from "../../lib/testing/mod.ts";
 import { createMemoryBudget, idKind } from "../../lib/platform/mod.ts";
 import { expired, type Registry } from "./registry.ts";
 import { cacheRegistry, reportUsesEveryMs } from "./registry_cache.ts";
@@ -28,13 +28,13 @@ function setup(
   const live = new Map<string, Installation>();
   /** Installations as a project's administrator reads them, by id. */
   const byId = new Map<string, Installation>();
-  let release: (() => void) | undefined;
+  const verifying = gate();
   let failing = false;
   const clock = { now: Date.UTC(2030, 0, 1) };
   const registry: Registry = {
     async verifySecret(clientId, secret) {
       calls.push(`verify ${clientId}`);
-      if (release) await new Promise<void>((r) => (release = r));
+      await verifying.pass();
       if (failing) throw new Error("the registry is down");
       const c = clients.get(clientId);
       if (!c || c.secret !== secret || c.status !== ClientStatus.ACTIVE) return undefined;
@@ -96,13 +96,9 @@ function setup(
       return Promise.resolve(origin === "https://app.example");
     },
   };
-  let fresh = true;
-  let handlers!: FollowOptions;
+  const feed = manualFeed();
   const cache = cacheRegistry(registry, {
-    follow(h) {
-      handlers = h;
-      return { fresh: () => fresh, close: () => Promise.resolve() };
-    },
+    follow: feed.follow,
     maxBytes: options.maxBytes ?? 1 << 20,
     budget: options.budget,
     notifies: () => Promise.resolve(true),
@@ -123,17 +119,10 @@ function setup(
     /** Makes the registry's calls fail (or succeed again). */
     fail: (v: boolean) => (failing = v),
     add,
-    handlers: () => handlers,
-    setFresh: (v: boolean) => (fresh = v),
+    handlers: feed.handlers,
+    setFresh: feed.setFresh,
     /** Holds the next verifySecret until the returned function is called. */
-    hold: () => {
-      release = () => {};
-      return () => {
-        const r = release!;
-        release = undefined;
-        r();
-      };
-    },
+    hold: verifying.hold,
   };
 }
 

@@ -1,8 +1,8 @@
 -- An installation's update notifies `oauth_registry_changes` only when it changes a column other
 -- than `application_name`, `authorized_by_id` and `authorized_at`. A consent that adds no scope
 -- sets only those (when and by whom it was given, and the application's name of the time), which
--- no replica's copy keeps (services/token/registry_cache.ts leaves them out), so it notifies
--- nobody. Postgres serialises the commits of every notifying transaction (one database-wide lock
+-- the token service's replicas keep no copy of (they keep installations without them), so it
+-- notifies nobody. Postgres serialises the commits of every notifying transaction (one database-wide lock
 -- held until the commit is on disk): 32 connections consenting again for one account, prepared
 -- statements in a loop, committed 1,483 a second with the notification and 1,683 without it. A
 -- deletion still always notifies.

@@ -1,0 +1,123 @@
+/**
+ * Project configs, remembered for consent: every ConsentInstallation reads its project's config
+ * (the audience rule, ./policy.ts, and the application's name the installation records), and a
+ * config almost never changes, so each replica keeps the configs consent read, and Postgres keeps
+ * them honest. The config trigger notifies `oauth_registry_changes` with `config:<project>` in the
+ * transaction of every update or deletion of a config (migrations/0004_change_feed.sql); each
+ * replica follows the channel (lib/db/change_feed.ts):
+ *
+ * - `config:<project>` drops that project's config; the channel's other payloads (clients,
+ *   installations, browser origins) are not about configs; one this version does not know, and a
+ *   lost listening connection, drop all;
+ * - a config is served from memory only while the feed is fresh (every change committed more than
+ *   800 ms ago applied): a project made `internal` refuses its other users' consent in every replica
+ *   within a second; while the feed is not fresh every read goes to Postgres;
+ * - a config read while one changed is not kept (it may predate the change); a project with no
+ *   config is never kept (creating one notifies nobody).
+ *
+ * Nothing else reads configs from here: GetOAuthConfig and UpdateOAuthConfig read Postgres (an
+ * etag must be the stored one). Bounded: at most `maxEntries`, oldest first, each counted in the
+ * memory budget's `cache` share as twice its JSON plus 256 bytes; when the budget has no room, a
+ * config is not kept.
+ *
+ * @module
+ */
+
+import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
+import type { Lease, MemoryBudget } from "../../lib/platform/mod.ts";
+import type { ConfigRow } from "./repository/configs.ts";
+
+/** The channel the registry's triggers notify. */
+export const registryChangesChannel = "oauth_registry_changes";
+
+/** Options of {@link cacheConfigs}. */
+export interface ConfigCacheOptions {
+  /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */
+  follow(options: FollowOptions): ChangeFeed;
+  /** The most configs kept (default 1,000). */
+  maxEntries?: number | undefined;
+  /** The process's memory budget, which the kept configs' bytes are taken from. */
+  budget?: MemoryBudget | undefined;
+}
+
+/** Configs read through memory. */
+export interface ConfigCache {
+  /** The project's config, or undefined; from memory when it may be. */
+  get(projectId: string): Promise<ConfigRow | undefined>;
+  /** Configs kept now, and how reads were answered so far. */
+  stats(): { entries: number; hits: number; misses: number; bypassed: number };
+  /** Stops following the feed, and forgets every config. */
+  close(): Promise<void>;
+}
+
+/** Payloads of the channel that are about something else than configs. */
+const otherKinds = ["client:", "installation:"];
+
+/** Keeps what `read` answers (see the module's header). */
+export function cacheConfigs(
+  read: (projectId: string) => Promise<ConfigRow | undefined>,
+  options: ConfigCacheOptions,
+): ConfigCache {
+  const maxEntries = options.maxEntries ?? 1000;
+  /** Insertion order is age: the first key is the oldest. */
+  const kept = new Map<string, { config: ConfigRow; bytes: number }>();
+  let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
+  /** Counts the changes applied; a read across one is not kept. */
+  let generation = 0;
+  const counts = { hits: 0, misses: 0, bypassed: 0 };
+
+  const drop = (projectId: string) => {
+    const entry = kept.get(projectId);
+    if (!entry) return;
+    kept.delete(projectId);
+    lease?.shrink(entry.bytes);
+  };
+  const clear = () => {
+    for (const projectId of [...kept.keys()]) drop(projectId);
+  };
+  const feed = options.follow({
+    onChange(payload) {
+      if (payload.startsWith("config:")) {
+        generation++;
+        drop(payload.slice("config:".length));
+      } else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
+        generation++;
+        clear();
+      }
+    },
+    onReset() {
+      generation++;
+      clear();
+    },
+  });
+
+  return {
+    async get(projectId) {
+      if (!feed.fresh()) {
+        counts.bypassed++;
+        return await read(projectId);
+      }
+      const entry = kept.get(projectId);
+      if (entry) {
+        counts.hits++;
+        return entry.config;
+      }
+      counts.misses++;
+      const before = generation;
+      const config = await read(projectId);
+      if (!config || generation !== before || !feed.fresh() || kept.has(projectId)) return config;
+      const bytes = JSON.stringify(config).length * 2 + 256;
+      if (kept.size >= maxEntries) drop(kept.keys().next().value!);
+      if (lease && !lease.grow(bytes)) return config;
+      kept.set(projectId, { config, bytes });
+      return config;
+    },
+    stats: () => ({ entries: kept.size, ...counts }),
+    async close() {
+      await feed.close();
+      clear();
+      lease?.release();
+      lease = undefined;
+    },
+  };
+}
