@@ -807,11 +807,19 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
     await t.step(
       "installations: an internal project accepts consent only from its admins",
       async () => {
+        // A consent while it is external: the registry keeps the config it read, until the
+        // change below reaches it (the config's trigger, then the feed).
+        const earlier = await stack.token({ sub: "user-8", accountId: "acc-8" });
+        assert.equal(
+          (await api("POST", "/v1/installations", { token: earlier, json: { project_id: "p2" } }))
+            .status,
+          201,
+        );
         await api("PATCH", "/v1/projects/p2/config", {
           token: admin,
           json: { audience: "internal" },
         });
-        await propagated(); // the registry keeps the configs consent reads in memory
+        await propagated();
         const user = await stack.token({ sub: "user-7", accountId: "acc-7" });
         assertError(
           await api("POST", "/v1/installations", { token: user, json: { project_id: "p2" } }),
