@@ -316,11 +316,11 @@ export function assignments<T extends object>(
 }
 
 /**
- * `("a", "b") values ($1, $2)`: an insert of `values`' own columns, as one fragment (see
- * `form`). Where postgres.js's own `insert into t ${sql(values)}` would do the same, it first finds the helper's
- * meaning by matching eight patterns against all the statement's text before it, and escapes each
- * column again: about 18 to 34 µs of the service's CPU a consent or a client's create (measured
- * call by call against it). Column names are the code's, never a caller's.
+ * `("a", "b") values ($1, $2)`: an insert of `values`' own columns, as one fragment (see `form`).
+ * Where postgres.js's own `insert into t ${sql(values)}` would do the same, it first finds the
+ * helper's meaning by matching eight patterns against all the statement's text before it, and
+ * escapes each column again: about 18 to 34 µs of the service's CPU a consent or a client's create
+ * (measured call by call against it). Column names are the code's, never a caller's.
  */
 export function insertion(
   sql: Sql,

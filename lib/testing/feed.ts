@@ -28,7 +28,7 @@ export function manualFeed(): {
   };
 }
 
-/** Holds the next call that passes it, from `hold()` until the function `hold` returned is called. */
+/** Holds the calls that pass it from `hold()` until the function `hold` returned is called. */
 export function gate(): { pass(): Promise<void>; hold(): () => void } {
   let held = false;
   let release: (() => void) | undefined;

@@ -10,8 +10,8 @@
  *   installations, browser origins) are not about configs; one this version does not know, and a
  *   lost listening connection, drop all;
  * - a config is served from memory only while the feed is fresh (every change committed more than
- *   800 ms ago applied): a project made `internal` refuses its other users' consent in every replica
- *   within a second; while the feed is not fresh every read goes to Postgres;
+ *   800 ms ago applied): a project made `internal` refuses its other users' consent in every
+ *   replica within a second; while the feed is not fresh every read goes to Postgres;
  * - a config read while one changed is not kept (it may predate the change); a project with no
  *   config is never kept (creating one notifies nobody).
  *
