@@ -51,6 +51,16 @@ Deno.test("used_jtis: once per scope and jti, until expiry, also when used all a
       new Set([false]),
     );
 
+    // A use commits without waiting for the disk, in its own transaction only: the pool's
+    // connections keep the server's setting.
+    const settings = await Promise.all(
+      Array.from(
+        { length: 3 },
+        () => sql<{ s: string }[]>`select current_setting('synchronous_commit') as s`,
+      ),
+    );
+    assert.deepEqual(new Set(settings.map(([r]) => r!.s)), new Set(["on"]));
+
     assert.equal(await jtis.purge(at(59_999)), 2, "the rows of dpop:k1 (3 s) and dpop:k2 (1 s)");
     assert.equal(await jtis.purge(at(60_001), 100), 100, "at most the limit");
     assert.equal(await jtis.purge(at(60_001)), n - 100);
