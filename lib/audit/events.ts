@@ -37,7 +37,7 @@ import {
 import * as v from "valibot";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
-import { plainName, type Sql } from "../db/mod.ts";
+import { deleteBatch, plainName, purgeBatch, type Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
 import { pageLimit, readEtag, validate } from "../resource/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
@@ -617,18 +617,19 @@ export async function listEvents(
  * beside the traffic, and a long delete would hold locks and bloat a transaction. Only numbered
  * events: {@link numberEvents} never waits for a delete, nor a delete for it.
  */
-export async function pruneEvents(
+export function pruneEvents(
   sql: Sql,
   schema: string,
   cutoff: Date,
-  batch = 1000,
+  batch = purgeBatch,
 ): Promise<number> {
-  const table = sql(`${schema}.events`);
-  const gone = await sql`
-    delete from ${table} where ctid = any(array(
-      select ctid from ${table} where occurred_at < ${cutoff} and seq is not null limit ${batch}
-    ))`;
-  return gone.count;
+  plainName(schema);
+  return deleteBatch(
+    sql,
+    `${schema}.events`,
+    sql`occurred_at < ${cutoff} and seq is not null`,
+    batch,
+  );
 }
 
 /**

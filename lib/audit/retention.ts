@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { Sql } from "../db/mod.ts";
+import { inBatches, type Sql } from "../db/mod.ts";
 import { type Logger, positiveInt } from "../platform/mod.ts";
 import { numberEvents, pruneEvents } from "./events.ts";
 import { createEventFeed, type EventFeed } from "./feed.ts";
@@ -41,13 +41,9 @@ export interface RetentionOptions {
 /** Deletes what is past retention now; returns how many events. */
 export async function pruneOnce(sql: Sql, schema: string, o: RetentionOptions): Promise<number> {
   const cutoff = new Date(o.now() - o.days * 86_400_000);
-  let total = 0;
-  for (let i = 0; i < (o.maxBatches ?? 100); i++) {
-    const n = await pruneEvents(sql, schema, cutoff);
-    total += n;
-    if (n < 1000) break;
-  }
-  return total;
+  return await inBatches((limit) => pruneEvents(sql, schema, cutoff, limit), {
+    maxBatches: o.maxBatches ?? 100,
+  });
 }
 
 /** Prunes every `intervalMs` and numbers every `numberMs` until the returned function is called. */

@@ -1,6 +1,7 @@
 /**
  * Postgres, for the services only (the gateway's module graph must not contain it): the pool,
- * forward-only migrations, pool metrics, the idempotency keys' table, and change feeds.
+ * forward-only migrations, pool metrics, the idempotency keys' table, change feeds, and purges in
+ * batches.
  *
  * @module
  */
@@ -12,6 +13,7 @@ export {
   propagationMs,
 } from "./change_feed.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
+export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";
 export {
   assignments,
   connect,

@@ -29,8 +29,9 @@
  * stored (a {@link Redaction}).
  *
  * Each service stores its keys in its own schema, table `idempotency_keys` (a migration of each
- * service; the store is lib/db's `createIdempotencyStore`), as (caller, rpc, key, request hash, response bytes or error, created_at). Expired rows
- * are purged opportunistically, at most once a minute per process, a thousand at a time.
+ * service; the store is lib/db's `createIdempotencyStore`), as (caller, rpc, key, request hash,
+ * response bytes or error, created_at). Expired rows are purged opportunistically, at most once a
+ * minute per process, a thousand at a time until none is left.
  *
  * A crash between the handler's commit and the storing of its outcome leaves the key "in progress"
  * ({@link IdempotencyOptions.lockSeconds}, 60 s); after that a retry with the same request takes

@@ -8,7 +8,7 @@
  */
 
 import type { AuditContext } from "../../../lib/audit/mod.ts";
-import { insertion, type Sql } from "../../../lib/db/mod.ts";
+import { deleteBatch, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { changesOf, securityEventCtes } from "../security_events.ts";
 import type { FamilyRow } from "./grants.ts";
 
@@ -92,8 +92,11 @@ export interface DeviceCodeRepository {
    * (`denied`) is written by the statement that denies it, and only when it did.
    */
   deny(userCodeHash: Uint8Array, at: Date, audit?: AuditContext): Promise<boolean>;
-  /** Deletes codes expired an hour before `at`, and counts and cool-downs that are over. */
-  purge(at: Date, limit: GuessLimit): Promise<void>;
+  /**
+   * Deletes at most `batch` each of the codes expired an hour before `at`, the failure counts and
+   * the cool-downs that are over; returns how many rows in all.
+   */
+  purge(at: Date, limit: GuessLimit, batch: number): Promise<number>;
 }
 
 /** An advisory lock id of a key (its first 8 bytes, as a signed bigint's text). */
@@ -237,13 +240,12 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
       return denied.length === 1;
     },
 
-    async purge(at, limit) {
-      await sql`
-        delete from token.device_codes where expires_at < ${new Date(at.getTime() - 3_600_000)}`;
-      await sql`
-        delete from token.user_code_failures
-        where at < ${new Date(at.getTime() - limit.windowMs)}`;
-      await sql`delete from token.user_code_blocks where until < ${at}`;
+    async purge(at, limit, batch) {
+      const codesBefore = new Date(at.getTime() - 3_600_000);
+      const failuresBefore = new Date(at.getTime() - limit.windowMs);
+      return await deleteBatch(sql, "token.device_codes", sql`expires_at < ${codesBefore}`, batch) +
+        await deleteBatch(sql, "token.user_code_failures", sql`at < ${failuresBefore}`, batch) +
+        await deleteBatch(sql, "token.user_code_blocks", sql`until < ${at}`, batch);
     },
   };
 }

@@ -10,7 +10,7 @@
  */
 
 import type { AuditContext } from "../../../lib/audit/mod.ts";
-import { insertion, type Sql } from "../../../lib/db/mod.ts";
+import { deleteBatch, insertion, type Sql } from "../../../lib/db/mod.ts";
 import {
   changesOf,
   type FieldValue,
@@ -123,8 +123,12 @@ export interface GrantRepository {
    * family changes nothing and records nothing.
    */
   revokeFamily(familyId: string, at: Date, event?: RevocationEvent): Promise<void>;
-  /** Deletes what expired before `at`. */
-  purge(at: Date): Promise<void>;
+  /**
+   * Deletes at most `limit` families that expired before `at` (with their codes, refresh tokens
+   * and access token records) and at most `limit` revoked tokens past their expiry; returns how
+   * many rows of the two it deleted.
+   */
+  purge(at: Date, limit: number): Promise<number>;
 }
 
 /** Thrown inside {@link GrantRepository.issue}'s transaction to roll it back with an outcome. */
@@ -246,10 +250,10 @@ export function createGrantRepository(
       onRevoked((revoked as { jti: string }[]).map((r) => r.jti));
     },
 
-    async purge(at) {
+    async purge(at, limit) {
       // A family goes with its codes, refresh tokens and access token records (on delete cascade).
-      await sql`delete from token.families where expires_at < ${at}`;
-      await sql`delete from token.revoked_tokens where expires_at < ${at}`;
+      return await deleteBatch(sql, "token.families", sql`expires_at < ${at}`, limit) +
+        await deleteBatch(sql, "token.revoked_tokens", sql`expires_at < ${at}`, limit);
     },
   };
 }

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { insertion, type Sql } from "../../../lib/db/mod.ts";
+import { deleteBatch, insertion, type Sql } from "../../../lib/db/mod.ts";
 
 /** A pushed request as stored. */
 export interface PushedRow {
@@ -52,13 +52,8 @@ export function createPushedRequests(sql: Sql): PushedRequests {
         returning 1`;
       return rows.length === 1;
     },
-    async purge(at, limit = 1000) {
-      const rows = await sql`
-        delete from token.pushed_requests where request_uri_hash in (
-          select request_uri_hash from token.pushed_requests where expires_at < ${at} limit ${limit}
-        )
-        returning 1`;
-      return rows.length;
+    purge(at, limit) {
+      return deleteBatch(sql, "token.pushed_requests", sql`expires_at < ${at}`, limit);
     },
   };
 }

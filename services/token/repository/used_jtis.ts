@@ -30,7 +30,7 @@
 
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
-import type { Sql } from "../../../lib/db/mod.ts";
+import { deleteBatch, type Sql } from "../../../lib/db/mod.ts";
 
 /** Records single-use JWT ids. */
 export interface UsedJtis {
@@ -125,13 +125,8 @@ export function createUsedJtis(sql: Sql): UsedJtis {
         if (inFlight < maxInFlight) void drain();
       });
     },
-    async purge(at, limit = 1000) {
-      const rows = await sql`
-        delete from token.used_jtis where key in (
-          select key from token.used_jtis where expires_at < ${at} limit ${limit}
-        )
-        returning 1`;
-      return rows.length;
+    purge(at, limit) {
+      return deleteBatch(sql, "token.used_jtis", sql`expires_at < ${at}`, limit);
     },
   };
 }
