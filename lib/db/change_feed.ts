@@ -59,7 +59,7 @@ export interface ChangeFeed {
 export const propagationMs = 1000;
 
 /** The prefix of heartbeats; owners' payloads never start with it. */
-const heartbeatPrefix = "~hb:";
+export const heartbeatPrefix = "~hb:";
 
 /** Follows `channel` on `sql` (see the module's header). */
 export function followChanges(sql: Sql, channel: string, options: FollowOptions): ChangeFeed {

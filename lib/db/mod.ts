@@ -10,6 +10,7 @@ export {
   type ChangeFeed,
   followChanges,
   type FollowOptions,
+  heartbeatPrefix,
   propagationMs,
 } from "./change_feed.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";

@@ -8,7 +8,7 @@
  */
 
 import postgres from "postgres";
-import { propagationMs } from "../db/mod.ts";
+import { heartbeatPrefix, propagationMs } from "../db/mod.ts";
 import { dockerProblem, postgresImage } from "./containers.ts";
 
 /** A database that exists until `drop()`. */
@@ -94,9 +94,10 @@ export function propagated(): Promise<void> {
 /** What a test hears on a Postgres channel (see {@link listenTo}). */
 export interface Heard {
   /**
-   * The payloads heard since the last flush, once a marker this sends on the channel has come
-   * back: Postgres delivers notifications in commit order, so every one sent by a transaction
-   * committed before the call is among them. Not a wait of a guessed length.
+   * The payloads heard since the last flush (change feeds' heartbeats left out), once a marker
+   * this sends on the channel has come back: Postgres delivers notifications in commit order, so
+   * every one sent by a transaction committed before the call is among them. Not a wait of a
+   * guessed length.
    */
   flush(): Promise<string[]>;
   /** Stops listening. */
@@ -110,7 +111,9 @@ export async function listenTo(sql: postgres.Sql, channel: string): Promise<Hear
   const prefix = `~test-marker:${crypto.randomUUID()}:`;
   const listener = await sql.listen(channel, (payload) => {
     if (payload.startsWith(prefix)) markers.get(payload)?.();
-    else heard.push(payload);
+    // A change feed's follower (lib/db/change_feed.ts) on the channel sends heartbeats, every
+    // 200 ms: its own, not a change's.
+    else if (!payload.startsWith(heartbeatPrefix)) heard.push(payload);
   });
   let n = 0;
   return {
