@@ -802,6 +802,31 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "invalid_argument",
         "after",
       );
+
+      // project_id keeps one project's installations of the account.
+      const other = await stack.token({ sub: "user-9", accountId: "acc-9" });
+      const ids: Record<string, string> = {};
+      for (const project of ["p1", "p2"]) {
+        const res = await api("POST", "/v1/installations", {
+          token: other,
+          json: { project_id: project },
+        });
+        assert.equal(res.status, 201);
+        ids[project] = res.body.id;
+      }
+      const listed = async (query: string) =>
+        (await api("GET", `/v1/installations${query}`, { token: other })).body.data
+          .map((i: { id: string }) => i.id);
+      assert.deepEqual(await listed(""), [ids.p1, ids.p2]);
+      assert.deepEqual(await listed("?project_id=p2"), [ids.p2]);
+      assert.deepEqual(await listed("?project_id=p1&limit=1"), [ids.p1]);
+      assert.deepEqual(await listed("?project_id=nowhere"), []);
+      assertError(
+        await api("GET", "/v1/installations?project_id=Not%20a%20project", { token: other }),
+        400,
+        "invalid_argument",
+        "project_id",
+      );
     });
 
     await t.step(

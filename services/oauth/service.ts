@@ -806,6 +806,7 @@ export function createOAuthRegistry(
 
     async listInstallations(req, ctx) {
       const caller = callerOf(ctx);
+      if (req.projectId !== "") project(req.projectId);
       const { limit, after } = await readPage(
         req,
         ListInstallationsRequestSchema,
@@ -814,7 +815,7 @@ export function createOAuthRegistry(
         async (uuid) => (await installations.get(caller.accountId, uuid)) !== undefined,
       );
       return pageOf(
-        await installations.list(caller.accountId, limit, after),
+        await installations.list(caller.accountId, req.projectId || undefined, limit, after),
         limit,
         toInstallation,
       );

@@ -233,7 +233,7 @@ export function createRegistry(options: RegistryOptions): Registry {
       try {
         let after = "";
         for (;;) {
-          const res = await client.listInstallations({ limit: 100, after }, {
+          const res = await client.listInstallations({ limit: 100, after, projectId }, {
             headers: { authorization: userAuthorization },
           });
           const live = res.data.find((i) =>

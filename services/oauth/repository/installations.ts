@@ -67,7 +67,12 @@ export interface InstallationRepository {
   /** Returns the project's installation, whoever's account it is in, or undefined. */
   getInProject(projectId: string, id: string): Promise<InstallationRow | undefined>;
   /** Returns up to `limit` + 1 installations of the account after the cursor id, in id order. */
-  list(accountId: string, limit: number, after: string | undefined): Promise<InstallationRow[]>;
+  list(
+    accountId: string,
+    projectId: string | undefined,
+    limit: number,
+    after: string | undefined,
+  ): Promise<InstallationRow[]>;
   /**
    * Revokes the account's installation; returns false when there is no such installation, throws
    * ABORTED when `write.etag` is not the installation's.
@@ -175,10 +180,12 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         select *, xmin::text as etag from oauth.installations where id = ${id} and project_id = ${projectId}`;
       return row;
     },
-    async list(accountId, limit, after) {
+    async list(accountId, projectId, limit, after) {
       return await sql<InstallationRow[]>`
         select *, xmin::text as etag from oauth.installations
-        where account_id = ${accountId} ${after === undefined ? sql`` : sql`and id > ${after}`}
+        where account_id = ${accountId}
+          ${projectId === undefined ? sql`` : sql`and project_id = ${projectId}`}
+          ${after === undefined ? sql`` : sql`and id > ${after}`}
         order by id
         limit ${limit + 1}`;
     },
