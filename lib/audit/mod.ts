@@ -1,6 +1,7 @@
 /**
  * The audit trail and change feed every service keeps: events written in the statement of each
- * change (./events.ts), followed as they commit (./feed.ts), pruned by age (./retention.ts).
+ * change (./events.ts; a resource row's create and update, ./rows.ts), followed as they commit
+ * (./feed.ts), pruned by age (./retention.ts).
  *
  * @module
  */
@@ -8,3 +9,4 @@
 export * from "./events.ts";
 export * from "./feed.ts";
 export * from "./retention.ts";
+export * from "./rows.ts";

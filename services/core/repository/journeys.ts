@@ -4,9 +4,15 @@
  * @module
  */
 
-import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import {
+  type AuditedRows,
+  insertAudited,
+  rowEvent,
+  updateAudited,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
@@ -39,7 +45,8 @@ export type JourneyRefusal = "not_found" | "no_parent" | "cycle" | "has_children
  * How its rows are named in events; an event never shows the ids (in the resource name), the
  * space, the timestamps or the etag.
  */
-const audited: AuditedTable = {
+const audited: AuditedRows = {
+  table: "core.journeys",
   schema: "core",
   hidden: ["id", "space", "created_at", "updated_at", "etag"],
   parent: (sql, r) => sql`${r}.space`,
@@ -95,27 +102,8 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
   return {
     async create(journey, write) {
       const at = uuidTime(journey.id); // creation time in id order
-      const [row] = await sql<JourneyRow[]>`
-        with created as (
-          insert into core.journeys ${
-        insertion(sql, { ...journey, created_at: at, updated_at: at })
-      }
-          returning *, xmin::text as etag
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          journeyName(journey.space, journey.id),
-          "created",
-          "created",
-          null,
-          "created",
-        )
-      }
-        select * from created`;
-      return row!;
+      const name = journeyName(journey.space, journey.id);
+      return (await insertAudited<JourneyRow>(sql, audited, journey, at, write.audit, name))!;
     },
     async get(space, id) {
       const [row] = await sql<JourneyRow[]>`
@@ -151,36 +139,15 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           if (!parent) return "no_parent" as const;
           if (parent.cycle) return "cycle" as const;
         }
-        const columns = Object.keys(journey) as (keyof JourneyFields)[];
-        const q = tx as unknown as Sql;
-        // The row is locked first, so `prior` is the version the update replaces.
-        const [row] = await tx<JourneyRow[]>`
-          with prior as (
-            select *, xmin::text as etag from core.journeys
-            where id = ${id} and space = ${space}
-            for update
-          ),
-          updated as (
-            update core.journeys j
-            set ${assignments(q, journey, columns)}, updated_at = greatest(now(), j.created_at)
-            from prior
-            where j.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
-            returning j.*, j.xmin::text as etag
-          ),
-          ${
-          rowEvent(
-            sql,
-            audited,
-            write.audit,
-            journeyName(space, id),
-            "prior, updated",
-            "updated",
-            "prior",
-            "updated",
-            columns,
-          )
-        }
-          select * from updated`;
+        const row = await updateAudited<JourneyRow, JourneyFields>(
+          sql,
+          audited,
+          sql`id = ${id} and space = ${space}`,
+          journey,
+          write,
+          journeyName(space, id),
+          tx as unknown as Sql,
+        );
         if (row) return row;
         if (write.etag !== undefined) {
           const [found] =

@@ -4,9 +4,16 @@
  * @module
  */
 
-import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import {
+  type AuditedRows,
+  ifMatch,
+  insertAudited,
+  rowEvent,
+  updateAudited,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
@@ -32,7 +39,8 @@ export type RoleFields = Pick<RoleRow, "name" | "description" | "resource_type" 
  * How its rows are named in events; an event never shows the ids (in the resource name), the
  * space, the timestamps or the etag.
  */
-const audited: AuditedTable = {
+const audited: AuditedRows = {
+  table: "core.roles",
   schema: "core",
   hidden: ["id", "space", "created_at", "updated_at", "etag"],
   parent: (sql, r) => sql`${r}.space`,
@@ -70,25 +78,8 @@ export function createRoleRepository(sql: Sql): RoleRepository {
   const repo: RoleRepository = {
     async create(role, write) {
       const at = uuidTime(role.id); // creation time in id order
-      const [row] = await sql<RoleRow[]>`
-        with created as (
-          insert into core.roles ${insertion(sql, { ...role, created_at: at, updated_at: at })}
-          returning *, xmin::text as etag
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          roleName(role.space, role.id),
-          "created",
-          "created",
-          null,
-          "created",
-        )
-      }
-        select * from created`;
-      return row!;
+      const name = roleName(role.space, role.id);
+      return (await insertAudited<RoleRow>(sql, audited, role, at, write.audit, name))!;
     },
     async get(space, id) {
       const [row] = await sql<RoleRow[]>`
@@ -110,35 +101,15 @@ export function createRoleRepository(sql: Sql): RoleRepository {
       return row!.found || await isTombstone(sql, "role", id, space);
     },
     async replace(space, id, role, write) {
-      const columns = Object.keys(role) as (keyof RoleFields)[];
-      // The row is locked first, so `prior` is the version the update replaces.
-      const [row] = await sql<RoleRow[]>`
-        with prior as (
-          select *, xmin::text as etag from core.roles
-          where id = ${id} and space = ${space}
-          for update
-        ),
-        updated as (
-          update core.roles r
-          set ${assignments(sql, role, columns)}, updated_at = greatest(now(), r.created_at)
-          from prior
-          where r.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
-          returning r.*, r.xmin::text as etag
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          roleName(space, id),
-          "prior, updated",
-          "updated",
-          "prior",
-          "updated",
-          columns,
-        )
-      }
-        select * from updated`;
+      const where = sql`id = ${id} and space = ${space}`;
+      const row = await updateAudited<RoleRow, RoleFields>(
+        sql,
+        audited,
+        where,
+        role,
+        write,
+        roleName(space, id),
+      );
       if (!row && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");
       }

@@ -4,9 +4,16 @@
  * @module
  */
 
-import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import {
+  type AuditedRows,
+  ifMatch,
+  insertAudited,
+  rowEvent,
+  updateAudited,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import { isTombstone } from "./tombstones.ts";
@@ -39,7 +46,8 @@ export type UnitFields = Pick<
  * How its rows are named in events; an event never shows the ids (in the resource name), the
  * space, the timestamps or the etag.
  */
-const audited: AuditedTable = {
+const audited: AuditedRows = {
+  table: "core.units",
   schema: "core",
   hidden: ["id", "space", "created_at", "updated_at", "etag"],
   parent: (sql, r) => sql`${r}.space`,
@@ -98,28 +106,10 @@ export function createUnitRepository(sql: Sql): UnitRepository {
       const journey = sql`(
         select id from core.journeys where id = ${unit.journey_id} and space = ${unit.space}
       )`;
-      let row: UnitRow | undefined;
+      const name = unitName(unit.space, unit.journey_id, unit.id);
       try {
-        [row] = await sql<UnitRow[]>`
-        with created as (
-          insert into core.units ${
-          insertion(sql, { ...unit, journey_id: journey, created_at: at, updated_at: at })
-        }
-          returning *, xmin::text as etag
-        ),
-        ${
-          rowEvent(
-            sql,
-            audited,
-            write.audit,
-            unitName(unit.space, unit.journey_id, unit.id),
-            "created",
-            "created",
-            null,
-            "created",
-          )
-        }
-        select * from created`;
+        const values = { ...unit, journey_id: journey };
+        return await insertAudited<UnitRow>(sql, audited, values, at, write.audit, name);
       } catch (error) {
         const { code, column_name } = error as { code?: string; column_name?: string };
         if ((code === "23502" && column_name === "journey_id") || code === "23503") {
@@ -127,7 +117,6 @@ export function createUnitRepository(sql: Sql): UnitRepository {
         }
         throw error;
       }
-      return row;
     },
     async get(space, id) {
       const [row] = await sql<UnitRow[]>`
@@ -150,35 +139,14 @@ export function createUnitRepository(sql: Sql): UnitRepository {
       return row!.found || await isTombstone(sql, "unit", id, journeyId);
     },
     async replace(space, id, unit, write) {
-      const columns = Object.keys(unit) as (keyof UnitFields)[];
-      // The row is locked first, so `prior` is the version the update replaces.
-      const [row] = await sql<UnitRow[]>`
-        with prior as (
-          select *, xmin::text as etag from core.units
-          where id = ${id} and space = ${space}
-          for update
-        ),
-        updated as (
-          update core.units u
-          set ${assignments(sql, unit, columns)}, updated_at = greatest(now(), u.created_at)
-          from prior
-          where u.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
-          returning u.*, u.xmin::text as etag
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          unitName(space, unit.journey_id, id),
-          "prior, updated",
-          "updated",
-          "prior",
-          "updated",
-          columns,
-        )
-      }
-        select * from updated`;
+      const row = await updateAudited<UnitRow, UnitFields>(
+        sql,
+        audited,
+        sql`id = ${id} and space = ${space}`,
+        unit,
+        write,
+        unitName(space, unit.journey_id, id),
+      );
       if (!row && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("unit");
       }

@@ -5,9 +5,16 @@
  * @module
  */
 
-import { type AuditedTable, ifMatch, rowEvent, type Write } from "../../../lib/audit/mod.ts";
+import {
+  type AuditedRows,
+  ifMatch,
+  insertAudited,
+  rowEvent,
+  updateAudited,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { ids } from "../ids.ts";
-import { assignments, insertion, type Sql } from "../../../lib/db/mod.ts";
+import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 
@@ -34,7 +41,8 @@ export interface ClientRow {
  * How its rows are named in events; an event never shows the ids (in the resource name), the
  * project, the timestamps or the etag, nor the origin keys (internal).
  */
-const audited: AuditedTable = {
+const audited: AuditedRows = {
+  table: "oauth.clients",
   schema: "oauth",
   hidden: ["id", "project_id", "created_at", "updated_at", "origin_keys", "etag"],
   parent: (sql, r) => sql`${r}.project_id`,
@@ -117,25 +125,8 @@ export function createClientRepository(sql: Sql): ClientRepository {
   return {
     async create(client, write) {
       const at = uuidTime(client.id); // creation time in id order
-      const [row] = await sql<ClientRow[]>`
-        with created as (
-          insert into oauth.clients ${insertion(sql, { ...client, created_at: at, updated_at: at })}
-          returning *, xmin::text as etag
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          clientName(client.project_id, client.id),
-          "created",
-          "created",
-          null,
-          "created",
-        )
-      }
-        select * from created`;
-      return row!;
+      const name = clientName(client.project_id, client.id);
+      return (await insertAudited<ClientRow>(sql, audited, client, at, write.audit, name))!;
     },
     async get(projectId, id) {
       const [row] = await sql<ClientRow[]>`
@@ -163,39 +154,17 @@ export function createClientRepository(sql: Sql): ClientRepository {
       return row!.found;
     },
     async update(projectId, id, changes, write) {
-      const columns = Object.keys(changes) as (keyof ClientChanges)[];
-      const [row] = columns.length === 0
-        ? await sql<ClientRow[]>`
-            select *, xmin::text as etag from oauth.clients
-            where id = ${id} and project_id = ${projectId}`
-        // The row is locked first, so `prior` is the version the update replaces.
-        : await sql<ClientRow[]>`
-            with prior as (
-              select *, xmin::text as etag from oauth.clients
-              where id = ${id} and project_id = ${projectId}
-              for update
-            ),
-            updated as (
-              update oauth.clients c
-              set ${assignments(sql, changes, columns)}, updated_at = greatest(now(), c.created_at)
-              from prior
-              where c.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
-              returning c.*, c.xmin::text as etag
-            ),
-            ${
-          rowEvent(
-            sql,
-            audited,
-            write.audit,
-            clientName(projectId, id),
-            "prior, updated",
-            "updated",
-            "prior",
-            "updated",
-            columns,
-          )
-        }
-            select * from updated`;
+      const columns = Object.keys(changes);
+      const row = columns.length === 0
+        ? await this.get(projectId, id)
+        : await updateAudited<ClientRow, ClientChanges>(
+          sql,
+          audited,
+          sql`id = ${id} and project_id = ${projectId}`,
+          changes,
+          write,
+          clientName(projectId, id),
+        );
       if (row && write.etag !== undefined && row.etag !== write.etag && columns.length === 0) {
         throw etagMismatch("client");
       }

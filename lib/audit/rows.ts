@@ -1,0 +1,96 @@
+/**
+ * The two writes every audited resource table makes the same way, each one statement with its
+ * event (./events.ts): a create, and an update of the columns a caller set, under the row's lock
+ * and the caller's etag. What differs between tables (how a row is found, what a delete leaves
+ * behind) stays with each table's repository.
+ *
+ * @module
+ */
+
+import { assignments, insertion, type Sql } from "../db/mod.ts";
+import {
+  type AuditContext,
+  type AuditedTable,
+  constant,
+  type Fragment,
+  ifMatch,
+  rowEvent,
+  type Write,
+} from "./events.ts";
+
+/** An audited table of resources, with `id`, `created_at` and `updated_at` columns. */
+export interface AuditedRows extends AuditedTable {
+  /** The table, schema-qualified (a constant of the code). */
+  table: string;
+}
+
+/**
+ * Inserts a row (`created_at` and `updated_at` set to `at`) and its `created` event, named
+ * `resource`; returns the row with its etag. Values may be SQL (a lookup the insert makes).
+ */
+export async function insertAudited<T extends object>(
+  sql: Sql,
+  rows: AuditedRows,
+  values: object,
+  at: Date,
+  audit: AuditContext,
+  resource: string,
+): Promise<T | undefined> {
+  const [row] = await sql<T[]>`
+    with created as (
+      insert into ${constant(sql, rows.table)} ${
+    insertion(sql, { ...values, created_at: at, updated_at: at })
+  }
+      returning *, xmin::text as etag
+    ),
+    ${rowEvent(sql, rows, audit, resource, "created", "created", null, "created")}
+    select * from created`;
+  return row;
+}
+
+/**
+ * Sets `changes` (their keys are the code's column names) and `updated_at` on the one row that
+ * `where` finds, when `write.etag` is absent or is the row's, with its `updated` event naming the
+ * columns set, before and after; returns the row with its new etag, or undefined when there is no
+ * such row or the etag is not its (the caller tells the two apart). The row is locked first, so
+ * the event's old values are the version the update replaces. In a transaction, pass its `run`
+ * and the pool as `sql` (lib/audit's fragments are made once per pool).
+ */
+export async function updateAudited<T extends object, C extends object>(
+  sql: Sql,
+  rows: AuditedRows,
+  where: Fragment,
+  changes: C,
+  write: Write,
+  resource: string,
+  run: Sql = sql,
+): Promise<T | undefined> {
+  const columns = Object.keys(changes) as (keyof C & string)[];
+  const table = constant(sql, rows.table);
+  const [row] = await run<T[]>`
+    with prior as (
+      select *, xmin::text as etag from ${table} where ${where} for update
+    ),
+    updated as (
+      update ${table} t
+      set ${assignments(sql, changes, columns)}, updated_at = greatest(now(), t.created_at)
+      from prior
+      where t.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
+      returning t.*, t.xmin::text as etag
+    ),
+    ${
+    rowEvent(
+      sql,
+      rows,
+      write.audit,
+      resource,
+      "prior, updated",
+      "updated",
+      "prior",
+      "updated",
+      columns,
+    )
+  }
+    select * from updated`;
+  return row;
+}
