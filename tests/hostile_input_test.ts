@@ -469,6 +469,15 @@ function badQueryValue(name: string): fc.Arbitrary<string> {
     case "parent":
     case "journey":
       return enc(fc.string({ minLength: 1, maxLength: 30 }));
+    case "project_id":
+      return enc(
+        fc.oneof(
+          fc.constantFrom("-p", ".p", "a b", "p/q", "p\u0000", "p".repeat(129), "é"),
+          fc.string({ minLength: 1, maxLength: 12 }).filter((s) =>
+            !/^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$/.test(s)
+          ),
+        ),
+      );
     default:
       throw new Error(`no bad values for query parameter ${name}`);
   }
