@@ -13,7 +13,9 @@
  *   800 ms ago applied): a project made `internal` refuses its other users' consent in every
  *   replica within a second; while the feed is not fresh every read goes to Postgres;
  * - a config read while one changed is not kept (it may predate the change); a project with no
- *   config is never kept (creating one notifies nobody).
+ *   config is never kept (creating one notifies nobody);
+ * - the replica that changes a config forgets it as soon as the change commits (`changed`), so its
+ *   own next consent reads the new one without waiting for the feed.
  *
  * Nothing else reads configs from here: GetOAuthConfig and UpdateOAuthConfig read Postgres (an
  * etag must be the stored one). Bounded: at most `maxEntries`, oldest first, each counted in the
@@ -44,6 +46,11 @@ export interface ConfigCacheOptions {
 export interface ConfigCache {
   /** The project's config, or undefined; from memory when it may be. */
   get(projectId: string): Promise<ConfigRow | undefined>;
+  /**
+   * Forgets the project's config at once: this replica changed it (the feed tells the others, and
+   * this one again, within a second). A read under way when it is called is not kept.
+   */
+  changed(projectId: string): void;
   /** Configs kept now, and how reads were answered so far. */
   stats(): { entries: number; hits: number; misses: number; bypassed: number };
   /** Stops following the feed, and forgets every config. */
@@ -111,6 +118,10 @@ export function cacheConfigs(
       if (lease && !lease.grow(bytes)) return config;
       kept.set(projectId, { config, bytes });
       return config;
+    },
+    changed(projectId) {
+      generation++;
+      drop(projectId);
     },
     stats: () => ({ entries: kept.size, ...counts }),
     async close() {

@@ -75,6 +75,24 @@ Deno.test("config cache: nothing from memory while the feed is not fresh, nor ke
   assert.equal(t.cache.stats().entries, 0);
 });
 
+Deno.test("config cache: the replica that changed a config forgets it at once, before the feed", async () => {
+  const t = setup();
+  t.set("p1");
+  await t.cache.get("p1");
+  t.set("p1", "internal");
+  t.cache.changed("p1"); // no notification yet
+  assert.equal((await t.cache.get("p1"))?.audience, "internal");
+  // A read under way when it changed is not kept.
+  t.cache.changed("p1");
+  const go = t.reading.hold();
+  const answer = t.cache.get("p1");
+  await Promise.resolve();
+  t.cache.changed("p1");
+  go();
+  await answer;
+  assert.equal(t.cache.stats().entries, 0);
+});
+
 Deno.test("config cache: bounded, oldest first, and within the memory budget", async () => {
   const budget = createMemoryBudget(4096);
   const t = setup({ maxEntries: 2, budget });

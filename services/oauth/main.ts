@@ -70,6 +70,7 @@ export const oauthRegistryService = defineService({
             now,
             log,
             feed: audit.feed,
+            onConfigChanged: (projectId) => cache?.changed(projectId),
           }),
         ),
       ],

@@ -131,6 +131,11 @@ export interface OAuthRegistryDeps {
   log?: Logger;
   /** The change feed WatchEvents serves (none: WatchEvents is UNAVAILABLE). */
   feed?: EventFeed;
+  /**
+   * Told of each project whose config this replica changed, once the change has committed (the
+   * config cache of ./config_cache.ts forgets it at once; other replicas learn it from the feed).
+   */
+  onConfigChanged?: (projectId: string) => void;
 }
 
 const configMask = {
@@ -413,9 +418,11 @@ export function createOAuthRegistry(
           changes as ConfigChanges & { application_name: string },
           write,
         );
+        deps.onConfigChanged?.(req.projectId);
         return { config: toConfig(row) };
       }
       const row = await configs.update(req.projectId, changes as ConfigChanges, write);
+      if (row) deps.onConfigChanged?.(req.projectId);
       if (!row) {
         throw invalidArgument([{
           field: "config.application_name",
