@@ -776,7 +776,12 @@ Deno.test("hostile input over gRPC: never INTERNAL or UNKNOWN, nothing written, 
               cases.forEach((k, i) => {
                 const out = outcomes[i]!;
                 let what = `${fc.stringify(k)} -> ${out.code} ${out.details.slice(0, 300)}`;
-                if (out.code === 14) what += `\n${proc.lines.slice(-15).join("\n")}`;
+                if (out.code === 14) {
+                  // UNAVAILABLE: the service's last log lines, and how the client saw its
+                  // connection end (grpc-js's transport trace).
+                  what += `\n${proc.lines.slice(-15).join("\n")}\n` +
+                    client.log().split("\n").slice(-15).join("\n");
+                }
                 assert.notEqual(out.code, Status.UNKNOWN, what);
                 assert.notEqual(out.code, Status.INTERNAL, what);
                 if (out.code === Status.OK && !rpc.readOnly) {

@@ -154,6 +154,12 @@ export interface GrpcChannel {
   call(call: RawCall): Promise<RawOutcome>;
   /** Closes the channel: calls under way still get their answers, new calls are refused. */
   close(): void;
+  /**
+   * What the channel's process wrote on stderr lately (its last 8,000 characters): grpc-js's
+   * `transport` trace, which names each connection made and why one ended (a GOAWAY and its code,
+   * a socket closed, an error). For a test to show when a call failed with UNAVAILABLE.
+   */
+  log(): string;
 }
 
 interface Answer {
@@ -195,11 +201,13 @@ function decodeMetadata(metadata: Record<string, string[]> = {}): GrpcMetadata {
 /**
  * Opens a channel to `host:port` (no TLS): a Node.js child process running stock grpc-js
  * (lib/testing/grpc_channel.mjs), which lives until {@link GrpcChannel.close}. If that process
- * dies, every call under way and every later call rejects with what it wrote on stderr.
+ * dies, every call under way and every later call rejects with what it wrote on stderr. grpc-js
+ * traces its connections there (a few lines per connection, see {@link GrpcChannel.log}).
  */
 export function grpcChannel(address: string): GrpcChannel {
   const child = new Deno.Command("node", {
     args: [new URL("./grpc_channel.mjs", import.meta.url).pathname, address],
+    env: { GRPC_TRACE: "transport", GRPC_VERBOSITY: "DEBUG" },
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
@@ -282,6 +290,7 @@ export function grpcChannel(address: string): GrpcChannel {
       closed = true;
       writer.close().catch(() => {});
     },
+    log: () => stderr,
   };
 }
 
