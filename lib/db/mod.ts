@@ -1,7 +1,7 @@
 /**
  * Postgres, for the services only (the gateway's module graph must not contain it): the pool,
- * forward-only migrations, pool metrics, the idempotency keys' table, change feeds, and purges in
- * batches.
+ * forward-only migrations, pool metrics, the idempotency keys' table, change feeds and the caches
+ * they keep honest, and purges in batches.
  *
  * @module
  */
@@ -13,6 +13,12 @@ export {
   heartbeatPrefix,
   propagationMs,
 } from "./change_feed.ts";
+export {
+  createFeedCache,
+  type FeedCache,
+  type FeedCacheOptions,
+  type Region,
+} from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
 export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";
 export {

@@ -12,21 +12,26 @@
  * - a config is served from memory only while the feed is fresh (every change committed more than
  *   800 ms ago applied): a project made `internal` refuses its other users' consent in every
  *   replica within a second; while the feed is not fresh every read goes to Postgres;
- * - a config read while one changed is not kept (it may predate the change); a project with no
- *   config is never kept (creating one notifies nobody);
+ * - a config read while a notification arrived is not kept (it may predate the change); a project
+ *   with no config is never kept (creating one notifies nobody);
  * - the replica that changes a config forgets it as soon as the change commits (`changed`), so its
  *   own next consent reads the new one without waiting for the feed.
  *
  * Nothing else reads configs from here: GetOAuthConfig and UpdateOAuthConfig read Postgres (an
  * etag must be the stored one). Bounded: at most `maxEntries`, oldest first, each counted in the
  * memory budget's `cache` share as twice its JSON plus 256 bytes; when the budget has no room, a
- * config is not kept.
+ * config is not kept. The freshness, the counting and the bounds are lib/db/feed_cache.ts's.
  *
  * @module
  */
 
-import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
-import type { Lease, MemoryBudget } from "../../lib/platform/mod.ts";
+import {
+  type ChangeFeed,
+  createFeedCache,
+  type FeedCache,
+  type FollowOptions,
+} from "../../lib/db/mod.ts";
+import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ConfigRow } from "./repository/configs.ts";
 
 /** The channel the registry's triggers notify. */
@@ -65,70 +70,32 @@ export function cacheConfigs(
   read: (projectId: string) => Promise<ConfigRow | undefined>,
   options: ConfigCacheOptions,
 ): ConfigCache {
-  const maxEntries = options.maxEntries ?? 1000;
-  /** Insertion order is age: the first key is the oldest. */
-  const kept = new Map<string, { config: ConfigRow; bytes: number }>();
-  let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
-  /** Counts the changes applied; a read across one is not kept. */
-  let generation = 0;
-  const counts = { hits: 0, misses: 0, bypassed: 0 };
-
-  const drop = (projectId: string) => {
-    const entry = kept.get(projectId);
-    if (!entry) return;
-    kept.delete(projectId);
-    lease?.shrink(entry.bytes);
-  };
-  const clear = () => {
-    for (const projectId of [...kept.keys()]) drop(projectId);
-  };
-  const feed = options.follow({
+  const cache: FeedCache = createFeedCache({
+    follow: options.follow,
+    maxBytes: Infinity,
+    maxEntries: options.maxEntries ?? 1000,
+    budget: options.budget,
     onChange(payload) {
-      if (payload.startsWith("config:")) {
-        generation++;
-        drop(payload.slice("config:".length));
-      } else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
-        generation++;
-        clear();
+      if (payload.startsWith("config:")) configs.delete(payload.slice("config:".length));
+      else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
+        return false;
       }
-    },
-    onReset() {
-      generation++;
-      clear();
+      return true;
     },
   });
+  const configs = cache.region<ConfigRow>();
+  const size = (config: ConfigRow) => JSON.stringify(config).length * 2 + 256;
 
   return {
-    async get(projectId) {
-      if (!feed.fresh()) {
-        counts.bypassed++;
-        return await read(projectId);
-      }
-      const entry = kept.get(projectId);
-      if (entry) {
-        counts.hits++;
-        return entry.config;
-      }
-      counts.misses++;
-      const before = generation;
-      const config = await read(projectId);
-      if (!config || generation !== before || !feed.fresh() || kept.has(projectId)) return config;
-      const bytes = JSON.stringify(config).length * 2 + 256;
-      if (kept.size >= maxEntries) drop(kept.keys().next().value!);
-      if (lease && !lease.grow(bytes)) return config;
-      kept.set(projectId, { config, bytes });
-      return config;
-    },
+    get: (projectId) => cache.through(configs, projectId, () => read(projectId), size),
     changed(projectId) {
-      generation++;
-      drop(projectId);
+      cache.changed();
+      configs.delete(projectId);
     },
-    stats: () => ({ entries: kept.size, ...counts }),
-    async close() {
-      await feed.close();
-      clear();
-      lease?.release();
-      lease = undefined;
+    stats() {
+      const { entries, hits, misses, bypassed } = cache.stats();
+      return { entries, hits, misses, bypassed };
     },
+    close: () => cache.close(),
   };
 }

@@ -41,7 +41,8 @@
  *
  * Bounded: at most `maxBytes` (estimated as three times each answer's Protobuf size, plus 256 bytes
  * per entry), taken from the process's memory budget as it fills, in the budget's `cache` share;
- * when either is full the oldest entries go first.
+ * when either is full the oldest entries go first. The freshness, the counting and the bounds are
+ * lib/db/feed_cache.ts's.
  *
  * @module
  */
@@ -56,8 +57,8 @@ import {
   InstallationSchema,
   InstallationStatus,
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
-import type { ChangeFeed, FollowOptions } from "../../lib/db/mod.ts";
-import { idKind, type Lease, type MemoryBudget } from "../../lib/platform/mod.ts";
+import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/db/mod.ts";
+import { idKind, type MemoryBudget } from "../../lib/platform/mod.ts";
 import { type ClientKeys, expired, type Registry, type VerifiedSecret } from "./registry.ts";
 
 /** The channel the registry's triggers notify. */
@@ -103,11 +104,6 @@ const verifierBytes = 64;
  */
 const ids = { client: idKind("cli"), installation: idKind("ins") };
 
-interface Entry<T> {
-  value: T;
-  bytes: number;
-}
-
 /** A secret that verified, kept by its digest. */
 interface Verifier {
   /** When it expires (ms since the epoch); undefined: never. */
@@ -116,8 +112,9 @@ interface Verifier {
   reportedAt: number;
 }
 
-interface ClientEntry extends Entry<Client> {
-  /** Secrets that verified for this client while it was active, by digest. */
+/** A client as kept: with the secrets that verified for it while it was active, by digest. */
+interface KeptClient {
+  client: Client;
   verifiers: Map<string, Verifier>;
 }
 
@@ -128,32 +125,6 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   const digest = (clientId: string, secret: string) =>
     createHmac("sha256", digestKey).update(clientId).update("\n").update(secret).digest("base64");
 
-  // Maps keep insertion order: the first key is the oldest, evicted first.
-  const clients = new Map<string, ClientEntry>();
-  const installations = new Map<string, Entry<Installation>>();
-  const configs = new Map<string, Entry<OAuthConfig>>();
-  const origins = new Map<string, Entry<boolean>>();
-  const keySets = new Map<string, Entry<ClientKeys>>();
-  /**
-   * Where a user's live installation of a project is (`account\nproject`: the installation's UUID),
-   * for remembered consent: a pointer into `installations`, trusted only while what it points to
-   * is held, active, and of that account and project. A notification about the installation drops
-   * what it points to; a user with no live installation is never kept.
-   */
-  const live = new Map<string, Entry<string>>();
-  const maps: Map<string, Entry<unknown>>[] = [
-    clients,
-    installations,
-    configs,
-    origins,
-    keySets,
-    live,
-  ];
-  let bytes = 0;
-  let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
-  /** Counts every change applied; an answer read across one is not kept. */
-  let generation = 0;
-  const counts = { hits: 0, misses: 0, bypassed: 0 };
   let notifying = false;
   let asking = false;
   let askedAt = -Infinity;
@@ -164,113 +135,54 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
     options.notifies().then((yes) => notifying = yes, () => {}).finally(() => asking = false);
   };
 
-  function drop<T>(map: Map<string, Entry<T>>, key: string): void {
-    const entry = map.get(key);
-    if (!entry) return;
-    map.delete(key);
-    give(entry.bytes);
-  }
-  /** Gives back bytes admitted for nothing. */
-  function give(size: number): void {
-    bytes -= size;
-    lease?.shrink(size);
-  }
-  function empty<T>(map: Map<string, Entry<T>>): void {
-    for (const key of [...map.keys()]) drop(map, key);
-  }
-  function clear(): void {
-    for (const map of maps) map.clear();
-    lease?.shrink(bytes);
-    bytes = 0;
-  }
-  /**
-   * Makes room for `size` bytes, oldest first across the maps, and takes them from the budget;
-   * false when they do not fit (when requests hold the budget, the cache gives way).
-   */
-  function admit(size: number): boolean {
-    if (size > options.maxBytes) return false;
-    while (bytes + size > options.maxBytes) {
-      const fullest = maps.reduce((a, b) => (b.size > a.size ? b : a));
-      drop(fullest, fullest.keys().next().value!);
-    }
-    if (lease && !lease.grow(size)) return false;
-    bytes += size;
-    return true;
-  }
-
-  const feed = options.follow({
+  const cache = createFeedCache({
+    follow: options.follow,
+    maxBytes: options.maxBytes,
+    budget: options.budget,
+    // Asked again at most every 250 ms until the registry's triggers exist.
+    ready: () => notifying || (askNotifies(), false),
     onChange(payload) {
-      generation++;
       const colon = payload.indexOf(":");
       const kind = payload.slice(0, colon);
       const key = payload.slice(colon + 1);
       if (kind === "client") {
-        drop(clients, key);
-        drop(keySets, key);
-        empty(origins);
+        clients.delete(key);
+        keySets.delete(key);
+        origins.clear();
       } else if (kind === "installation") {
-        drop(installations, key);
+        installations.delete(key);
       } else if (kind === "config") {
-        drop(configs, key);
+        configs.delete(key);
       } else if (payload === "origins") {
-        empty(origins);
+        origins.clear();
       } else {
-        clear(); // `reset`, or a payload this version does not know
+        return false; // `reset`, or a payload this version does not know
       }
-    },
-    onReset() {
-      generation++;
-      clear();
+      return true;
     },
   });
-  askNotifies();
-  /** Whether answers may come from memory now. */
-  const usable = () => {
-    if (!notifying) return askNotifies(), false; // asked again at most every 250 ms
-    return feed.fresh();
-  };
-
+  const clients = cache.region<KeptClient>();
+  const installations = cache.region<Installation>();
+  const configs = cache.region<OAuthConfig>();
+  const origins = cache.region<boolean>();
+  const keySets = cache.region<ClientKeys>();
   /**
-   * Serves `key` of `map` from memory when the feed is fresh, else asks `load` and keeps a defined
-   * answer when nothing changed meanwhile.
+   * Where a user's live installation of a project is (`account\nproject`: the installation's UUID),
+   * for remembered consent: a pointer into `installations`, trusted only while what it points to
+   * is held, active, and of that account and project. A notification about the installation drops
+   * what it points to; a user with no live installation is never kept.
    */
-  async function through<T>(
-    map: Map<string, Entry<T>>,
-    key: string | undefined,
-    load: () => Promise<T | undefined>,
-    size: (value: T) => number,
-    entry: (value: T, bytes: number) => Entry<T> = (value, bytes) => ({ value, bytes }),
-  ): Promise<T | undefined> {
-    if (key === undefined || !usable()) {
-      counts.bypassed++;
-      return await load();
-    }
-    const held = map.get(key);
-    if (held) {
-      counts.hits++;
-      return held.value;
-    }
-    counts.misses++;
-    const before = generation;
-    const value = await load();
-    if (value !== undefined && generation === before && usable()) {
-      const bytes = size(value) + entryOverhead;
-      if (admit(bytes)) map.set(key, entry(value, bytes));
-    }
-    return value;
-  }
-  const clientSize = (c: Client) => toBinary(ClientSchema, c).length * 3;
-  const clientEntry = (value: Client, bytes: number): ClientEntry => ({
-    value,
-    bytes,
-    verifiers: new Map(),
-  });
+  const live = cache.region<string>();
+  askNotifies();
+
+  const clientSize = (c: Client) => toBinary(ClientSchema, c).length * 3 + entryOverhead;
   /** Tells the registry of a use answered from memory (see the module's header). */
   const report = (clientId: string, secret: string) => {
     registry.verifySecret(clientId, secret).catch(() => {});
   };
 
-  const installationSize = (i: Installation) => toBinary(InstallationSchema, i).length * 3;
+  const installationSize = (i: Installation) =>
+    toBinary(InstallationSchema, i).length * 3 + entryOverhead;
   /**
    * An installation as kept: without what a consent that adds no scope changes, which the
    * registry's trigger does not notify (when and by whom it was given, the application's name
@@ -287,89 +199,83 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   const liveKey = (accountId: string, projectId: string) => `${accountId}\n${projectId}`;
   /**
    * Keeps a user's live installation, read when the generation was `before` (not kept when a
-   * change arrived meanwhile, as in `through`).
+   * change arrived meanwhile, as an answer read through the cache).
    */
   function remember(installation: Installation, before: number): void {
     const id = ids.installation.toUuid(installation.id);
-    if (id === undefined || generation !== before || !usable()) return;
+    if (id === undefined || cache.generation !== before || !cache.usable()) return;
     const key = liveKey(installation.accountId, installation.projectId);
-    drop(installations, id);
-    drop(live, key);
-    const size = installationSize(installation) + entryOverhead;
-    if (!admit(size)) return;
-    installations.set(id, { value: installation, bytes: size });
-    const pointer = key.length * 2 + id.length * 2 + entryOverhead;
-    if (admit(pointer)) live.set(key, { value: id, bytes: pointer });
+    live.delete(key);
+    if (!installations.set(id, installation, installationSize(installation))) return;
+    live.set(key, id, key.length * 2 + id.length * 2 + entryOverhead);
   }
 
-  const lookupClient = (clientId: string) =>
-    through(
+  const lookupClient = async (clientId: string) =>
+    (await cache.through(
       clients,
       ids.client.toUuid(clientId),
-      () => registry.lookupClient(clientId),
-      clientSize,
-      clientEntry,
-    );
+      async () => {
+        const client = await registry.lookupClient(clientId);
+        return client && { client, verifiers: new Map() };
+      },
+      (k) => clientSize(k.client),
+    ))?.client;
 
   return {
     async verifySecret(clientId, secret) {
       const key = ids.client.toUuid(clientId);
-      const fresh = key !== undefined && usable();
+      const fresh = key !== undefined && cache.usable();
       const d = digest(key ?? "", secret);
       const entry = fresh ? clients.get(key) : undefined;
       const verifier = entry?.verifiers.get(d);
-      if (verifier && entry!.value.status === ClientStatus.ACTIVE) {
-        counts.hits++;
-        const answer: VerifiedSecret = { client: entry!.value, expiresAt: verifier.expiresAt };
+      if (verifier && entry!.client.status === ClientStatus.ACTIVE) {
+        cache.count("hits");
+        const answer: VerifiedSecret = { client: entry!.client, expiresAt: verifier.expiresAt };
         const at = now();
         if (expired(answer, at)) {
           // Refused by its expiry (./client_auth.ts), and forgotten: its place is for a live one.
           entry!.verifiers.delete(d);
-          entry!.bytes -= verifierBytes;
-          give(verifierBytes);
+          clients.resize(key!, -verifierBytes);
         } else if (at - verifier.reportedAt >= reportUsesEveryMs) {
           verifier.reportedAt = at;
           report(clientId, secret);
         }
         return answer;
       }
-      if (fresh) counts.misses++;
-      else counts.bypassed++;
-      const before = generation;
+      cache.count(fresh ? "misses" : "bypassed");
+      const before = cache.generation;
       const verified = await registry.verifySecret(clientId, secret);
-      if (!verified || key === undefined || generation !== before || !usable()) return verified;
+      if (!verified || key === undefined || cache.generation !== before || !cache.usable()) {
+        return verified;
+      }
       // The registry recorded this use; an answer already expired here is not worth keeping.
       const at = now();
       if (expired(verified, at)) return verified;
-      const kept: Verifier = { expiresAt: verified.expiresAt, reportedAt: at };
+      const verifierOf: Verifier = { expiresAt: verified.expiresAt, reportedAt: at };
       // Keep the client, and the digest of the secret that verified (44 characters).
       const known = clients.get(key);
       if (known) {
-        if (known.verifiers.size < maxVerifiersPerClient && admit(verifierBytes)) {
-          if (clients.get(key) === known) {
-            known.verifiers.set(d, kept);
-            known.bytes += verifierBytes;
-          } else give(verifierBytes); // it was the oldest entry, evicted to make room
+        if (known.verifiers.size < maxVerifiersPerClient && clients.resize(key, verifierBytes)) {
+          known.verifiers.set(d, verifierOf);
         }
       } else {
-        const bytes = clientSize(verified.client) + entryOverhead + verifierBytes;
-        if (admit(bytes)) {
-          const added = clientEntry(verified.client, bytes);
-          added.verifiers.set(d, kept);
-          clients.set(key, added);
-        }
+        const added: KeptClient = {
+          client: verified.client,
+          verifiers: new Map([[d, verifierOf]]),
+        };
+        clients.set(key, added, clientSize(verified.client) + verifierBytes);
       }
       return verified;
     },
     lookupClient,
     lookupClientKeys(clientId) {
-      return through(
+      return cache.through(
         keySets,
         ids.client.toUuid(clientId),
         () => registry.lookupClientKeys(clientId),
         (k) =>
           toBinary(LookupClientKeysResponseSchema, create(LookupClientKeysResponseSchema, k))
-            .length * 3,
+              .length * 3 + entryOverhead,
       );
     },
     recordKeyUse(clientId, keyId) {
@@ -381,15 +287,15 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       return client?.projectId === projectId ? client : undefined;
     },
     getConfig(projectId) {
-      return through(
+      return cache.through(
         configs,
         projectId,
         () => registry.getConfig(projectId),
-        (c) => toBinary(OAuthConfigSchema, c).length * 3,
+        (c) => toBinary(OAuthConfigSchema, c).length * 3 + entryOverhead,
       );
     },
     async getInstallation(projectId, installationId) {
-      const installation = await through(
+      const installation = await cache.through(
         installations,
         ids.installation.toUuid(installationId),
         async () => {
@@ -403,25 +309,25 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
     async consent(authorization, projectId, scopes) {
       // The installation as the consent left it: what this replica answers next (another
       // replica's older copy holds fewer scopes, which only asks again).
-      const before = generation;
+      const before = cache.generation;
       const installation = kept(await registry.consent(authorization, projectId, scopes));
       remember(installation, before);
       return installation;
     },
     async liveInstallation(authorization, accountId, projectId) {
-      if (usable()) {
-        const id = live.get(liveKey(accountId, projectId))?.value;
-        const held = id === undefined ? undefined : installations.get(id)?.value;
+      if (cache.usable()) {
+        const id = live.get(liveKey(accountId, projectId));
+        const held = id === undefined ? undefined : installations.get(id);
         if (
           held?.status === InstallationStatus.ACTIVE && held.accountId === accountId &&
           held.projectId === projectId
         ) {
-          counts.hits++;
+          cache.count("hits");
           return held;
         }
-        counts.misses++;
-      } else counts.bypassed++;
-      const before = generation;
+        cache.count("misses");
+      } else cache.count("bypassed");
+      const before = cache.generation;
       const found = await registry.liveInstallation(authorization, accountId, projectId);
       if (!found) return undefined;
       const installation = kept(found);
@@ -429,23 +335,14 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       return installation;
     },
     async registersOrigin(origin, clientId) {
-      return (await through(
+      return (await cache.through(
         origins,
         `${clientId}\n${origin}`,
         () => registry.registersOrigin(origin, clientId),
-        () => origin.length * 2 + clientId.length * 2,
+        () => origin.length * 2 + clientId.length * 2 + entryOverhead,
       ))!;
     },
-    stats() {
-      let entries = 0;
-      for (const map of maps) entries += map.size;
-      return { entries, bytes, ...counts };
-    },
-    async close() {
-      await feed.close();
-      clear();
-      lease?.release();
-      lease = undefined;
-    },
+    stats: () => cache.stats(),
+    close: () => cache.close(),
   };
 }

@@ -346,3 +346,27 @@ Deno.test("registry cache: uses answered from memory are reported at most once a
   await t.cache.verifySecret(b.id, "s2");
   assert.equal(t.calls.filter((c) => c === `verify ${b.id}`).length, 1);
 });
+
+Deno.test("registry cache: answers read at once for one key are counted once", async () => {
+  const t = setup({ maxBytes: 4000 });
+  await Promise.resolve();
+  const a = t.add();
+  // Two grants of one client miss together (e.g. right after the client changed): both read it,
+  // one entry is kept, and its bytes are counted once.
+  await Promise.all([t.cache.lookupClient(a.id), t.cache.lookupClient(a.id)]);
+  await Promise.all([t.cache.lookupClientKeys(a.id), t.cache.lookupClientKeys(a.id)]);
+  await Promise.all([t.cache.getConfig("p1"), t.cache.getConfig("p1")]);
+  await Promise.all([
+    t.cache.registersOrigin("https://app.example", ""),
+    t.cache.registersOrigin("https://app.example", ""),
+  ]);
+  assert.equal(t.cache.stats().entries, 3);
+  t.handlers().onChange(`client:${a.uuid}`);
+  assert.deepEqual([t.cache.stats().entries, t.cache.stats().bytes], [0, 0]);
+  // Many such races never leave the cache believing itself full of nothing.
+  for (let i = 0; i < 100; i++) {
+    await Promise.all([t.cache.lookupClient(a.id), t.cache.lookupClient(a.id)]);
+    t.handlers().onChange(`client:${a.uuid}`);
+  }
+  assert.equal(t.cache.stats().bytes, 0);
+});
