@@ -151,7 +151,7 @@ export function startGateway(
   ];
   const transcode = createTranscoder({
     backends,
-    verify: createTokenVerifier(authOptions(config)),
+    verify: createTokenVerifier({ ...authOptions(config), budget }),
     log,
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
     rateLimit: createRateLimiter({

@@ -11,16 +11,13 @@
  *   drops ({@link FeedCacheOptions.onChange}); a lost listening connection drops everything.
  * - **Never kept across a change.** An answer read while any notification arrived may predate it,
  *   and is not kept ({@link FeedCache.generation}).
- * - **Bounded.** Every entry is counted in bytes (its owner's estimate), against `maxBytes` and
- *   the memory budget's `cache` share, taken as the cache fills and given back as it empties; when
- *   either is full, the oldest entries of the region holding the most go first, and when the budget
- *   has no room (requests hold it) nothing more is kept. An entry replaced (two reads of one key at
- *   once both answered) gives its bytes back, so the count is exact.
+ * - **Bounded.** Its regions are a bounded cache's (lib/platform/bounded_cache.ts): counted in
+ *   bytes against `maxBytes` and the memory budget, oldest out first, exactly.
  *
  * @module
  */
 
-import type { Lease, MemoryBudget } from "../platform/mod.ts";
+import { createBoundedCache, type MemoryBudget, type Region } from "../platform/mod.ts";
 import type { ChangeFeed, FollowOptions } from "./change_feed.ts";
 
 /** Options of {@link createFeedCache}. */
@@ -40,28 +37,6 @@ export interface FeedCacheOptions {
   budget?: MemoryBudget | undefined;
   /** Whether the cache may serve at all now, besides the feed being fresh (default: yes). */
   ready?: () => boolean;
-}
-
-/** One kind of answer, by key. */
-export interface Region<T> {
-  /** The kept answer, or undefined (not counted as a hit or a miss). */
-  get(key: string): T | undefined;
-  /**
-   * Keeps `value` under `key`, counted as `bytes`, replacing what was kept there; false when it
-   * does not fit (nothing is kept then).
-   */
-  set(key: string, value: T, bytes: number): boolean;
-  /**
-   * Counts `bytes` more (`value` grew in place): false when they do not fit, or nothing is kept
-   * under `key`. Negative `bytes` gives some back.
-   */
-  resize(key: string, bytes: number): boolean;
-  /** Forgets `key`. */
-  delete(key: string): void;
-  /** Forgets everything of this region. */
-  clear(): void;
-  /** How many entries it keeps. */
-  readonly size: number;
 }
 
 /** The cache. */
@@ -92,108 +67,27 @@ export interface FeedCache {
   close(): Promise<void>;
 }
 
-interface Entry<T> {
-  value: T;
-  bytes: number;
-}
-
 /** Creates a cache following `options.follow`'s feed (see the module's header). */
 export function createFeedCache(options: FeedCacheOptions): FeedCache {
-  const { maxBytes } = options;
-  const maxEntries = options.maxEntries ?? Infinity;
   const ready = options.ready ?? (() => true);
-  /** Maps keep insertion order: the first key of each is its oldest. */
-  const maps: Map<string, Entry<unknown>>[] = [];
-  let bytes = 0;
-  let entries = 0;
-  let lease: Lease | undefined = options.budget?.take(0, ["cache"]);
+  const memory = createBoundedCache(options);
   let generation = 0;
   const counts = { hits: 0, misses: 0, bypassed: 0 };
-
-  function remove(map: Map<string, Entry<unknown>>, key: string): void {
-    const entry = map.get(key);
-    if (!entry) return;
-    map.delete(key);
-    entries--;
-    give(entry.bytes);
-  }
-  function give(size: number): void {
-    bytes -= size;
-    lease?.shrink(size);
-  }
-  function clearAll(): void {
-    for (const map of maps) {
-      entries -= map.size;
-      map.clear();
-    }
-    lease?.shrink(bytes);
-    bytes = 0;
-  }
-  /**
-   * Makes room for `size` bytes and `more` entries, oldest first from the fullest region, and
-   * takes the bytes from the budget; false when they do not fit.
-   */
-  function admit(size: number, more: number): boolean {
-    if (size > maxBytes || more > maxEntries) return false;
-    while (bytes + size > maxBytes || entries + more > maxEntries) {
-      const fullest = maps.reduce((a, b) => (b.size > a.size ? b : a));
-      const oldest = fullest.keys().next();
-      if (oldest.done) return false; // nothing left to drop: cannot happen while counts are exact
-      remove(fullest, oldest.value);
-    }
-    if (lease && !lease.grow(size)) return false;
-    bytes += size;
-    return true;
-  }
 
   const feed = options.follow({
     onChange(payload) {
       generation++;
-      if (!options.onChange(payload)) clearAll();
+      if (!options.onChange(payload)) memory.clear();
     },
     onReset() {
       generation++;
-      clearAll();
+      memory.clear();
     },
   });
   const usable = () => ready() && feed.fresh();
 
   return {
-    region<T>(): Region<T> {
-      const map = new Map<string, Entry<T>>();
-      const untyped = map as Map<string, Entry<unknown>>;
-      maps.push(untyped);
-      return {
-        get: (key) => map.get(key)?.value,
-        set(key, value, size) {
-          remove(untyped, key);
-          if (!admit(size, 1)) return false;
-          map.set(key, { value, bytes: size });
-          entries++;
-          return true;
-        },
-        resize(key, more) {
-          if (!map.has(key)) return false;
-          if (more > 0 && !admit(more, 0)) return false;
-          // Making room may have dropped this very entry (it was the oldest).
-          const entry = map.get(key);
-          if (!entry) {
-            give(more);
-            return false;
-          }
-          if (more < 0) give(-more);
-          entry.bytes += more;
-          return true;
-        },
-        delete: (key) => remove(untyped, key),
-        clear() {
-          for (const key of [...map.keys()]) remove(untyped, key);
-        },
-        get size() {
-          return map.size;
-        },
-      };
-    },
+    region: memory.region,
     usable,
     get generation() {
       return generation;
@@ -222,12 +116,10 @@ export function createFeedCache(options: FeedCacheOptions): FeedCache {
     count(how) {
       counts[how]++;
     },
-    stats: () => ({ entries, bytes, ...counts }),
+    stats: () => ({ ...memory.stats(), ...counts }),
     async close() {
       await feed.close();
-      clearAll();
-      lease?.release();
-      lease = undefined;
+      memory.close();
     },
   };
 }

@@ -13,12 +13,7 @@ export {
   heartbeatPrefix,
   propagationMs,
 } from "./change_feed.ts";
-export {
-  createFeedCache,
-  type FeedCache,
-  type FeedCacheOptions,
-  type Region,
-} from "./feed_cache.ts";
+export { createFeedCache, type FeedCache, type FeedCacheOptions } from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
 export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";
 export {

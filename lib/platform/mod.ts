@@ -1,13 +1,19 @@
 /**
  * What every process is built on, whatever it serves: settings from the environment, the one
- * error class and its builders, identifiers, logging, metrics, trace context, the memory budget and
- * the flags a component process runs with, and the declaration of every setting (./settings.ts,
- * whose words for the README name the components). Nothing here knows of HTTP, RPC, Postgres or a
- * service.
+ * error class and its builders, identifiers, logging, metrics, trace context, the memory budget
+ * and the bounded caches it counts, the flags a component process runs with, and the declaration
+ * of every setting (./settings.ts, whose words for the README name the components). Nothing here
+ * knows of HTTP, RPC, Postgres or a service.
  *
  * @module
  */
 
+export {
+  type BoundedCache,
+  type BoundedCacheOptions,
+  createBoundedCache,
+  type Region,
+} from "./bounded_cache.ts";
 export {
   budgetFromConfig,
   budgetSettings,

@@ -1,9 +1,11 @@
 /**
  * Authentication: every API call carries `authorization: Bearer <JWT>`. The gateway and every
  * service verify it the same way (HS256 with a shared secret, or a JWKS), so an internal gRPC
- * caller cannot skip authorization. Verified tokens are cached until they expire, because a
+ * caller cannot skip authorization. Verified tokens are remembered until they expire, because a
  * signature check costs about 40% of the cheapest request (measured: a Deno.serve + postgres.js
- * read did ~12,000 req/s with an HS256 check per request, ~21,000 without).
+ * read did ~12,000 req/s with an HS256 check per request, ~21,000 without): at most `cacheBytes`
+ * (2 MiB; each token counted as twice its length and its claims' JSON, plus 256 bytes), taken from
+ * the process's memory budget (lib/platform/bounded_cache.ts).
  *
  * @module
  */
@@ -16,7 +18,7 @@ import {
   type HandlerContext,
   type Interceptor,
 } from "@connectrpc/connect";
-import { optionalString } from "../platform/mod.ts";
+import { createBoundedCache, type MemoryBudget, optionalString } from "../platform/mod.ts";
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify, type JWTVerifyGetKey } from "jose";
 
 /** The authenticated caller of an RPC, from the token's claims. */
@@ -45,8 +47,10 @@ export interface AuthOptions {
   issuer?: string | undefined;
   /** Required `aud` claim, when set (AUTH_AUDIENCE). */
   audience?: string | undefined;
-  /** How many verified tokens to remember (default 10,000). */
-  cacheSize?: number;
+  /** The most bytes of verified tokens to remember (default 2 MiB). */
+  cacheBytes?: number | undefined;
+  /** The process's memory budget, which the remembered tokens are counted in. */
+  budget?: MemoryBudget | undefined;
 }
 
 /** Verifies an `authorization` header value and returns the caller, or throws UNAUTHENTICATED. */
@@ -128,8 +132,10 @@ export function createTokenVerifier(options: AuthOptions): TokenVerifier {
     ...(options.issuer !== undefined ? { issuer: options.issuer } : {}),
     ...(options.audience !== undefined ? { audience: options.audience } : {}),
   };
-  const cacheSize = options.cacheSize ?? 10_000;
-  const cache = new Map<string, { caller: Caller; expiresAt: number }>();
+  const cache = createBoundedCache({
+    maxBytes: options.cacheBytes ?? 2 * 1024 * 1024,
+    budget: options.budget,
+  }).region<{ caller: Caller; expiresAt: number }>();
 
   return async (authorization) => {
     if (authorization === null || authorization === "") {
@@ -162,8 +168,8 @@ export function createTokenVerifier(options: AuthOptions): TokenVerifier {
       );
     }
     const caller = callerFromClaims(payload);
-    if (cache.size >= cacheSize) cache.delete(cache.keys().next().value!);
-    cache.set(token, { caller, expiresAt: payload.exp! * 1000 });
+    const bytes = (token.length + JSON.stringify(payload).length) * 2 + 256;
+    cache.set(token, { caller, expiresAt: payload.exp! * 1000 }, bytes);
     return caller;
   };
 }

@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { SignJWT, UnsecuredJWT } from "jose";
 import { administers, createTokenVerifier } from "./auth.ts";
 import { signToken } from "./tokens.ts";
+import { createMemoryBudget } from "../platform/mod.ts";
 
 const secret = "s".repeat(32);
 const verify = createTokenVerifier({ jwtSecret: secret });
@@ -58,4 +59,20 @@ Deno.test("createTokenVerifier() checks issuer and audience when configured", as
 Deno.test("createTokenVerifier() refuses a short secret", () => {
   assert.throws(() => createTokenVerifier({ jwtSecret: "short" }), /at least 32/);
   assert.throws(() => createTokenVerifier({}), /exactly one/);
+});
+
+Deno.test("createTokenVerifier() remembers verified tokens within its bytes, counted in the memory budget", async () => {
+  const budget = createMemoryBudget(1024 * 1024);
+  const remembering = createTokenVerifier({ jwtSecret: secret, cacheBytes: 4096, budget });
+  const tokens = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => signToken(secret, { sub: `u${i}`, projects: ["p1"] })),
+  );
+  await remembering(`Bearer ${tokens[0]}`);
+  const one = budget.heldBy("cache");
+  assert.ok(one > tokens[0]!.length, `${one}`);
+  for (const token of tokens) await remembering(`Bearer ${token}`);
+  // Bounded: the oldest went; what is held is in the budget, never more than the bound.
+  const held = budget.heldBy("cache");
+  assert.ok(held <= 4096 && held >= one, `${held}`);
+  assert.equal((await remembering(`Bearer ${tokens[0]}`)).subject, "u0"); // verified again
 });

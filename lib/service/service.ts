@@ -162,7 +162,7 @@ export async function startService<E extends v.ObjectEntries>(
   const metrics = createMetrics(def.name);
   registerBudgetMetrics(metrics, budget);
   registerPoolMetrics(sql, metrics.registry, applicationName, config.DB_POOL_MAX);
-  const verify = createTokenVerifier(authOptions(config));
+  const verify = createTokenVerifier({ ...authOptions(config), budget });
   const { services, interceptors, stop } = def.serve({
     sql,
     config,

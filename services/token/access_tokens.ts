@@ -2,12 +2,20 @@
  * Access tokens: JWTs per RFC 9068 (header `typ` `at+jwt`, EdDSA under the key named by `kid`),
  * signed with the key ring's current key and verified against every published key.
  *
+ * Verified tokens are remembered until they expire: a resource server introspects the same token
+ * again and again, and a signature check and the JWT's parsing are most of an introspection's CPU.
+ * A remembered token is checked again at every use against its expiry and its key (one no longer
+ * published is verified again, and refused); revocation is not remembered here (the caller looks
+ * it up every time). At most `cacheBytes` (2 MiB; a token counted as twice its length and its
+ * claims' JSON, plus 256 bytes), taken from the memory budget (lib/platform/bounded_cache.ts).
+ *
  * @module
  */
 
 import { Buffer } from "node:buffer";
 import { KeyObject, sign } from "node:crypto";
 import { decodeProtectedHeader, type JWTPayload, jwtVerify } from "jose";
+import { createBoundedCache, type MemoryBudget } from "../../lib/platform/mod.ts";
 import type { KeyRing } from "./keys.ts";
 
 /** The claims of an access token this server issues. */
@@ -74,18 +82,19 @@ export interface AccessTokenOptions {
   ttlSeconds: number;
   /** The clock (ms since the epoch). */
   now: () => number;
+  /** The most bytes of verified tokens to remember (default 2 MiB). */
+  cacheBytes?: number | undefined;
+  /** The process's memory budget, which the remembered tokens are counted in. */
+  budget?: MemoryBudget | undefined;
 }
-
-/** How many verified tokens to remember. */
-const cacheSize = 10_000;
 
 /** Creates the signer and verifier. */
 export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
   const { keys, issuer, now } = options;
-  // Verified tokens, until they expire: a resource server introspects the same token again and
-  // again, and a signature check and the JWT's parsing are most of an introspection's CPU.
-  // Revocation is not cached (the caller looks it up every time).
-  const verified = new Map<string, { claims: AccessClaims; exp: number; kid: string }>();
+  const verified = createBoundedCache({
+    maxBytes: options.cacheBytes ?? 2 * 1024 * 1024,
+    budget: options.budget,
+  }).region<{ claims: AccessClaims; exp: number; kid: string }>();
   return {
     async sign(claims) {
       await keys.ready();
@@ -126,8 +135,8 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
         if (typeof payload.aud !== "string" || typeof payload.client_id !== "string") return;
         if (!isUuid(payload.jti!)) return undefined;
         const claims = payload as AccessClaims;
-        if (verified.size >= cacheSize) verified.delete(verified.keys().next().value!);
-        verified.set(token, { claims, exp: claims.exp, kid: key.kid });
+        const bytes = (token.length + JSON.stringify(claims).length) * 2 + 256;
+        verified.set(token, { claims, exp: claims.exp, kid: key.kid }, bytes);
         return claims;
       } catch {
         return undefined;

@@ -24,8 +24,9 @@
  *
  * Speed: a proof costs one signature check (./jws.ts: 37 us for Ed25519 here, about 560 us for
  * P-256) and one row of a Postgres insert (../repository/used_jtis.ts batches them). The imported
- * public keys are kept (a client signs many proofs with one key), and the nonce of a window is
- * computed once.
+ * public keys are kept (a client signs many proofs with one key: at most 512 KiB of them, each
+ * counted as 1 KiB and twice its JWK, in the memory budget), and the nonce of a window is computed
+ * once.
  *
  * @module
  */
@@ -36,6 +37,7 @@ import type { ConnectError } from "@connectrpc/connect";
 import type { DpopProof } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { importPublicJwk, parseJws, verifyJws } from "./jws.ts";
 import { deriveFromSecret } from "./keys.ts";
+import { createBoundedCache, type MemoryBudget } from "../../lib/platform/mod.ts";
 import { oauthError } from "./oauth_errors.ts";
 import type { UsedJtis } from "./repository/used_jtis.ts";
 
@@ -91,6 +93,8 @@ export interface DpopOptions {
   nonceKey?: Promise<CryptoKey> | undefined;
   /** The clock (ms since the epoch). */
   now: () => number;
+  /** The process's memory budget, which the imported keys are counted in. */
+  budget?: MemoryBudget | undefined;
 }
 
 /** The HMAC key of the nonces, derived from TOKEN_KEY_ENCRYPTION_KEY. */
@@ -102,13 +106,14 @@ export function deriveDpopNonceKey(secret: string): Promise<CryptoKey> {
   });
 }
 
-/** How many public keys to keep imported. */
-const keyCacheSize = 1000;
+/** How many bytes of imported public keys to keep. */
+const keyCacheBytes = 512 * 1024;
 
 /** Creates the checker. */
 export function createDpop(options: DpopOptions): Dpop {
   const { usedJtis, nonceKey, now } = options;
-  const keys = new Map<string, KeyObject | null>();
+  const keys = createBoundedCache({ maxBytes: keyCacheBytes, budget: options.budget })
+    .region<KeyObject | null>();
   /** The nonces of the last windows asked for, by window number. */
   const nonces = new Map<number, Promise<string>>();
 
@@ -140,8 +145,7 @@ export function createDpop(options: DpopOptions): Dpop {
     let key = keys.get(canonical);
     if (key !== undefined) return key;
     key = importPublicJwk(jwk);
-    if (keys.size >= keyCacheSize) keys.delete(keys.keys().next().value!);
-    keys.set(canonical, key);
+    keys.set(canonical, key, canonical.length * 2 + 1024);
     return key;
   }
 

@@ -2,13 +2,15 @@
  * The signing keys against a real Postgres, on an injected clock: the current and the next key are
  * published, rotation moves signing to the next one, a retired key stays published until the last
  * token it signed has expired, replicas starting together create each key once, and the private
- * parts are stored sealed.
+ * parts are stored sealed; access tokens verified with them are remembered within their bytes.
  */
 
 import assert from "node:assert/strict";
 import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
 import { createTestDatabase } from "../../lib/testing/mod.ts";
 import { createKeyRing, seal, unseal } from "./keys.ts";
+import { createAccessTokens } from "./access_tokens.ts";
+import { createMemoryBudget } from "../../lib/platform/mod.ts";
 
 const hour = 3_600_000;
 const secret = "a".repeat(32);
@@ -134,6 +136,46 @@ Deno.test("a published ES256 key of before the move to EdDSA still verifies, and
     );
     assert.equal(ring.signing().alg, "EdDSA");
     assert.ok(ring.jwks().keys.some((k) => k.kid === "old-es256"));
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("access tokens: verified ones are remembered within their bytes, in the memory budget", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "keys-test", max: 2 });
+  try {
+    await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
+    const now = () => Date.UTC(2030, 0, 1);
+    const keys = createKeyRing({
+      sql,
+      encryptionKey: secret,
+      rotationMs: 24 * hour,
+      tokenLifetimeMs: hour,
+      now,
+    });
+    await keys.refresh();
+    const budget = createMemoryBudget(1024 * 1024);
+    const tokens = createAccessTokens({
+      keys,
+      issuer: "https://issuer.example",
+      ttlSeconds: 900,
+      now,
+      cacheBytes: 8192,
+      budget,
+    });
+    const signed = [];
+    for (let i = 0; i < 20; i++) {
+      signed.push(await tokens.sign({ sub: `c${i}`, aud: "p1", client_id: `c${i}`, scope: "" }));
+    }
+    assert.equal((await tokens.verify(signed[0]!.jwt))?.sub, "c0");
+    const one = budget.heldBy("cache");
+    assert.ok(one > signed[0]!.jwt.length, `${one}`);
+    for (const s of signed) assert.ok(await tokens.verify(s.jwt));
+    const held = budget.heldBy("cache");
+    assert.ok(held <= 8192 && held >= one, `${held}`);
+    assert.equal((await tokens.verify(signed[0]!.jwt))?.sub, "c0"); // the oldest, verified again
   } finally {
     await sql.end();
     await db.drop();

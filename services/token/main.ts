@@ -175,6 +175,7 @@ export const tokenService = defineService({
         ? deriveDpopNonceKey(config.TOKEN_KEY_ENCRYPTION_KEY)
         : undefined,
       now,
+      budget,
     });
     return {
       stop() {
@@ -193,6 +194,7 @@ export const tokenService = defineService({
               issuer,
               ttlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
               now,
+              budget,
             }),
             registry,
             revocations,
