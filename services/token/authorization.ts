@@ -24,8 +24,9 @@
  * asked for: never the union, as Google does without `include_granted_scopes`).
  *
  * The user's choice on the page is a security event (./security_events.ts): `allowed` once the
- * registry recorded the consent, `denied` for Deny, each about the client, with the scopes (and the
- * installation that holds an Allow). Remembered consent records nothing: nobody decided.
+ * registry recorded the consent, in the statement that writes the code it gives, `denied` for
+ * Deny, each about the client, with the scopes (and the installation that holds an Allow).
+ * Remembered consent records nothing: nobody decided.
  *
  * A pushed request (RFC 9126, ./pushed.ts) is checked by the same list up to the user's step
  * ({@link checkPushed}), its faults thrown as the RFC 6749 5.2 error to the client that pushed it.
@@ -334,6 +335,7 @@ async function issueCode(
   checked: Checked,
   req: AuthorizationRequest,
   installation: Installation,
+  event?: SecurityEvent & { audit: AuditContext },
 ): Promise<string> {
   const { client, redirectUri, scopes } = checked;
   const code = randomToken("oac_");
@@ -356,7 +358,7 @@ async function issueCode(
     account_id: installation.accountId,
     principal_id: installation.principalId ?? "",
     expires_at: new Date(at + codeTtlMs),
-  });
+  }, event);
   return redirectWith(redirectUri, [
     ["code", code],
     ...(req.state !== "" ? [["state", req.state] as [string, string]] : []),
@@ -410,20 +412,19 @@ export async function decideAuthorization(
       ...(state !== "" ? [["state", state] as [string, string]] : []),
       ["iss", deps.issuer],
     ]);
-  const event = (result: "allowed" | "denied", installationId?: string) =>
-    deps.recordEvent(auditContextOf(ctx, deps.now()), {
-      parent: client.projectId,
-      resource: clientResource(client.projectId, client.id),
-      result,
-      changes: [
-        ...(installationId === undefined
-          ? []
-          : [{ field: "installation_id", new: installationId }]),
-        { field: "scopes", new: scopes },
-      ],
-    });
+  const event = (result: "allowed" | "denied", installationId?: string) => ({
+    audit: auditContextOf(ctx, deps.now()),
+    parent: client.projectId,
+    resource: clientResource(client.projectId, client.id),
+    result,
+    changes: [
+      ...(installationId === undefined ? [] : [{ field: "installation_id", new: installationId }]),
+      { field: "scopes", new: scopes },
+    ],
+  });
   if (decision === Decision.DENY) {
-    await event("denied");
+    const denied = event("denied");
+    await deps.recordEvent(denied.audit, denied);
     return answer([["error", "access_denied"], ["error_description", "The user denied access"]]);
   }
   if (decision !== Decision.ALLOW) throw shown("invalid_request", "decision must be allow or deny");
@@ -449,8 +450,14 @@ export async function decideAuthorization(
     }
     throw error;
   }
-  await event("allowed", installation.id);
-  return await issueCode(deps, outcome.checked, req, installation);
+  // Written by the statement that writes the code: one round trip, not two.
+  return await issueCode(
+    deps,
+    outcome.checked,
+    req,
+    installation,
+    event("allowed", installation.id),
+  );
 }
 
 /** The CSRF key, derived from the key the signing keys are sealed under (HKDF-SHA-256). */

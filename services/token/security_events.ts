@@ -14,10 +14,10 @@
  *
  * Where the event goes with a change of the `token` schema (a family revoked, a token put on the
  * revocation list, a device code decided), it is one more common table expression of the
- * statement that makes the change ({@link eventCte}): no change commits without its event. A
- * consent page's decision on an authorization request changes nothing here (the consent is the
- * registry's), and a failure summary changes nothing at all: those are one statement of their own
- * ({@link recordEvent}).
+ * statement that makes the change ({@link eventCte}): no change commits without its event; so is
+ * a consent page's Allow, with the authorization code it gives. A Deny changes nothing here (the
+ * consent is the registry's), and a failure summary changes nothing at all: those are one
+ * statement of their own ({@link recordEvent}).
  *
  * What an event never holds: a token, a code (authorization, device or user code), a secret, a
  * client assertion, a CSRF token, or the user's platform token; only the kinds of things and their

@@ -15,6 +15,7 @@ import {
   changesOf,
   type FieldValue,
   installationResource,
+  type SecurityEvent,
   securityEventCtes,
 } from "../security_events.ts";
 
@@ -97,10 +98,14 @@ export interface RevocationEvent {
 
 /** Reads and writes the grant tables. */
 export interface GrantRepository {
-  /** Stores a new family and its authorization code. */
+  /**
+   * Stores a new family and its authorization code, with `event` when given (a consent page's
+   * Allow), in the same statement.
+   */
   createCode(
     family: Omit<FamilyRow, "revoked_at">,
     code: Omit<CodeRow, "redeemed_at">,
+    event?: SecurityEvent & { audit: AuditContext },
   ): Promise<void>;
   /** A code, redeemed or not, with its family; undefined when unknown. Changes nothing. */
   findCode(codeHash: Uint8Array): Promise<{ code: CodeRow; family: FamilyRow } | undefined>;
@@ -144,12 +149,23 @@ export function createGrantRepository(
   onRevoked: (jtis: string[]) => void = () => {},
 ): GrantRepository {
   return {
-    async createCode(family, code) {
+    async createCode(family, code, event) {
       // One statement, so one transaction without `begin` and `commit` around it: one round trip
-      // instead of four. The code's foreign key is checked at the statement's end, when the
-      // family's row is there.
+      // instead of four (five with the event, written on its own). The code's foreign key is
+      // checked at the statement's end, when the family's row is there.
+      const audit = event === undefined
+        ? sql``
+        : sql`, one as (select 1), ${
+          securityEventCtes(sql, event.audit, {
+            parent: event.parent,
+            resource: event.resource,
+            from: sql`one`,
+            changes: changesOf(sql, event.changes),
+            result: event.result,
+          })
+        }`;
       await sql`
-        with family as (insert into token.families ${insertion(sql, family)})
+        with family as (insert into token.families ${insertion(sql, family)})${audit}
         insert into token.authorization_codes ${insertion(sql, code)}`;
     },
 
