@@ -25,12 +25,7 @@
  * @module
  */
 
-import {
-  type ChangeFeed,
-  createFeedCache,
-  type FeedCache,
-  type FollowOptions,
-} from "../../lib/db/mod.ts";
+import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/db/mod.ts";
 import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ConfigRow } from "./repository/configs.ts";
 
@@ -70,7 +65,7 @@ export function cacheConfigs(
   read: (projectId: string) => Promise<ConfigRow | undefined>,
   options: ConfigCacheOptions,
 ): ConfigCache {
-  const cache: FeedCache = createFeedCache({
+  const cache = createFeedCache({
     follow: options.follow,
     maxBytes: Infinity,
     maxEntries: options.maxEntries ?? 1000,
