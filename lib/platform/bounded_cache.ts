@@ -59,6 +59,14 @@ export interface BoundedCache {
   close(): void;
 }
 
+/**
+ * The bytes to count for a memo under `key` of a JSON-like `value` (a verified token's claims):
+ * both as UTF-16 strings, and 256 for the entry and the objects around them.
+ */
+export function memoBytes(key: string, value: unknown): number {
+  return (key.length + JSON.stringify(value).length) * 2 + 256;
+}
+
 interface Entry<T> {
   value: T;
   bytes: number;

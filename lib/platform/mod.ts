@@ -12,6 +12,7 @@ export {
   type BoundedCache,
   type BoundedCacheOptions,
   createBoundedCache,
+  memoBytes,
   type Region,
 } from "./bounded_cache.ts";
 export {

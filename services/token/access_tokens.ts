@@ -6,8 +6,8 @@
  * again and again, and a signature check and the JWT's parsing are most of an introspection's CPU.
  * A remembered token is checked again at every use against its expiry and its key (one no longer
  * published is verified again, and refused); revocation is not remembered here (the caller looks
- * it up every time). At most `cacheBytes` (2 MiB; a token counted as twice its length and its
- * claims' JSON, plus 256 bytes), taken from the memory budget (lib/platform/bounded_cache.ts).
+ * it up every time). At most `cacheBytes` (2 MiB; a token counted with its claims by `memoBytes`),
+ * taken from the memory budget (lib/platform/bounded_cache.ts).
  *
  * @module
  */
@@ -15,7 +15,7 @@
 import { Buffer } from "node:buffer";
 import { KeyObject, sign } from "node:crypto";
 import { decodeProtectedHeader, type JWTPayload, jwtVerify } from "jose";
-import { createBoundedCache, type MemoryBudget } from "../../lib/platform/mod.ts";
+import { createBoundedCache, memoBytes, type MemoryBudget } from "../../lib/platform/mod.ts";
 import type { KeyRing } from "./keys.ts";
 
 /** The claims of an access token this server issues. */
@@ -135,8 +135,7 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
         if (typeof payload.aud !== "string" || typeof payload.client_id !== "string") return;
         if (!isUuid(payload.jti!)) return undefined;
         const claims = payload as AccessClaims;
-        const bytes = (token.length + JSON.stringify(claims).length) * 2 + 256;
-        verified.set(token, { claims, exp: claims.exp, kid: key.kid }, bytes);
+        verified.set(token, { claims, exp: claims.exp, kid: key.kid }, memoBytes(token, claims));
         return claims;
       } catch {
         return undefined;
