@@ -1,8 +1,8 @@
 /**
- * The two writes every audited resource table makes the same way, each one statement with its
- * event (./events.ts): a create, and an update of the columns a caller set, under the row's lock
- * and the caller's etag. What differs between tables (how a row is found, what a delete leaves
- * behind) stays with each table's repository.
+ * The three writes every audited resource table makes the same way, each one statement with its
+ * event (./events.ts): a create, an update of the columns a caller set (under the row's lock and
+ * the caller's etag), and a delete under the caller's etag. What differs between tables (how a row
+ * is found, what a delete leaves behind) is the repository's, passed in as SQL.
  *
  * @module
  */
@@ -93,4 +93,32 @@ export async function updateAudited<T extends object, C extends object>(
   }
     select * from updated`;
   return row;
+}
+
+/**
+ * Deletes the one row that `where` finds, when `write.etag` is absent or is the row's, with its
+ * `deleted` event (the row as it was) and `leaves`, a statement over the deleted row `gone` (the
+ * tombstone that keeps a list cursor naming it valid); true when a row was deleted, false when
+ * there is none or the etag is not its (the caller tells the two apart). In a transaction, pass
+ * its `run` and the pool as `sql`.
+ */
+export async function deleteAudited(
+  sql: Sql,
+  rows: AuditedRows,
+  where: Fragment,
+  leaves: Fragment,
+  write: Write,
+  resource: string | Fragment,
+  run: Sql = sql,
+): Promise<boolean> {
+  const deleted = await run`
+    with gone as (
+      delete from ${constant(sql, rows.table)}
+      where ${where} ${ifMatch(sql, "xmin::text", write.etag)}
+      returning *
+    ),
+    tombstone as (${leaves}),
+    ${rowEvent(sql, rows, write.audit, resource, "gone", "gone", "gone", null)}
+    select id from gone`;
+  return deleted.length > 0;
 }

@@ -6,8 +6,8 @@
 
 import {
   type AuditedRows,
+  deleteAudited,
   insertAudited,
-  rowEvent,
   updateAudited,
   type Write,
 } from "../../../lib/audit/mod.ts";
@@ -172,18 +172,16 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
         if (write.etag !== undefined && row.etag !== write.etag) throw etagMismatch("journey");
         if (row.children) return "has_children" as const;
         if (row.units) return "has_units" as const;
-        await tx`
-          with gone as (
-            delete from core.journeys where id = ${id} and space = ${space} returning *
-          ),
-          tombstone as (
-            insert into core.tombstones (id, kind, space, list_key)
-            select id, 'journey', space, space from gone
-          ),
-          ${
-          rowEvent(sql, audited, write.audit, journeyName(space, id), "gone", "gone", "gone", null)
-        }
-          select id from gone`;
+        await deleteAudited(
+          sql,
+          audited,
+          sql`id = ${id} and space = ${space}`,
+          sql`insert into core.tombstones (id, kind, space, list_key)
+            select id, 'journey', space, space from gone`,
+          { ...write, etag: undefined }, // checked above, under the lock
+          journeyName(space, id),
+          tx as unknown as Sql,
+        );
         return true as const;
       });
     },

@@ -6,9 +6,8 @@
 
 import {
   type AuditedRows,
-  ifMatch,
+  deleteAudited,
   insertAudited,
-  rowEvent,
   updateAudited,
   type Write,
 } from "../../../lib/audit/mod.ts";
@@ -116,22 +115,19 @@ export function createRoleRepository(sql: Sql): RoleRepository {
       return row;
     },
     async delete(space, id, write) {
-      const rows = await sql`
-        with gone as (
-          delete from core.roles
-          where id = ${id} and space = ${space} ${ifMatch(sql, "xmin::text", write.etag)}
-          returning *
-        ),
-        tombstone as (
-          insert into core.tombstones (id, kind, space, list_key)
-          select id, 'role', space, space from gone
-        ),
-        ${rowEvent(sql, audited, write.audit, roleName(space, id), "gone", "gone", "gone", null)}
-        select id from gone`;
-      if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
+      const deleted = await deleteAudited(
+        sql,
+        audited,
+        sql`id = ${id} and space = ${space}`,
+        sql`insert into core.tombstones (id, kind, space, list_key)
+          select id, 'role', space, space from gone`,
+        write,
+        roleName(space, id),
+      );
+      if (!deleted && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("role");
       }
-      return rows.length > 0;
+      return deleted;
     },
   };
   return repo;

@@ -6,9 +6,8 @@
 
 import {
   type AuditedRows,
-  ifMatch,
+  deleteAudited,
   insertAudited,
-  rowEvent,
   updateAudited,
   type Write,
 } from "../../../lib/audit/mod.ts";
@@ -153,35 +152,21 @@ export function createUnitRepository(sql: Sql): UnitRepository {
       return row;
     },
     async delete(space, id, write) {
-      const rows = await sql`
-        with gone as (
-          delete from core.units
-          where id = ${id} and space = ${space} ${ifMatch(sql, "xmin::text", write.etag)}
-          returning *
-        ),
-        tombstone as (
-          insert into core.tombstones (id, kind, space, list_key)
-          select id, 'unit', space, journey_id::text from gone
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          // The journey is the row's: only Postgres has it, and a delete is not a hot path.
-          sql`'spaces/' || gone.space || '/journeys/' || core.type_id('journey', gone.journey_id)
-              || ${"/units/" + ids.unit.fromUuid(id)}`,
-          "gone",
-          "gone",
-          "gone",
-          null,
-        )
-      }
-        select id from gone`;
-      if (rows.length === 0 && write.etag !== undefined && await repo.get(space, id)) {
+      const deleted = await deleteAudited(
+        sql,
+        audited,
+        sql`id = ${id} and space = ${space}`,
+        sql`insert into core.tombstones (id, kind, space, list_key)
+          select id, 'unit', space, journey_id::text from gone`,
+        write,
+        // The journey is the row's: only Postgres has it, and a delete is not a hot path.
+        sql`'spaces/' || gone.space || '/journeys/' || core.type_id('journey', gone.journey_id)
+            || ${"/units/" + ids.unit.fromUuid(id)}`,
+      );
+      if (!deleted && write.etag !== undefined && await repo.get(space, id)) {
         throw etagMismatch("unit");
       }
-      return rows.length > 0;
+      return deleted;
     },
   };
   return repo;

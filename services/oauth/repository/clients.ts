@@ -7,9 +7,8 @@
 
 import {
   type AuditedRows,
-  ifMatch,
+  deleteAudited,
   insertAudited,
-  rowEvent,
   updateAudited,
   type Write,
 } from "../../../lib/audit/mod.ts";
@@ -174,32 +173,18 @@ export function createClientRepository(sql: Sql): ClientRepository {
       return row;
     },
     async delete(projectId, id, write) {
-      const rows = await sql`
-        with gone as (
-          delete from oauth.clients
-          where id = ${id} and project_id = ${projectId} ${ifMatch(sql, "xmin::text", write.etag)}
-          returning *
-        ),
-        tombstone as (
-          insert into oauth.deleted_clients (id, project_id) select id, project_id from gone
-        ),
-        ${
-        rowEvent(
-          sql,
-          audited,
-          write.audit,
-          clientName(projectId, id),
-          "gone",
-          "gone",
-          "gone",
-          null,
-        )
-      }
-        select id from gone`;
-      if (rows.length === 0 && write.etag !== undefined && await this.get(projectId, id)) {
+      const deleted = await deleteAudited(
+        sql,
+        audited,
+        sql`id = ${id} and project_id = ${projectId}`,
+        sql`insert into oauth.deleted_clients (id, project_id) select id, project_id from gone`,
+        write,
+        clientName(projectId, id),
+      );
+      if (!deleted && write.etag !== undefined && await this.get(projectId, id)) {
         throw etagMismatch("client");
       }
-      return rows.length > 0;
+      return deleted;
     },
     async registersOrigin(origin, { projectId, projects }) {
       const [row] = await sql<{ found: boolean }[]>`
