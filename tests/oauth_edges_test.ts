@@ -278,6 +278,10 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
       );
       assert.equal(rotated.scope, "a");
       assert.notEqual(rotated.refresh_token, token);
+      // Only the access token is narrowed: the new refresh token keeps the grant's scopes (RFC
+      // 6749 6), so a later refresh can ask for all of them again.
+      assert.notEqual(tokens.scope, "a");
+      assert.equal((await introspect(rotated.refresh_token!)).scope, tokens.scope);
       assert.equal((await introspect(tokens.access_token)).active, true);
       // Another client presenting the spent one revokes nothing; its own client doing so does.
       assert.equal(await oauthError(await refresh(web.id, web.auth, token)), "400 invalid_grant");

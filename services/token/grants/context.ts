@@ -112,6 +112,10 @@ export async function principalToken(
  * family is revoked (RFC 6749 4.1.2, RFC 9700 4.14.2) and the answer is `invalid_grant` with
  * `replayed` as its description.
  *
+ * The new refresh token keeps the grant's `scopes` whatever the access token was narrowed to
+ * (`accessScopes`): RFC 6749 6, "the refresh token scope MUST be identical to that of the refresh
+ * token included by the client in the request".
+ *
  * With a DPoP proof's `jkt`, the access token is bound to its key, and so is the refresh token
  * when the client is public (RFC 9449 5: a confidential client's refresh token is bound to its
  * authentication instead). A public client's request without a proof gets an unbound refresh
@@ -124,6 +128,7 @@ export async function issueInFamily(
   holder: { principalId: string; accountId: string },
   scopes: string[],
   jkt?: string,
+  accessScopes: string[] = scopes,
 ): Promise<Omit<IssueTokenResponse, "$typeName">> {
   const { family } = grant;
   const installation = await deps.registry.getInstallation(
@@ -134,7 +139,7 @@ export async function issueInFamily(
     throw oauthError("invalid_grant", "The installation was revoked");
   }
   const principal = { installationId: installation.id, ...holder };
-  const access = await principalToken(deps, client, principal, scopes, undefined, jkt);
+  const access = await principalToken(deps, client, principal, accessScopes, undefined, jkt);
   const refresh = randomToken("ort_");
   const at = deps.now();
   const outcome = await deps.grants.issue(family.id, grant.spent, new Date(at), {
@@ -157,7 +162,7 @@ export async function issueInFamily(
     accessToken: access.jwt,
     tokenType: tokenType(jkt),
     expiresIn: BigInt(access.expiresIn),
-    scope: scopes.join(" "),
+    scope: accessScopes.join(" "),
     refreshToken: refresh,
     issuedTokenType: "",
     dpopNonce: "",

@@ -55,13 +55,14 @@ export const refreshToken: Grant = async (deps, client, req, jkt) => {
   if (token.expires_at.getTime() <= deps.now()) {
     throw oauthError("invalid_grant", "The refresh token has expired");
   }
-  const scopes = narrowScope(req.scope, token.scopes);
+  // The access token may be narrowed; the new refresh token keeps the grant's scopes (RFC 6749 6).
   return await issueInFamily(
     deps,
     client,
     { family, spent: { refreshTokenHash: hash }, replayed: reused },
     { principalId: token.principal_id, accountId: token.account_id },
-    scopes,
+    token.scopes,
     jkt,
+    narrowScope(req.scope, token.scopes),
   );
 };
