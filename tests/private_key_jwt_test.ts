@@ -209,6 +209,51 @@ Deno.test("private_key_jwt with a stock client, and every hostile assertion refu
       },
     );
 
+    await t.step(
+      "aud may be the URL of the endpoint called (RFC 9126 2 for PAR), not another's",
+      async () => {
+        const patched = await admin("PATCH", `/v1/projects/kp1/clients/${keyed.id}`, {
+          redirect_uris: ["https://keys.example/cb"],
+        });
+        assert.equal(patched.status, 200, patched.text);
+        const at = (path: string, form: Record<string, string>, aud: string) =>
+          assertion({ aud }).then((a) =>
+            fetch(`${stack.gatewayUrl}${path}`, {
+              method: "POST",
+              headers: { "content-type": "application/x-www-form-urlencoded" },
+              body: new URLSearchParams({
+                ...form,
+                client_assertion_type: jwtBearer,
+                client_assertion: a,
+              }),
+            })
+          ).then(async (res) => ({ status: res.status, body: await res.json() }));
+        const par = {
+          response_type: "code",
+          client_id: keyed.id,
+          redirect_uri: "https://keys.example/cb",
+          scope: "read",
+          code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+          code_challenge_method: "S256",
+        };
+        const pushed = await at("/oauth2/par", par, `${stack.gatewayUrl}/oauth2/par`);
+        assert.equal(pushed.status, 201, JSON.stringify(pushed.body));
+        assert.match(pushed.body.request_uri, /^urn:ietf:params:oauth:request_uri:/);
+        const introspect = `${stack.gatewayUrl}/oauth2/introspect`;
+        const introspected = await at("/oauth2/introspect", { token: "x" }, introspect);
+        assert.equal(introspected.status, 200, JSON.stringify(introspected.body));
+        assert.equal(introspected.body.active, false);
+        // Another endpoint's URL is no audience of this one.
+        const elsewhere = await at(
+          "/oauth2/token",
+          { grant_type: "client_credentials" },
+          introspect,
+        );
+        assert.equal(elsewhere.status, 401, JSON.stringify(elsewhere.body));
+        assert.equal(elsewhere.body.error, "invalid_client");
+      },
+    );
+
     await t.step("a jti is used once, across replicas (Postgres decides)", async () => {
       const a = await assertion();
       const replicas = [grpcTestClient(stack.tokenGrpc), grpcTestClient(`127.0.0.1:${grpcPort}`)];

@@ -7,7 +7,9 @@
  * - the JWS: compact, three base64url parts, a header without `crit`, `alg` one of
  *   {@link assertionSigningAlgs} (never `none` or HS*: a client has no shared key here);
  * - the claims: `iss` and `sub` the client_id (and the request's client_id, when it names one);
- *   `aud` the issuer or the token endpoint's URL (a string, or an array of only those); `exp`
+ *   `aud` the issuer, the token endpoint's URL or the URL of the endpoint called (a string, or an
+ *   array of only those: RFC 9126 2 asks the PAR endpoint to take its own URL, and clients of
+ *   node-oidc-provider send the URL they post to, introspection and revocation too); `exp`
  *   present, not past and at most {@link maxAssertionLifetimeSeconds} ahead; `iat` and `nbf`, when
  *   present, not in the future; `jti` present, 1..256 characters; {@link clockSkewSeconds} of skew
  *   each way;
@@ -74,9 +76,14 @@ export interface AssertionVerifierOptions {
 
 /**
  * Checks a client assertion; returns the client it authenticates. `clientId` is the request's own
- * client_id, or "" when it has none (the assertion's `sub` names the client).
+ * client_id, or "" when it has none (the assertion's `sub` names the client); `endpoint` the URL
+ * of the endpoint called, which `aud` may name too.
  */
-export type AssertionVerifier = (assertion: string, clientId: string) => Promise<Client>;
+export type AssertionVerifier = (
+  assertion: string,
+  clientId: string,
+  endpoint?: string,
+) => Promise<Client>;
 
 /** What each key algorithm of the registry takes: the `alg` names, and the JWK members. */
 const families: Record<string, { names: readonly string[]; members: readonly string[] }> = {
@@ -122,7 +129,7 @@ export function createAssertionVerifier(options: AssertionVerifierOptions): Asse
     registry.recordKeyUse(clientId, keyId).catch((error) => options.onReportError?.(error));
   }
 
-  return async (assertion, clientId) => {
+  return async (assertion, clientId, endpoint) => {
     const fail = () => oauthError("invalid_client", failed);
     const jws = parseJws(assertion, maxAssertionLength);
     if (!jws || "crit" in jws.header) throw fail();
@@ -139,9 +146,10 @@ export function createAssertionVerifier(options: AssertionVerifierOptions): Asse
     const { iss, sub, aud, exp, nbf, iat, jti } = claims;
     if (typeof sub !== "string" || sub === "" || iss !== sub) throw fail();
     if (clientId !== "" && clientId !== sub) throw fail();
+    const audience = (a: unknown) => audiences.includes(a as string) || a === endpoint;
     const audOk = typeof aud === "string"
-      ? audiences.includes(aud)
-      : Array.isArray(aud) && aud.length > 0 && aud.every((a) => audiences.includes(a));
+      ? audience(aud)
+      : Array.isArray(aud) && aud.length > 0 && aud.every(audience);
     if (!audOk) throw fail();
     if (!isNumber(exp) || exp <= nowS - clockSkewSeconds) throw fail();
     if (exp > nowS + maxAssertionLifetimeSeconds + clockSkewSeconds) throw fail();

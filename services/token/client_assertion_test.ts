@@ -105,8 +105,12 @@ async function sign(
   }).setProtectedHeader(header).sign(privateKey);
 }
 
-async function refused(verify: (a: string, c: string) => Promise<Client>, assertion: string) {
-  const error = await verify(assertion, "").then(() => undefined, (e: unknown) => e);
+async function refused(
+  verify: (a: string, c: string, endpoint?: string) => Promise<Client>,
+  assertion: string,
+) {
+  // Called at the token endpoint.
+  const error = await verify(assertion, "", tokenUrl).then(() => undefined, (e: unknown) => e);
   assert.ok(error instanceof ConnectError, "refused");
   // One description for every failure: nothing says which check failed.
   assert.deepEqual(error.rawMessage, "Client authentication failed");
@@ -124,6 +128,9 @@ Deno.test("a valid assertion authenticates, by each key type, and EdDSA under bo
     // Without kid, and with the request's client_id; the token endpoint's URL as aud.
     await verify(await sign(privateKey, { alg: names[0]! }, { aud: tokenUrl }), clientId);
     await verify(await sign(privateKey, { alg: names[0]! }, { aud: [issuer, tokenUrl] }), "");
+    // The URL of the endpoint called (RFC 9126 2: the PAR endpoint's own).
+    const par = `${issuer}/oauth2/par`;
+    await verify(await sign(privateKey, { alg: names[0]! }, { aud: par }), "", par);
   }
 });
 
@@ -137,7 +144,7 @@ Deno.test("every bad assertion is invalid_client with the same description", asy
     ["wrong aud", sign(privateKey, header, { aud: "https://other.example" })],
     ["aud with another value", sign(privateKey, header, { aud: [issuer, "https://x.example"] })],
     [
-      "the introspection endpoint as aud",
+      "another endpoint's URL as aud (the token endpoint is called)",
       sign(privateKey, header, { aud: `${issuer}/oauth2/introspect` }),
     ],
     ["no exp", sign(privateKey, header, { exp: undefined })],

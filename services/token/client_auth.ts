@@ -54,6 +54,7 @@ import {
   type TokenVerifier,
 } from "../../lib/policy/mod.ts";
 import type { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
+import { oauthPaths } from "../../lib/platform/mod.ts";
 import type { ClientCredentials } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { type AssertionVerifier, jwtBearerAssertionType } from "./client_assertion.ts";
 import { parseJws } from "./jws.ts";
@@ -98,8 +99,19 @@ export function clientOf(ctx: HandlerContext | { values: ContextValues }): Clien
   return client;
 }
 
+/** The HTTP endpoint of each method that authenticates clients: a client assertion may name it. */
+const endpointPaths: Partial<Record<keyof typeof TokenService.method, string>> = {
+  issueToken: oauthPaths.token,
+  introspectToken: oauthPaths.introspect,
+  revokeToken: oauthPaths.revoke,
+  startDeviceAuthorization: oauthPaths.deviceAuthorization,
+  pushAuthorizationRequest: oauthPaths.par,
+};
+
 /** Options of {@link clientAuthentication}. */
 export interface ClientAuthOptions {
+  /** The issuer: the endpoints' URLs are under it. */
+  issuer: string;
   /** The registry (cached or not). */
   registry: Registry;
   /** Checks client assertions (`private_key_jwt`). */
@@ -180,7 +192,9 @@ export function clientAuthentication(options: ClientAuthOptions): Interceptor {
     const credentials = (req.message as { client?: ClientCredentials }).client;
     let client: Client;
     try {
-      client = await authenticate(options, credentials, rule === "client_or_public");
+      const path = endpointPaths[req.method.localName as keyof typeof TokenService.method];
+      const endpoint = path === undefined ? undefined : options.issuer + path;
+      client = await authenticate(options, credentials, rule === "client_or_public", endpoint);
     } catch (error) {
       // invalid_client (the only UNAUTHENTICATED answer of the checks): counted, never written
       // here (./auth_failures.ts).
@@ -213,6 +227,7 @@ async function authenticate(
   { registry, assertions, now }: ClientAuthOptions,
   credentials: ClientCredentials | undefined,
   publicAllowed: boolean,
+  endpoint: string | undefined,
 ): Promise<Client> {
   if (
     credentials && (credentials.clientAssertion !== "" || credentials.clientAssertionType !== "")
@@ -235,7 +250,7 @@ async function authenticate(
         "Use one client authentication method: a client assertion or a secret, not both",
       );
     }
-    return await assertions(credentials.clientAssertion, credentials.clientId);
+    return await assertions(credentials.clientAssertion, credentials.clientId, endpoint);
   }
   if (!credentials || credentials.clientId === "") {
     throw oauthError("invalid_client", "Client authentication is required");

@@ -221,6 +221,7 @@ export const tokenService = defineService({
         deadline(),
         availability(notReady),
         clientAuthentication({
+          issuer,
           registry,
           assertions: createAssertionVerifier({
             registry,

@@ -197,6 +197,7 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
         router: {
           interceptors: [
             clientAuthentication({
+              issuer,
               registry,
               assertions: createAssertionVerifier({
                 registry,

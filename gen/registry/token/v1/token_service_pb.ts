@@ -57,7 +57,8 @@ export type ClientCredentials = Message<"registry.token.v1.ClientCredentials"> &
   /**
    * The client assertion (`private_key_jwt`, RFC 7523 2.2 and 3): a JWS signed with one of the
    * client's live keys, `alg` the key's (EdDSA keys also as `Ed25519`; never `none` or HS*);
-   * `iss` and `sub` the client_id; `aud` the issuer (or the token endpoint's URL); `exp` present
+   * `iss` and `sub` the client_id; `aud` the issuer, the token endpoint's URL or the URL of the
+   * HTTP endpoint called (RFC 9126 2: the PAR endpoint's own); `exp` present
    * and at most 5 minutes ahead; `iat` and `nbf`, when present, not in the future; `jti` present
    * and used once (remembered in Postgres until `exp`, so a replay fails in every replica). A
    * clock skew of 30 seconds is allowed each way. Every failure is `invalid_client` with one and
