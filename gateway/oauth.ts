@@ -119,7 +119,10 @@ const tokenParams = {
 /** How clients authenticate (RFC 8414 `*_endpoint_auth_methods_supported`). */
 const authMethods = ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"];
 
-/** The parameters each form of the endpoints knows, to name in an error (never an unknown one). */
+/**
+ * The parameters each form of the endpoints knows: each may come once; any other is ignored
+ * however often it comes (RFC 6749 3.1, 3.2), and never named in an error.
+ */
 const clientParams = ["client_id", "client_secret", "client_assertion", "client_assertion_type"];
 const knownParams = {
   token: new Set([...Object.keys(tokenParams), ...clientParams]),
@@ -128,11 +131,6 @@ const knownParams = {
   authorize: new Set([...Object.keys(authorizationParams), "decision", "csrf_token"]),
   deviceAuthorization: new Set(["scope", ...clientParams]),
 };
-
-/** How an error names a parameter the client sent: by its name only when the endpoint knows it. */
-function parameterName(name: string, known: ReadonlySet<string>): string {
-  return known.has(name) ? `The parameter ${name}` : "A parameter";
-}
 
 /** The cookie that carries the signed-in user's platform token. */
 export const sessionCookie = "session";
@@ -410,12 +408,13 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       params = new Map();
       for (const [name, value] of url.searchParams) {
         // RFC 6749 3.1: a parameter sent twice makes the request invalid, and which redirect_uri
-        // would be meant is unknown: not redirected.
-        if (params.has(name)) {
+        // would be meant is unknown: not redirected. One this endpoint does not know is ignored,
+        // however often it comes (RFC 6749 3.1: "MUST ignore unrecognized request parameters").
+        if (params.has(name) && knownParams.authorize.has(name)) {
           return await errorPage(
             400,
             "This sign-in request cannot be completed",
-            `${parameterName(name, knownParams.authorize)} is given more than once.`,
+            `The parameter ${name} is given more than once.`,
           );
         }
         if (value !== "") params.set(name, value);
@@ -702,11 +701,14 @@ async function readForm(
     const params = new Map<string, string>();
     for (const [name, value] of new URLSearchParams(text)) {
       if (value === "") continue;
-      if (params.has(name)) {
+      // RFC 6749 3.1 and 3.2: a parameter MUST NOT be sent twice, and one the endpoint does not
+      // know MUST be ignored, however often it comes (node-oidc-provider rejects only repeats of
+      // the parameters it reads, too).
+      if (params.has(name) && known.has(name)) {
         throw new OAuthHttpError(
           400,
           "invalid_request",
-          `${parameterName(name, known)} is given more than once`,
+          `The parameter ${name} is given more than once`,
         );
       }
       params.set(name, value);

@@ -92,14 +92,12 @@ Deno.test("authorize with a repeated parameter: a page, never a redirect", async
   assert.match(await res.text(), /redirect_uri is given more than once/);
 });
 
-Deno.test("a repeated form parameter: named only when the endpoint knows it, within RFC 6749's characters", async () => {
+Deno.test("a repeated form parameter the endpoint knows is refused, named within RFC 6749's characters", async () => {
   for (
     const [path, body, description] of [
-      ["/oauth2/token", "x%22%C3%A9%5C=1&x%22%C3%A9%5C=2", "A parameter is given more than once"],
       ["/oauth2/token", "scope=a&scope=b", "The parameter scope is given more than once"],
-      ["/oauth2/revoke", "%00=1&%00=2", "A parameter is given more than once"],
       ["/oauth2/introspect", "token=a&token=b", "The parameter token is given more than once"],
-      ["/oauth2/introspect", "grant_type=a&grant_type=b", "A parameter is given more than once"],
+      ["/oauth2/revoke", "token=a&token=b", "The parameter token is given more than once"],
     ] as const
   ) {
     const res = await answer(

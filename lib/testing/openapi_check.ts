@@ -238,10 +238,13 @@ export function createOpenApiChecker(document: Json): {
       return refuses(pointer, parsed, "body");
     }
     if (type === "application/x-www-form-urlencoded") {
+      // A field the form describes may come once; one it does not is ignored however often it
+      // comes (RFC 6749 3.2, gateway/oauth.ts).
+      const described = resolve(body.content[type].schema)?.properties ?? {};
       const form: Record<string, string> = {};
       for (const [name, value] of new URLSearchParams(req.body)) {
         if (value === "") continue; // omitted, as RFC 6749 3.2 reads it (gateway/oauth.ts too)
-        if (name in form) return `form ${name} is repeated`;
+        if (name in form && Object.hasOwn(described, name)) return `form ${name} is repeated`;
         form[name] = value;
       }
       return refuses(pointer, form, "form");

@@ -125,5 +125,10 @@ Deno.test("a request is refused where the document refuses it, and only there", 
     undefined,
   );
   assert.match(refused(verdict("POST", "/oauth2/token", "scope=a", form))!, /grant_type/);
+  // A field the form describes comes once; one it does not is ignored however often it comes.
+  const twice = "grant_type=client_credentials&scope=a&scope=b";
+  assert.match(refused(verdict("POST", "/oauth2/token", twice, form))!, /form scope is repeated/);
+  const unknown = "grant_type=client_credentials&foo=1&foo=2";
+  assert.equal(refused(verdict("POST", "/oauth2/token", unknown, form)), undefined);
   assert.equal(verdict("GET", "/v2/nothing"), "unchecked");
 });
