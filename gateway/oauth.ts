@@ -17,7 +17,7 @@
  *   endpoint as the token endpoint is; `GET /oauth2/device` and its form's POST: the verification
  *   page (./device_page.ts), for the signed-in user as the consent page is;
  * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), held in memory for as long as the token
- *   service says a cache may keep them;
+ *   service says a cache may keep them; it and the metadata may be read from any origin (CORS `*`);
  * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
  *   `POST /oauth2/revoke` (RFC 7009): `application/x-www-form-urlencoded` in, RFC JSON out, with
  *   `Cache-Control: no-store`. The token and revocation endpoints answer browser apps on their
@@ -63,6 +63,7 @@ import {
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
 import { createCors } from "./cors.ts";
+import { methodNotAllowed } from "./http_errors.ts";
 import { createDevicePage, devicePageParams } from "./device_page.ts";
 
 export { oauthPaths };
@@ -188,6 +189,13 @@ function errorAnswer(e: OAuthHttpError): Response {
     e.headers,
   );
 }
+
+/**
+ * The metadata and the JWK Set are public documents that a browser app reads first (oauth4webapi's
+ * discovery): any origin may read them, as node-oidc-provider and Keycloak allow. No credentials
+ * are involved, so `*` is exactly right.
+ */
+const publicDocument = { "access-control-allow-origin": "*" };
 
 /** Creates the endpoints. */
 export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
@@ -481,15 +489,23 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   return async (req, url, c) => {
     switch (url.pathname) {
       case oauthPaths.metadata:
-        if (req.method !== "GET" && req.method !== "HEAD") return undefined;
+        if (req.method !== "GET" && req.method !== "HEAD") {
+          return { response: methodNotAllowed(req.method, ["GET", "HEAD"]), route: url.pathname };
+        }
         return {
           response: new Response(metadata, {
-            headers: { "content-type": "application/json", "cache-control": "max-age=300" },
+            headers: {
+              "content-type": "application/json",
+              "cache-control": "max-age=300",
+              ...publicDocument,
+            },
           }),
           route: oauthPaths.metadata,
         };
       case oauthPaths.jwks: {
-        if (req.method !== "GET" && req.method !== "HEAD") return undefined;
+        if (req.method !== "GET" && req.method !== "HEAD") {
+          return { response: methodNotAllowed(req.method, ["GET", "HEAD"]), route: url.pathname };
+        }
         if (!jwks || Date.now() >= jwks.until) {
           try {
             const res = await tokens.getJwks({}, {
@@ -509,6 +525,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             headers: {
               "content-type": "application/jwk-set+json",
               "cache-control": `max-age=${maxAge}`,
+              ...publicDocument,
             },
           }),
           route: oauthPaths.jwks,

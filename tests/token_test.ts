@@ -72,6 +72,21 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
         "private_key_jwt",
       ]);
       assert.equal(as.authorization_response_iss_parameter_supported, true);
+      // A browser app discovers from its own origin: the metadata and the JWK Set are readable
+      // from any (CORS `*`, no credentials); they take GET and HEAD only.
+      for (const path of ["/.well-known/oauth-authorization-server", "/oauth2/jwks"]) {
+        const read = await fetch(`${stack.gatewayUrl}${path}`, {
+          headers: { origin: "https://spa.example" },
+        });
+        await read.body?.cancel();
+        assert.equal(read.status, 200, path);
+        assert.equal(read.headers.get("access-control-allow-origin"), "*", path);
+        assert.equal(read.headers.get("access-control-allow-credentials"), null, path);
+        const posted = await fetch(`${stack.gatewayUrl}${path}`, { method: "POST" });
+        await posted.body?.cancel();
+        assert.equal(posted.status, 405, path);
+        assert.equal(posted.headers.get("allow"), "GET, HEAD", path);
+      }
     });
 
     await t.step("the JWK Set holds public Ed25519 keys only, each with a kid", async () => {
