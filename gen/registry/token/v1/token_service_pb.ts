@@ -1645,8 +1645,10 @@ export const TokenService: GenService<{
   },
   /**
    * Revocation (RFC 7009): revokes a token the calling client holds. A token that is unknown,
-   * malformed, expired or another client's is answered as a success too (RFC 7009 2.2), and
-   * nothing changes.
+   * malformed or expired is answered as a success (RFC 7009 2.2), and nothing changes; another
+   * client's is refused, `invalid_request`, and nothing changes (RFC 7009 2.1: "If this validation
+   * fails, the request is refused and the client is informed of the error"; node-oidc-provider
+   * answers the same).
    *
    * @generated from rpc registry.token.v1.TokenService.RevokeToken
    */
