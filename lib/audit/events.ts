@@ -535,9 +535,10 @@ export interface EventQuery {
 }
 
 /** An event id as a cursor: decimal digits (a bigint), or empty for none. */
+const cursorMessage = "must be an event id (its decimal number)";
 const cursor = v.union(
-  [v.literal(""), v.pipe(v.string(), v.regex(/^(0|[1-9][0-9]{0,17})$/))],
-  "must be an event id (its decimal number)",
+  [v.literal(""), v.pipe(v.string(), v.regex(/^(0|[1-9][0-9]{0,17})$/, cursorMessage))],
+  cursorMessage,
 );
 
 const querySchema = v.object({

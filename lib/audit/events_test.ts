@@ -11,7 +11,8 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { migrate, readMigrations, type Sql } from "../db/mod.ts";
 import { createTestDatabase } from "../testing/mod.ts";
-import { listEvents, numberEvents } from "./events.ts";
+import { ListEventsRequestSchema } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { listEvents, numberEvents, readCursor } from "./events.ts";
 
 /** A plan node of `explain (format json)`, as far as these tests read it. */
 interface PlanNode {
@@ -150,4 +151,18 @@ Deno.test("each filter of an event list reads about what it returns", async () =
       assert.ok(discarded(list) < 500, `${JSON.stringify(filter)} threw away ${discarded(list)}`);
     }
   });
+});
+
+Deno.test("a bad event cursor is refused in words, not with the pattern that checks it", () => {
+  for (const after of ["abc", "-1", "01", "1.0"]) {
+    assert.throws(
+      () => readCursor(after, ListEventsRequestSchema),
+      (e: Error) =>
+        e.message.includes("Invalid after: must be an event id (its decimal number)") &&
+        !e.message.includes("Expected"),
+      after,
+    );
+  }
+  assert.equal(readCursor("", ListEventsRequestSchema), undefined);
+  assert.equal(readCursor("42", ListEventsRequestSchema), 42n);
 });

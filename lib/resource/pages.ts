@@ -45,7 +45,7 @@ export async function readPage(
   if (uuid === undefined || !(await isCursor(uuid))) {
     throw invalidArgument([{
       field: "after",
-      description: `must be the id of a ${label} of this list`,
+      description: `must be the id of ${/^[aeiou]/.test(label) ? "an" : "a"} ${label} of this list`,
     }]);
   }
   return { limit, after: uuid };
