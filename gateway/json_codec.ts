@@ -18,6 +18,10 @@
  *   (itself included), strings valid Unicode without NUL. Value, ListValue and Any cannot be read
  *   (Value and ListValue are written with the canonical protobuf JSON mapping).
  *
+ * - a member name appears at most once in an object (RFC 8259 4 leaves what a repeat means to
+ *   each parser, so a proxy that reads the first and this gateway, which would read the last,
+ *   could see two requests in one): {@link repeatedMember} finds the first repeat.
+ *
  * Decoding never throws on bad input: it collects one {@link FieldViolation} per bad field.
  * Lookup tables (fields by name, field behaviours, enum names) are built once per descriptor.
  *
@@ -449,6 +453,63 @@ function fieldMaskFromJson(json: unknown): Message | Bad {
 
 function isObject(json: unknown): json is Record<string, unknown> {
   return typeof json === "object" && json !== null && !Array.isArray(json);
+}
+
+/** A member name as a field path step: `.name`, or `["odd name"]`. */
+function pathStep(key: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
+/**
+ * The path (`type`, `scopes[1].name`, `meta["a b"]`) of the first member whose name its object
+ * already has, or undefined. `text` must be JSON that `JSON.parse` accepted; names are compared
+ * as decoded (`"a"` and `"\u0061"` are one). One pass with its own stack, so any depth is safe.
+ */
+export function repeatedMember(text: string): string | undefined {
+  /** An open object (its names so far, and the last) or array (its index), and its path. */
+  const open: { names: Set<string> | undefined; last: string; index: number; path: string }[] = [];
+  let expectName = false;
+  const child = () => {
+    const top = open.at(-1);
+    if (!top) return "";
+    return top.names ? top.path + pathStep(top.last) : `${top.path}[${top.index}]`;
+  };
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) { // a string: skipped, or read as a member's name
+      let j = i + 1;
+      let escaped = false;
+      for (; j < text.length; j++) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c) {
+          escaped = true;
+          j++;
+        } else if (d === 0x22) break;
+      }
+      if (expectName) {
+        const raw = text.slice(i, j + 1);
+        const name: string = escaped ? JSON.parse(raw) : raw.slice(1, -1);
+        const top = open.at(-1)!;
+        if (top.names!.has(name)) return (top.path + pathStep(name)).replace(/^\./, "");
+        top.names!.add(name);
+        top.last = name;
+        expectName = false;
+      }
+      i = j;
+    } else if (c === 0x7b) { // {
+      open.push({ names: new Set(), last: "", index: 0, path: child() });
+      expectName = true;
+    } else if (c === 0x5b) { // [
+      open.push({ names: undefined, last: "", index: 0, path: child() });
+    } else if (c === 0x7d || c === 0x5d) { // } ]
+      open.pop();
+    } else if (c === 0x2c) { // ,
+      const top = open.at(-1)!;
+      if (top.names) expectName = true;
+      else top.index++;
+    }
+  }
+  return undefined;
 }
 
 /** Sets an own property, even one named `__proto__`, without touching any prototype. */

@@ -44,7 +44,13 @@ import {
   ListClientsRequestSchema,
   ListClientsResponseSchema,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { decodeMessage, decodeScalarParam, encodeMessage, isoMillis } from "./json_codec.ts";
+import {
+  decodeMessage,
+  decodeScalarParam,
+  encodeMessage,
+  isoMillis,
+  repeatedMember,
+} from "./json_codec.ts";
 
 const wkts = [
   file_google_protobuf_duration,
@@ -1055,4 +1061,28 @@ Deno.test("isoMillis writes what Date.prototype.toISOString writes, at every yea
     samples.push(x - (i % 2 ? 62_135_596_800_000 : 0), x + 86_400_000 * (i % 3) - 1);
   }
   for (const ms of samples) assert.equal(isoMillis(ms), new Date(ms).toISOString(), String(ms));
+});
+
+Deno.test("repeatedMember() finds a name its object already has, at any depth, as decoded", () => {
+  for (
+    const [text, path] of [
+      ['{"name":"a","type":"spa","type":"web"}', "type"],
+      ['{"a":{"b":[1,{"c":1,"d":2,"c":3}]}}', "a.b[1].c"],
+      ['{"meta":{"a b":1,"a b":2}}', 'meta["a b"]'],
+      ['{"x":1,"\\u0078":2}', "x"],
+      ['[{"k":1},{"k":2,"k":3}]', "[1].k"],
+      ['{"s":"{\\"t\\":1,\\"t\\":2}","t":1}', undefined],
+      ['{"a":{"k":1},"b":{"k":1},"k":[{"k":1}]}', undefined],
+      ['{"":1,"__proto__":2}', undefined],
+      ["[]", undefined],
+      ['"x"', undefined],
+      ["{}", undefined],
+    ] as const
+  ) {
+    JSON.parse(text); // each is JSON
+    assert.equal(repeatedMember(text), path, text);
+  }
+  // Any depth, without recursion.
+  const deep = "[".repeat(100_000) + "]".repeat(100_000);
+  assert.equal(repeatedMember(deep), undefined);
 });

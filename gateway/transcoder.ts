@@ -34,7 +34,7 @@ import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader } from "../lib/platform/mod.ts";
 import { wireSizeOf } from "../lib/rpc/mod.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
-import { decodeMessage, decodeScalarParam, encodeMessage } from "./json_codec.ts";
+import { decodeMessage, decodeScalarParam, encodeMessage, repeatedMember } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
 import { buildRoutes, conditional, type Match, matchRoute, type Route } from "./routes.ts";
 
@@ -172,11 +172,17 @@ function parseJson(req: Request, bytes: Uint8Array): unknown {
   } catch {
     throw invalid([], "The request body is not valid UTF-8");
   }
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = JSON.parse(text);
   } catch (error) {
     throw invalid([], `The request body is not valid JSON: ${(error as Error).message}`);
   }
+  const repeated = repeatedMember(text);
+  if (repeated !== undefined) {
+    throw invalid([{ field: repeated, description: "is given more than once" }]);
+  }
+  return parsed;
 }
 
 /** Builds the request message of a matched route from the path, the query and the body. */

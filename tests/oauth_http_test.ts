@@ -244,6 +244,20 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         400,
         "invalid_argument",
       );
+      // A member twice, each value good alone: which one a reader takes is up to it (RFC 8259 4),
+      // so the body is refused, naming the member, and nothing changes.
+      const before = (await api("GET", path, { token: admin })).body;
+      assertError(
+        await api("PATCH", path, {
+          token: admin,
+          raw: '{"application_name":"First","application_name":"Second"}',
+          headers,
+        }),
+        400,
+        "invalid_argument",
+        "application_name",
+      );
+      assert.deepEqual((await api("GET", path, { token: admin })).body, before);
       assertError(await api("PATCH", path, { token: admin, json: [] }), 400, "invalid_argument");
       assertError(await api("PATCH", path, { token: admin, json: "x" }), 400, "invalid_argument");
       assertError(
