@@ -9,6 +9,7 @@ import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.ts";
 import { BadRequestSchema } from "../gen/google/rpc/error_details_pb.ts";
 import { ClientStatus, ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
+import { Audience } from "../gen/registry/oauth/v1/config_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { grpcFailure, grpcTestClient } from "../lib/testing/mod.ts";
 import { startStack } from "../lib/testing/mod.ts";
@@ -84,6 +85,40 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
         updateMask: { paths: ["application_name"] },
       }, admin));
       assert.equal(bad.code, 3);
+      // An empty mask is as none: the set fields change.
+      const empty = await client.call(rpc.updateOAuthConfig, {
+        projectId: "g1",
+        config: { applicationName: "gRPC app 2" },
+        updateMask: { paths: [] },
+      }, admin);
+      assert.equal(empty.config?.applicationName, "gRPC app 2");
+      assert.equal(empty.config?.supportEmail, "ops@example.com");
+    });
+
+    await t.step("update mask `*` replaces the resource (AIP-134)", async () => {
+      const res = await client.call(rpc.updateOAuthConfig, {
+        projectId: "g1",
+        config: { applicationName: "Replaced", audience: Audience.EXTERNAL },
+        updateMask: { paths: ["*"] },
+      }, admin);
+      assert.equal(res.config?.applicationName, "Replaced");
+      assert.equal(res.config?.supportEmail, undefined, "a field left out is cleared");
+      // A required field left out is refused, and `*` goes alone.
+      for (const paths of [["*"], ["*", "application_name"]]) {
+        const err = await grpcFailure(client.call(rpc.updateOAuthConfig, {
+          projectId: "g1",
+          config: paths.length === 1 ? { supportEmail: "x@example.com" } : {
+            applicationName: "x",
+          },
+          updateMask: { paths },
+        }, admin));
+        assert.equal(err.code, 3, paths.join());
+      }
+      assert.equal(
+        (await client.call(rpc.getOAuthConfig, { projectId: "g1" }, admin)).config
+          ?.applicationName,
+        "Replaced",
+      );
     });
 
     await t.step("create a client and a secret; VerifyClientSecret checks the pair", async () => {

@@ -25,9 +25,12 @@ export interface MaskResult {
 }
 
 /**
- * Resolves the update mask of a request. With a mask, every path must name an updatable field
- * (violations are reported as `<resourceField>.<path>`); without one, the updatable fields that are
- * set in the resource are taken (AIP-134), and output-only fields are ignored (AIP-203).
+ * Resolves the update mask of a request (AIP-134). With a mask, every path must name an updatable
+ * field (violations are reported as `<resourceField>.<path>`); `*` alone is every updatable field
+ * (full replacement: one left out of the resource is set to its empty value, which validation may
+ * refuse). Without one, or with an empty one (over JSON, `""` is the only way to send a mask with
+ * no paths, and a change of nothing is never what is meant), the updatable fields that are set in
+ * the resource are taken, and output-only fields are ignored (AIP-203).
  */
 export function resolveMask(
   desc: DescMessage,
@@ -38,7 +41,10 @@ export function resolveMask(
 ): MaskResult {
   const paths: string[] = [];
   const violations: FieldViolation[] = [];
-  if (mask === undefined) {
+  if (mask !== undefined && mask.paths.length === 1 && mask.paths[0] === "*") {
+    return { paths: [...rules.updatable], violations };
+  }
+  if (mask === undefined || mask.paths.length === 0) {
     for (const name of rules.updatable) {
       const field = desc.fields.find((f) => f.name === name);
       if (field && resource && isFieldSet(resource, field)) paths.push(name);
@@ -46,6 +52,10 @@ export function resolveMask(
     return { paths, violations };
   }
   for (const path of mask.paths) {
+    if (path === "*") {
+      violations.push({ field: "update_mask", description: "* must be the only path" });
+      continue;
+    }
     // The etag is the update's precondition (AIP-154), never a field it changes.
     if (paths.includes(path) || path === "etag") continue;
     if (rules.updatable.includes(path)) {

@@ -92,8 +92,9 @@ export type UpdateOAuthConfigRequest = Message<"registry.oauth.v1.UpdateOAuthCon
 
   /**
    * The fields to change, by their proto names (the JSON gateway derives it from the body's
-   * keys). When absent, every field set to a non-default value in config. A field named here but
-   * unset in config is cleared (nullable fields to null, authorized_domains and scopes to []).
+   * keys); `*` alone names every field that can change (full replacement, AIP-134). When absent
+   * or empty, every field set to a non-default value in config. A field named here but unset in
+   * config is cleared (nullable fields to null, authorized_domains and scopes to []).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 3;
    */
@@ -320,8 +321,9 @@ export type UpdateClientRequest = Message<"registry.oauth.v1.UpdateClientRequest
 
   /**
    * The fields to change: any of name, redirect_uris, javascript_origins, status,
-   * token_endpoint_auth_method, dpop_bound_access_tokens. When absent,
-   * every field set to a non-default value in client.
+   * token_endpoint_auth_method, dpop_bound_access_tokens; `*` alone names them all (full
+   * replacement, AIP-134: one unset in client takes its empty value, and a required one is then
+   * refused). When absent or empty, every field set to a non-default value in client.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
