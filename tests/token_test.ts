@@ -322,6 +322,13 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       assert.equal(bad.body.error.details[0].field, "since");
       const other = await api("GET", "/v1/projects/tp3/security-events", { token: adminToken });
       assert.equal(other.status, 403, other.text);
+      // `-`: the failures of client_ids no project has, for a caller of every project (the
+      // document's path parameter says so too: the stack's response check holds it to that).
+      const everyProject = await stack.token({ sub: "ops", projects: ["*"] });
+      const none = await api("GET", "/v1/projects/-/security-events", { token: everyProject });
+      assert.equal(none.status, 200, none.text);
+      const notEvery = await api("GET", "/v1/projects/-/security-events", { token: adminToken });
+      assert.equal(notEvery.status, 403, notEvery.text);
     });
 
     await t.step("a suspended client's tokens are inactive; it gets no new ones", async () => {

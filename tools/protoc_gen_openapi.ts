@@ -29,6 +29,7 @@ import {
   createSecretFields,
   projectId,
 } from "../services/oauth/validation.ts";
+import { eventsProjectId } from "../services/token/security_events.ts";
 
 /** The services' rules of the fields of each message a request carries, by property name. */
 const rules: Record<string, Record<string, unknown>> = {
@@ -41,6 +42,7 @@ const rules: Record<string, Record<string, unknown>> = {
   "registry.core.v1.Unit": unitInput.entries,
   "registry.core.v1.ListRolesRequest": roleFilter.entries,
   "registry.core.v1.ListUnitsRequest": unitFilter.entries,
+  "registry.token.v1.ListEventsRequest": { projectId: eventsProjectId },
 };
 
 /** Rules every request shares, by field: the page size, and a project id wherever it is. */

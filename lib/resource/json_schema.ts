@@ -1,7 +1,7 @@
 /**
  * The JSON Schema form of the limits a valibot rule states: lengths (in code points, as JSON
  * Schema counts them), patterns, item counts, uniqueness (`v.metadata({ uniqueItems: true })`,
- * which {@link uniqueList} adds) and numeric ranges. The API description (gen/openapi/) shows them
+ * which {@link uniqueList} adds), numeric ranges and unions (`anyOf`, a literal as `const`). The API description (gen/openapi/) shows them
  * on each field, so what a client reads there is what the services enforce. Checks written as code
  * (a URI's rules, a hostname's) have no JSON Schema form; their fields' descriptions say them.
  *
@@ -14,6 +14,8 @@ export type JsonSchemaLimits = Record<string, unknown>;
 interface Node {
   kind?: string;
   type?: string;
+  options?: Node[];
+  literal?: unknown;
   pipe?: Node[];
   wrapped?: Node;
   item?: Node;
@@ -36,6 +38,13 @@ export function jsonSchemaLimits(schema: unknown): JsonSchemaLimits {
     if (node === undefined) return;
     if (node.type === "optional" || node.type === "nullish" || node.type === "nullable") {
       return walk(node.wrapped, isArray);
+    }
+    if (node.type === "union") {
+      // One of: a literal is its `const`, another schema its own limits.
+      out.anyOf = (node.options ?? []).map((o) =>
+        o.type === "literal" ? { const: o.literal } : jsonSchemaLimits(o)
+      );
+      return;
     }
     if (node.type === "array" && node.kind === "schema") {
       isArray = true;

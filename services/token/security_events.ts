@@ -27,6 +27,7 @@
  */
 
 import type { DescMethod, JsonValue } from "@bufbuild/protobuf";
+import * as v from "valibot";
 import {
   type AuditContext,
   auditContextFrom,
@@ -55,6 +56,19 @@ export type SecurityResult =
  * may list it.
  */
 export const noProject = "-";
+
+/** The project of a ListEvents or WatchEvents request: a project id, or {@link noProject}. */
+export const eventsProjectId = v.union([
+  v.literal(noProject),
+  v.pipe(
+    v.string(),
+    v.regex(
+      /^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$/,
+      "must be a project id (1 to 128 letters, digits, '.', '_', '~' or '-', starting with a " +
+        "letter or digit), or - for the events of no project",
+    ),
+  ),
+], "must be a project id, or -");
 
 /** The one resource the failures of unknown client_ids are counted under. */
 export const unknownClientResource = `projects/${noProject}/clients/unknown`;

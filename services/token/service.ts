@@ -63,6 +63,7 @@ import {
   clientActorOf,
   clientResource,
   eventSchema,
+  eventsProjectId,
   installationResource,
   noProject,
   recordEvent,
@@ -99,23 +100,8 @@ export interface TokenServiceDeps {
   feed?: EventFeed | undefined;
 }
 
-/**
- * The project of a ListEvents or WatchEvents request: a project id, or `-` (the events of no
- * project, ./security_events.ts).
- */
-const eventsRequest = v.object({
-  projectId: v.union([
-    v.literal(noProject),
-    v.pipe(
-      v.string(),
-      v.regex(
-        /^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$/,
-        "must be a project id (1 to 128 letters, digits, '.', '_', '~' or '-', starting with a " +
-          "letter or digit), or - for the events of no project",
-      ),
-    ),
-  ], "must be a project id, or -"),
-});
+/** A ListEvents or WatchEvents request's project. */
+const eventsRequest = v.object({ projectId: eventsProjectId });
 
 /** The grants this server runs, by `grant_type`. */
 const grantsByType: Record<string, Grant> = {
