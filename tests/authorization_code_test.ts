@@ -430,6 +430,10 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
               client_id: "",
             }],
             ["no redirect_uri for a client with two", { ...request(web, "", challenge) }],
+            [
+              "a state too long to send back (an error redirect must carry it)",
+              { ...request(web, "https://app.example.com/cb", challenge), state: "s".repeat(2049) },
+            ],
           ] as const
         ) {
           const res = await authorizeGet(
@@ -466,6 +470,16 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
             "invalid_request",
           ],
           ["response_type token", { ...base, response_type: "token" }, "unsupported_response_type"],
+          [
+            "a challenge S256 cannot make (128 characters)",
+            { ...base, code_challenge: "A".repeat(128) },
+            "invalid_request",
+          ],
+          [
+            "a challenge S256 cannot make ('~' and '.')",
+            { ...base, code_challenge: "~.~." + "A".repeat(39) },
+            "invalid_request",
+          ],
           ["a bad scope", { ...base, scope: 'a"b' }, "invalid_scope"],
         ] as const
       ) {

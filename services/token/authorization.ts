@@ -175,15 +175,18 @@ async function check(
   ctx: HandlerContext | undefined,
 ): Promise<Outcome> {
   const { client, redirectUri } = await checkClient(deps, req);
-  const state = req.state.length <= maxStateLength ? req.state : "";
+  if (req.state.length > maxStateLength) {
+    // Too long to send back, and an error redirect without it could not be matched to its request
+    // (RFC 6749 4.1.2.1: the error response carries "the exact value received"): shown to the
+    // user (a pushed request: answered to its client), never redirected.
+    throw shown("invalid_request", `state may be at most ${maxStateLength} characters`);
+  }
+  const state = req.state;
   const refuse = (error: OAuthErrorCode, description: string): Outcome => {
     // A pushed request (no user yet, no ctx) is answered to the client that pushed it.
     if (!ctx) throw oauthError(error, description);
     return { kind: "redirect", to: errorRedirect(deps, redirectUri, state, error, description) };
   };
-  if (req.state.length > maxStateLength) {
-    return refuse("invalid_request", `state may be at most ${maxStateLength} characters`);
-  }
   if (req.responseType === "") return refuse("invalid_request", "response_type is required");
   if (req.responseType !== "code") {
     return refuse("unsupported_response_type", "This server answers response_type=code only");

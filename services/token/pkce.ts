@@ -10,6 +10,13 @@ import { base64Encode } from "@bufbuild/protobuf/wire";
 /** RFC 7636 4.1 and 4.2: 43..128 unreserved characters. */
 const unreserved = /^[A-Za-z0-9\-._~]{43,128}$/;
 
+/**
+ * What an S256 challenge can be: BASE64URL(SHA-256(...)), 32 bytes in 43 characters, the last of
+ * which carries 4 bits and two zero bits. Anything else is within RFC 7636 4.2's syntax but no
+ * verifier can match it: refused at once, not after the user's consent.
+ */
+const sha256Base64url = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
+
 /** Why a challenge (and its method) is not acceptable, or undefined when it is. */
 export function challengeProblem(challenge: string, method: string): string | undefined {
   if (challenge === "") return "code_challenge is required (PKCE, RFC 7636, with S256)";
@@ -17,8 +24,8 @@ export function challengeProblem(challenge: string, method: string): string | un
     return "code_challenge_method must be S256; plain (the default when it is absent) is not accepted";
   }
   if (method !== "S256") return "code_challenge_method must be S256";
-  if (!unreserved.test(challenge)) {
-    return "code_challenge must be 43..128 characters of A-Z, a-z, 0-9, '-', '.', '_', '~'";
+  if (!sha256Base64url.test(challenge)) {
+    return "code_challenge must be the base64url SHA-256 of the code_verifier (43 characters)";
   }
   return undefined;
 }

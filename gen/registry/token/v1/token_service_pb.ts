@@ -345,14 +345,16 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
   scope: string;
 
   /**
-   * The client's state, returned with the answer (at most 2,048 characters).
+   * The client's state, returned with the answer, an error included (at most 2,048 characters:
+   * a longer one is `invalid_request` shown to the user, not redirected without it).
    *
    * @generated from field: string state = 5;
    */
   state: string;
 
   /**
-   * The PKCE challenge (RFC 7636 4.2): required, 43..128 characters.
+   * The PKCE challenge (RFC 7636 4.2): required, BASE64URL(SHA-256(code_verifier)), so 43
+   * characters; any other value, which no verifier could match, is refused at once.
    *
    * @generated from field: string code_challenge = 6;
    */
