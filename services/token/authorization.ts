@@ -103,11 +103,18 @@ function shown(error: OAuthErrorCode, description: string): ConnectError {
   return oauthError(error, description);
 }
 
-/** The answer to send the browser to: `redirect_uri` with the parameters added to its query. */
+/**
+ * The answer to send the browser to: `redirect_uri` with the parameters added to its query, the
+ * URI kept as it was registered and sent, byte for byte (RFC 6749 3.1.2: its query "MUST be
+ * retained"; re-serialising it would turn `%20` into `+` and drop a bare `?flag`'s meaning). A
+ * redirect URI has no fragment (the registry refuses one).
+ */
 export function redirectWith(redirectUri: string, params: [string, string][]): string {
-  const url = new URL(redirectUri);
-  for (const [name, value] of params) url.searchParams.append(name, value);
-  return url.href;
+  const added = new URLSearchParams(params).toString();
+  const query = redirectUri.indexOf("?");
+  if (query < 0) return `${redirectUri}?${added}`;
+  const joined = query === redirectUri.length - 1 || redirectUri.endsWith("&");
+  return `${redirectUri}${joined ? "" : "&"}${added}`;
 }
 
 /**
