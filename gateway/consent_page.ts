@@ -153,7 +153,8 @@ export type AuthorizationParams = Record<
   | "code_challenge"
   | "code_challenge_method"
   | "request_uri"
-  | "prompt",
+  | "prompt"
+  | "dpop_jkt",
   string
 >;
 

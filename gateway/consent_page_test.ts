@@ -32,6 +32,7 @@ const params = {
   code_challenge_method: "S256",
   request_uri: "",
   prompt: "",
+  dpop_jkt: "",
 };
 
 /** The page's list of scopes, as HTML. */

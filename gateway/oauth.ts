@@ -30,10 +30,11 @@
  * description kept to RFC 6749's characters, and never quoting the request) with the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
  * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer.
  *
- * DPoP (RFC 9449): the token endpoint passes the `DPoP` header's proof (more than one header is
- * `invalid_dpop_proof`) with the endpoint's public URL to the token service, and sends the nonce
- * it answers in `DPoP-Nonce` (on success, and with `use_dpop_nonce` and `invalid_dpop_proof`);
- * introspection shows a bound token's `cnf.jkt`.
+ * DPoP (RFC 9449): the token and PAR endpoints pass the `DPoP` header's proof (more than one
+ * header is `invalid_dpop_proof`) with the endpoint's public URL to the token service, and send the
+ * nonce it answers in `DPoP-Nonce` (on success, and with `use_dpop_nonce` and
+ * `invalid_dpop_proof`); introspection shows a bound token's `cnf.jkt`. The authorization
+ * endpoint and PAR take `dpop_jkt` (RFC 9449 10), which binds the code to a key.
  *
  * @module
  */
@@ -91,6 +92,7 @@ const authorizationParams = {
   code_challenge_method: "codeChallengeMethod",
   prompt: "prompt",
   request_uri: "requestUri",
+  dpop_jkt: "dpopJkt",
 } as const;
 
 /** An authorization request's fields from its parameters (absent: empty). */
@@ -591,9 +593,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         });
       case oauthPaths.par:
         // RFC 9126 2: the authorization request's parameters, with the client's credentials.
+        // RFC 9449 10.1: a DPoP proof is checked as at the token endpoint, for this endpoint.
         return await form(req, endpoints.par, c, async (params, client) => {
+          const proof = dpopHeader(req.headers);
+          const dpop = proof === undefined
+            ? {}
+            : { dpop: { proof, httpMethod: "POST", httpUri: issuer + oauthPaths.par } };
           const res = await tokens.pushAuthorizationRequest(
-            { client, request: requestOf(params) },
+            { client, request: requestOf(params), ...dpop },
             {
               timeoutMs: options.rpcTimeoutMs,
               headers: headersOf(c),
@@ -602,6 +609,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           return json(
             { request_uri: res.requestUri, expires_in: Number(res.expiresIn) },
             201,
+            res.dpopNonce === "" ? {} : { "dpop-nonce": res.dpopNonce },
           );
         });
       case oauthPaths.deviceAuthorization:

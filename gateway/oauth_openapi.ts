@@ -235,6 +235,13 @@ const authorizationParameters: Json[] = [
     "given. Anything else is `invalid_request`.",
     false,
   ],
+  [
+    "dpop_jkt",
+    "RFC 9449 10: the RFC 7638 thumbprint (base64url SHA-256, 43 characters) of the DPoP key " +
+    "the code must be redeemed with: the token request then needs a DPoP proof of that key " +
+    "(else `invalid_grant`). Anything else is `invalid_request`.",
+    false,
+  ],
 ].map(([name, description, required]) => ({
   name,
   in: "query",
@@ -682,8 +689,19 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         description: "RFC 9126: the client sends its authorization request from its back end, " +
           "authenticated as at the token endpoint (a public client by client_id alone); it is " +
           "checked whole and kept for 60 seconds under a `request_uri`, which the authorization " +
-          "endpoint then takes with `client_id`, once.",
+          "endpoint then takes with `client_id`, once. With a `DPoP` proof (RFC 9449 10.1), the " +
+          "code it leads to is bound to the proof's key, as with `dpop_jkt`.",
         security: clientAuth,
+        parameters: [{
+          name: "DPoP",
+          in: "header",
+          required: false,
+          description: "A DPoP proof (RFC 9449 4), checked as at the token endpoint, with `htu` " +
+            "this endpoint's URL; a bad one is `invalid_dpop_proof` and nothing is kept. Its " +
+            "key's thumbprint is the request's `dpop_jkt` (one given too must be the same, else " +
+            "`invalid_request`).",
+          schema: { type: "string" },
+        }],
         requestBody: form(
           Object.fromEntries(
             authorizationParameters.filter((p) =>
@@ -696,7 +714,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         responses: {
           "201": {
             description: "The request is kept: its request_uri and lifetime.",
-            headers: noStore,
+            headers: { ...noStore, ...dpopNonce },
             content: {
               "application/json": {
                 schema: {
@@ -711,7 +729,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
               },
             },
           },
-          ...errors(formErrors),
+          ...errors(formErrors, dpopNonce),
         },
       },
     },

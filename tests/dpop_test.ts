@@ -21,7 +21,7 @@ import {
   SignJWT,
 } from "jose";
 import * as oauth from "oauth4webapi";
-import { consentFormFields, httpClient, type Stack, startStack } from "../lib/testing/mod.ts";
+import { allowOnConsentPage, httpClient, type Stack, startStack } from "../lib/testing/mod.ts";
 import { dpopAlgorithms } from "../services/token/dpop.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
@@ -220,6 +220,26 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
         { client_id: web.id },
         await oauth.introspectionRequest(as, { client_id: web.id }, webAuth, token, insecure),
       );
+    /** oauth4webapi redeems a code of the spa client with a proof of `dpop`'s key. */
+    const redeemWith = async (
+      callback: URLSearchParams,
+      redirect: string,
+      verifier: string,
+      dpop: oauth.DPoPHandle,
+    ) =>
+      await oauth.processAuthorizationCodeResponse(
+        as,
+        { client_id: spa.id },
+        await oauth.authorizationCodeGrantRequest(
+          as,
+          { client_id: spa.id },
+          oauth.None(),
+          callback,
+          redirect,
+          verifier,
+          { DPoP: dpop, ...insecure },
+        ),
+      );
     const rs: ResourceServer = {
       jwks: createRemoteJWKSet(new URL(as.jwks_uri!)),
       issuer: as.issuer,
@@ -354,7 +374,7 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
         spaDpop = oauth.DPoP({}, await oauth.generateKeyPair("ES256"));
         const jkt = await spaDpop.calculateThumbprint();
         const verifier = oauth.generateRandomCodeVerifier();
-        const params = new URLSearchParams({
+        const params = {
           response_type: "code",
           client_id: spa.id,
           redirect_uri: "https://s.example/cb",
@@ -364,41 +384,14 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
           code_challenge_method: "S256",
           // The page every time, even when the user's consent is remembered.
           prompt: "consent",
-        });
-        const page = await fetch(`${as.authorization_endpoint}?${params}`, {
-          headers: { cookie: `session=${userToken}` },
-        });
-        const html = await page.text();
-        assert.equal(page.status, 200, html);
-        const back = await fetch(as.authorization_endpoint!, {
-          method: "POST",
-          redirect: "manual",
-          headers: {
-            cookie: `session=${userToken}`,
-            "content-type": "application/x-www-form-urlencoded",
-          },
-          body: new URLSearchParams({ ...consentFormFields(html), decision: "allow" }),
-        });
-        assert.equal(back.status, 303);
+        };
         const callback = oauth.validateAuthResponse(
           as,
           { client_id: spa.id },
-          new URL(back.headers.get("location")!),
+          await allowOnConsentPage(as.authorization_endpoint!, params, userToken),
           "st",
         );
-        const tokens = await oauth.processAuthorizationCodeResponse(
-          as,
-          { client_id: spa.id },
-          await oauth.authorizationCodeGrantRequest(
-            as,
-            { client_id: spa.id },
-            oauth.None(),
-            callback,
-            "https://s.example/cb",
-            verifier,
-            { DPoP: spaDpop, ...insecure },
-          ),
-        );
+        const tokens = await redeemWith(callback, "https://s.example/cb", verifier, spaDpop);
         assert.equal(tokens.token_type, "dpop");
         const info = await introspect(tokens.access_token);
         assert.deepEqual([info.token_type, info.cnf], ["DPoP", { jkt }]);
@@ -420,6 +413,143 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
         assert.notEqual(refreshed.refresh_token, tokens.refresh_token);
         assert.deepEqual((await introspect(refreshed.access_token)).cnf, { jkt });
         spaRefresh = refreshed.refresh_token!;
+      },
+    );
+
+    await t.step(
+      "a code is bound to the key of its pushed request's proof (RFC 9449 10.1) or of dpop_jkt",
+      async () => {
+        const redirect = "https://s.example/cb";
+        const pkce = async () => {
+          const verifier = oauth.generateRandomCodeVerifier();
+          return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) };
+        };
+        const request = (challenge: string) => ({
+          response_type: "code",
+          redirect_uri: redirect,
+          scope: "photos.read",
+          state: "bound",
+          code_challenge: challenge,
+          code_challenge_method: "S256",
+          prompt: "consent",
+        });
+        /** The browser: the consent page of `query`, then Allow; the code. */
+        const allow = async (query: Record<string, string>) =>
+          oauth.validateAuthResponse(
+            as,
+            { client_id: spa.id },
+            await allowOnConsentPage(as.authorization_endpoint!, query, userToken),
+            "bound",
+          );
+        /** What the token endpoint answers the code with `dpop` (a proof or none). */
+        const redeem = (code: URLSearchParams, verifier: string, dpop?: string) =>
+          tokenRequest(endpoint, {
+            grant_type: "authorization_code",
+            client_id: spa.id,
+            code: code.get("code")!,
+            redirect_uri: redirect,
+            code_verifier: verifier,
+          }, dpop === undefined ? {} : { dpop });
+        const stranger = await joseKey();
+        const par = as.pushed_authorization_request_endpoint!;
+
+        // A stock client's PAR with DPoP: the code needs a proof of that key.
+        const key = oauth.DPoP({}, await oauth.generateKeyPair("EdDSA"));
+        const pushedPkce = await pkce();
+        const pushed = await oauth.processPushedAuthorizationResponse(
+          as,
+          { client_id: spa.id },
+          await oauth.pushedAuthorizationRequest(
+            as,
+            { client_id: spa.id },
+            oauth.None(),
+            request(pushedPkce.challenge),
+            { DPoP: key, ...insecure },
+          ),
+        );
+        const code = await allow({ client_id: spa.id, request_uri: pushed.request_uri });
+        const none = await redeem(code, pushedPkce.verifier);
+        assert.deepEqual([none.status, none.body.error], [400, "invalid_grant"], "no proof");
+        const other = await redeem(code, pushedPkce.verifier, await joseProof(stranger, endpoint));
+        assert.deepEqual([other.status, other.body.error], [400, "invalid_grant"], "another key");
+        // Neither spent it: the key's holder redeems it.
+        const tokens = await redeemWith(code, redirect, pushedPkce.verifier, key);
+        assert.equal(tokens.token_type, "dpop");
+        assert.deepEqual((await introspect(tokens.access_token)).cnf, {
+          jkt: await key.calculateThumbprint(),
+        });
+
+        // A bad proof at PAR is refused as at the token endpoint, and nothing is kept.
+        const pushByHand = async (form: Record<string, string>, dpop?: string) => {
+          const res = await fetch(par, {
+            method: "POST",
+            headers: {
+              "content-type": "application/x-www-form-urlencoded",
+              ...(dpop === undefined ? {} : { dpop }),
+            },
+            body: new URLSearchParams({ client_id: spa.id, ...form }),
+          });
+          return { status: res.status, body: await res.json() };
+        };
+        const { verifier, challenge } = await pkce();
+        const badProofs: [string, string][] = [
+          ["htm GET", await joseProof(stranger, par, { claims: { htm: "GET" } })],
+          ["htu the token endpoint", await joseProof(stranger, endpoint)],
+          ["not a JWT", "not-a-jwt"],
+        ];
+        for (const [what, proof] of badProofs) {
+          const res = await pushByHand(request(challenge), proof);
+          assert.deepEqual([res.status, res.body.error], [400, "invalid_dpop_proof"], what);
+          assert.equal(res.body.request_uri, undefined, what);
+        }
+        // dpop_jkt: well formed, and the proof's key's when both are given.
+        const refused = [
+          ["a dpop_jkt of another key than the proof's", { dpop_jkt: stranger.jkt }, true],
+          ["a dpop_jkt too short", { dpop_jkt: stranger.jkt.slice(1) }, false],
+          ["a dpop_jkt not base64url", { dpop_jkt: `${stranger.jkt.slice(1)}=` }, false],
+        ] as const;
+        for (const [what, extra, withProof] of refused) {
+          const proof = withProof ? await joseProof(await joseKey(), par) : undefined;
+          const res = await pushByHand({ ...request(challenge), ...extra }, proof);
+          assert.deepEqual([res.status, res.body.error], [400, "invalid_request"], what);
+        }
+        // dpop_jkt alone at PAR binds the code the same way.
+        const byJkt = await pushByHand({ ...request(challenge), dpop_jkt: stranger.jkt });
+        assert.equal(byJkt.status, 201, JSON.stringify(byJkt.body));
+        const jktCode = await allow({ client_id: spa.id, request_uri: byJkt.body.request_uri });
+        const wrong = await redeem(jktCode, verifier, await joseProof(await joseKey(), endpoint));
+        assert.deepEqual([wrong.status, wrong.body.error], [400, "invalid_grant"]);
+        const right = await redeem(jktCode, verifier, await joseProof(stranger, endpoint));
+        assert.deepEqual([right.status, right.body.token_type], [200, "DPoP"]);
+
+        // dpop_jkt on a front-channel authorization request (RFC 9449 10).
+        const front = await pkce();
+        const frontCode = await allow({
+          client_id: spa.id,
+          ...request(front.challenge),
+          dpop_jkt: stranger.jkt,
+        });
+        const bare = await redeem(frontCode, front.verifier);
+        assert.deepEqual([bare.status, bare.body.error], [400, "invalid_grant"]);
+        const good = await redeem(frontCode, front.verifier, await joseProof(stranger, endpoint));
+        assert.deepEqual([good.status, good.body.token_type], [200, "DPoP"]);
+        const malformed = await fetch(
+          `${as.authorization_endpoint}?${new URLSearchParams({
+            client_id: spa.id,
+            ...request(front.challenge),
+            dpop_jkt: "short",
+          })}`,
+          { redirect: "manual", headers: { cookie: `session=${userToken}` } },
+        );
+        await malformed.body?.cancel();
+        assert.equal(malformed.status, 302);
+        const location = new URL(malformed.headers.get("location")!);
+        assert.equal(location.origin + location.pathname, redirect);
+        assert.deepEqual(
+          [location.searchParams.get("error"), location.searchParams.get("state")],
+          ["invalid_request", "bound"],
+        );
+        assert.equal(location.searchParams.get("iss"), as.issuer);
       },
     );
 
@@ -594,6 +724,32 @@ Deno.test("DPoP nonces (DPOP_NONCE_REQUIRED): use_dpop_nonce, then a retry with 
         assert.equal((await attempt()).token_type, "dpop");
       },
     );
+
+    await t.step("PAR with DPoP: use_dpop_nonce, then the stock client's retry", async () => {
+      const dpop = oauth.DPoP({}, await oauth.generateKeyPair("EdDSA"));
+      const verifier = oauth.generateRandomCodeVerifier();
+      const attempt = async () =>
+        await oauth.processPushedAuthorizationResponse(
+          as,
+          { client_id: web.id },
+          await oauth.pushedAuthorizationRequest(
+            as,
+            { client_id: web.id },
+            webAuth,
+            {
+              response_type: "code",
+              redirect_uri: "https://w.example/cb",
+              code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+              code_challenge_method: "S256",
+            },
+            { DPoP: dpop, ...insecure },
+          ),
+        );
+      const first = await attempt().then(() => undefined, (e) => e);
+      assert.ok(oauth.isDPoPNonceError(first), String(first));
+      const pushed = await attempt();
+      assert.match(pushed.request_uri, /^urn:ietf:params:oauth:request_uri:/);
+    });
 
     await t.step("by hand: the nonce in DPoP-Nonce, on errors and successes", async () => {
       const key = await joseKey();

@@ -23,7 +23,7 @@ export {
   cheapAttack,
 } from "./cheap_attacks.ts";
 export { type MovableClock, movableClock } from "./clock.ts";
-export { consentFormFields } from "./consent.ts";
+export { allowOnConsentPage, consentFormFields } from "./consent.ts";
 export {
   containerLogs,
   docker,

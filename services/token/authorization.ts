@@ -7,8 +7,9 @@
  *    a failure of 1 or 2 is shown to the user and never redirected (RFC 6749 4.1.2.1);
  * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
  *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`;
- * 4. the scopes are ones the project declares, when it declares any (./scope.ts), and `prompt`
- *    (OpenID Connect Core 3.1.2.1) is well formed;
+ * 4. the scopes are ones the project declares, when it declares any (./scope.ts), `prompt`
+ *    (OpenID Connect Core 3.1.2.1) is well formed, and so is `dpop_jkt` (RFC 9449 10: the code is
+ *    then bound to that DPoP key);
  * 5. the user is signed in (without a session only `prompt=none` is answered:
  *    `login_required`), and the project accepts the user (an `internal` audience takes only its
  *    own users).
@@ -66,6 +67,8 @@ import { clientResource, type SecurityEvent } from "./security_events.ts";
 export const codeTtlMs = 60_000;
 /** The longest `state` echoed back. */
 const maxStateLength = 2048;
+/** A `dpop_jkt` (RFC 9449 10): an RFC 7638 SHA-256 thumbprint, base64url without padding. */
+const jktPattern = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
 /** What the authorization endpoint needs. */
 export interface AuthorizationDeps {
@@ -220,6 +223,12 @@ async function check(
       "prompt must be none, or any of login and consent, space-separated, each at most once",
     );
   }
+  if (req.dpopJkt !== "" && !jktPattern.test(req.dpopJkt)) {
+    return refuse(
+      "invalid_request",
+      "dpop_jkt must be a JWK SHA-256 thumbprint: 43 base64url characters",
+    );
+  }
   if (!ctx) {
     return {
       kind: "ok",
@@ -284,6 +293,7 @@ function csrfBound(req: AuthorizationRequest): string[] {
     req.codeChallenge,
     req.codeChallengeMethod,
     req.prompt,
+    req.dpopJkt,
   ];
 }
 
@@ -368,6 +378,7 @@ async function issueCode(
     account_id: installation.accountId,
     principal_id: installation.principalId ?? "",
     expires_at: new Date(at + codeTtlMs),
+    dpop_jkt: req.dpopJkt === "" ? null : req.dpopJkt,
   }, event);
   return redirectWith(redirectUri, [
     ["code", code],

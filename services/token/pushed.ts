@@ -5,6 +5,10 @@
  * under a new `request_uri`. The authorization endpoint then takes `client_id` and `request_uri`
  * and works on the request that was pushed, whatever else the browser's URL says (RFC 9126 4).
  *
+ * DPoP (RFC 9449 10.1): the PAR request's DPoP proof, checked by the token endpoint's checker
+ * (./dpop.ts) before this module sees the request, binds it as a `dpop_jkt` of the proof's key
+ * would; both, differing, are `invalid_request`.
+ *
  * A request_uri is good for one decision: DecideAuthorization spends it before it answers (so two
  * concurrent decisions cannot both get a code), and a StartAuthorization that answers with a
  * redirect (an error, or a code when consent needs no page) spends it after. It is good only with
@@ -55,11 +59,14 @@ export interface Pushed {
   /**
    * Stores `request` for `client` (authenticated) once `check` (the authorization endpoint's
    * checks, throwing the RFC 6749 5.2 error) accepts it, and returns its request_uri and lifetime.
+   * `proofJkt`, the thumbprint of the key of the PAR request's checked DPoP proof, is kept as the
+   * request's `dpop_jkt` (RFC 9449 10.1); a `dpop_jkt` that differs is `invalid_request`.
    */
   push(
     client: Client,
     request: AuthorizationRequest,
     check: (request: AuthorizationRequest) => Promise<void>,
+    proofJkt?: string,
   ): Promise<{ requestUri: string; expiresIn: number }>;
   /**
    * The request the authorization endpoint works on: the pushed one when `request` names a
@@ -84,15 +91,25 @@ export function createPushed(options: PushedOptions): Pushed {
   const gone = () =>
     shown("The request_uri is unknown, expired or already used: start the sign-in again");
   return {
-    async push(client, request, check) {
+    async push(client, request, check, proofJkt) {
       if (request.requestUri !== "") {
         throw oauthError("invalid_request", "A pushed request cannot carry request_uri");
       }
       if (request.clientId !== "" && request.clientId !== client.id) {
         throw oauthError("invalid_request", "client_id differs from the authenticated client");
       }
+      if (proofJkt !== undefined && request.dpopJkt !== "" && request.dpopJkt !== proofJkt) {
+        throw oauthError(
+          "invalid_request",
+          "dpop_jkt is not the thumbprint of the DPoP proof's key",
+        );
+      }
       const requestUri = randomToken(requestUriPrefix);
-      const stored = create(AuthorizationRequestSchema, { ...request, clientId: client.id });
+      const stored = create(AuthorizationRequestSchema, {
+        ...request,
+        clientId: client.id,
+        dpopJkt: proofJkt ?? request.dpopJkt,
+      });
       await check(stored);
       await repository.create(sha256(requestUri), {
         client_id: client.id,

@@ -256,12 +256,20 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
 
     async pushAuthorizationRequest(req, ctx) {
       const request = req.request ?? create(AuthorizationRequestSchema);
+      // RFC 9449 10.1: a proof is checked as at the token endpoint (its jti spent) before
+      // anything is kept; its key binds the request as its dpop_jkt would.
+      const jkt = req.dpop ? await deps.dpop.verify(req.dpop) : undefined;
       const pushed = await deps.pushed.push(
         clientOf(ctx),
         request,
         (checked) => checkPushed(authorization, checked),
+        jkt,
       );
-      return { requestUri: pushed.requestUri, expiresIn: BigInt(pushed.expiresIn) };
+      return {
+        requestUri: pushed.requestUri,
+        expiresIn: BigInt(pushed.expiresIn),
+        dpopNonce: await deps.dpop.nonce(),
+      };
     },
 
     async introspectToken(req, ctx) {

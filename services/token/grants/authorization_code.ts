@@ -4,8 +4,11 @@
  * token. Its client presenting it after it was redeemed is `invalid_grant` and revokes everything
  * the redemption issued (RFC 6749 4.1.2, RFC 9700 4.5).
  *
+ * A code bound to a DPoP key (RFC 9449 10: the authorization request's `dpop_jkt`, or the key of
+ * the proof its pushed request carried) is redeemed only with a proof of that key.
+ *
  * As with refresh tokens, a refused request spends nothing: the client, expiry, redirect URI,
- * verifier and installation are checked before anything is written, and the code is marked
+ * verifier, DPoP key and installation are checked before anything is written, and the code is marked
  * redeemed only in the transaction that stores the tokens. Another client's code is as unknown
  * to a client as a made-up one.
  *
@@ -49,6 +52,14 @@ export const authorizationCode: Grant = async (deps, client, req, jkt) => {
   }
   if (!(await verifierMatches(req.codeVerifier, code.code_challenge))) {
     throw oauthError("invalid_grant", "code_verifier does not match the code_challenge");
+  }
+  // RFC 9449 10: a code bound to a DPoP key (dpop_jkt, or the proof of its pushed request) needs
+  // a proof of that key; both refusals are invalid_grant, as node-oidc-provider answers them.
+  if (code.dpop_jkt !== null && jkt === undefined) {
+    throw oauthError("invalid_grant", "The code is bound to a DPoP key: send a DPoP proof of it");
+  }
+  if (code.dpop_jkt !== null && jkt !== code.dpop_jkt) {
+    throw oauthError("invalid_grant", "The DPoP proof's key is not the one the code is bound to");
   }
   return await issueInFamily(
     deps,

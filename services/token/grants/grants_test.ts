@@ -110,6 +110,7 @@ async function codeRow(): Promise<CodeRow> {
     principal_id: "prn_1",
     expires_at: new Date(t0 + 60_000),
     redeemed_at: null,
+    dpop_jkt: null,
   };
 }
 
@@ -271,6 +272,34 @@ Deno.test("DPoP: a proof binds the access token, and a public client's refresh t
   assert.equal(res.tokenType, "Bearer");
   assert.equal(bearer.signed[0]!.cnf, undefined);
   assert.equal(bearer.issued[0]!.refresh.dpop_jkt, null);
+});
+
+Deno.test("DPoP: a code bound to a key (dpop_jkt) needs a proof of it, and refusing it writes nothing", async () => {
+  const code = { ...(await codeRow()), dpop_jkt: jkt };
+  const request = create(IssueTokenRequestSchema, {
+    grantType: "authorization_code",
+    code: "oac_x",
+    redirectUri: "https://app.example/cb",
+    codeVerifier: verifier,
+  });
+  const without = recordingDeps({ code });
+  assert.equal(
+    await authorizationCode(without.grantDeps, client, request).then(() => "issued", reasonOf),
+    "invalid_grant",
+  );
+  const other = recordingDeps({ code });
+  assert.equal(
+    await authorizationCode(other.grantDeps, client, request, "another-key").then(
+      () => "issued",
+      reasonOf,
+    ),
+    "invalid_grant",
+  );
+  assert.deepEqual([...without.writes, ...other.writes], []);
+  const same = recordingDeps({ code });
+  const res = await authorizationCode(same.grantDeps, client, request, jkt);
+  assert.equal(res.tokenType, "DPoP");
+  assert.deepEqual(same.signed[0]!.cnf, { jkt });
 });
 
 Deno.test("DPoP: a bound refresh token needs a proof of its key, and refusing it writes nothing", async () => {

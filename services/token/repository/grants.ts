@@ -42,6 +42,11 @@ export interface CodeRow {
   principal_id: string;
   expires_at: Date;
   redeemed_at: Date | null;
+  /**
+   * The thumbprint of the DPoP key it must be redeemed with (RFC 9449 10, the request's
+   * `dpop_jkt`); null when it is not bound.
+   */
+  dpop_jkt: string | null;
 }
 
 /** A refresh token. */

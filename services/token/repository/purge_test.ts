@@ -51,6 +51,7 @@ Deno.test("purge: expired families with their codes, a batch at a time, found by
           account_id: "acc",
           principal_id: "prn",
           expires_at: expires,
+          dpop_jkt: null,
         },
       );
       if (i < 7) {
