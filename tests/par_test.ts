@@ -81,7 +81,8 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
         redirect: "manual",
         headers: { cookie: `session=${session}` },
       });
-    const decide = (fields: Record<string, string>, session: string) =>
+    /** The consent form's POST of `fields`, as is. */
+    const post = (fields: Record<string, string>, session: string) =>
       fetch(as.authorization_endpoint!, {
         method: "POST",
         redirect: "manual",
@@ -89,8 +90,10 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
           cookie: `session=${session}`,
           "content-type": "application/x-www-form-urlencoded",
         },
-        body: new URLSearchParams({ ...fields, decision: "allow" }),
+        body: new URLSearchParams(fields),
       });
+    const decide = (fields: Record<string, string>, session: string) =>
+      post({ ...fields, decision: "allow" }, session);
 
     await t.step(
       "the pushed request is the one authorized, whatever else the URL says",
@@ -151,6 +154,44 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
       assert.equal(unknown.status, 400);
       await unknown.body?.cancel();
     });
+
+    await t.step(
+      "a consent POST that is refused spends nothing; the user's decision does",
+      async () => {
+        const { challenge } = await pkce();
+        const requestUri = await push(web, auth, challenge);
+        const user = await newUser();
+        const page = await authorizeGet({ client_id: web, request_uri: requestUri }, user);
+        const html = await page.text();
+        assert.equal(page.status, 200, html);
+        const fields = consentFormFields(html);
+        const refused: [string, Record<string, string>, string][] = [
+          [
+            "someone else, signed in, who saw the URL",
+            { client_id: web, request_uri: requestUri, decision: "deny" },
+            await newUser(),
+          ],
+          ["the user's form with a stale CSRF token", {
+            ...fields,
+            csrf_token: `${Date.now() - 1}.${"A".repeat(43)}`,
+            decision: "deny",
+          }, user],
+          ["no decision", fields, user],
+        ];
+        for (const [what, form, session] of refused) {
+          const res = await post(form, session);
+          assert.equal(res.status, 400, what);
+          await res.body?.cancel();
+        }
+        const back = await decide(fields, user);
+        assert.equal(back.status, 303, await back.text());
+        const location = new URL(back.headers.get("location")!);
+        assert.ok(location.searchParams.get("code"), location.href);
+        const again = await decide(fields, user);
+        assert.equal(again.status, 400, "one decision");
+        await again.body?.cancel();
+      },
+    );
 
     /** A raw PAR request with the web client's Basic credentials. */
     const rawPush = async (form: Record<string, string>) => {

@@ -408,13 +408,19 @@ export function consentBranding(config: OAuthConfig, client: Client, ctx: Handle
   };
 }
 
-/** DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). */
+/**
+ * DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). `decided` is
+ * called once the choice is known to be the user's (the session and the CSRF token verified, the
+ * decision Allow or Deny), before it is acted on: it spends a pushed request's request_uri
+ * (./pushed.ts), so a POST that is refused spends nothing.
+ */
 export async function decideAuthorization(
   deps: AuthorizationDeps,
   req: AuthorizationRequest | undefined,
   decision: Decision,
   csrf: string,
   ctx: HandlerContext,
+  decided: () => Promise<void>,
 ): Promise<string> {
   if (!req) throw shown("invalid_request", "The authorization request is missing");
   const outcome = await check(deps, req, ctx);
@@ -425,6 +431,10 @@ export async function decideAuthorization(
       "The consent page expired or was not shown to this session; start the sign-in again",
     );
   }
+  if (decision !== Decision.DENY && decision !== Decision.ALLOW) {
+    throw shown("invalid_request", "decision must be allow or deny");
+  }
+  await decided();
   const { client, redirectUri, scopes, authorization } = outcome.checked;
   const state = req.state;
   const answer = (params: [string, string][]) =>
@@ -448,7 +458,6 @@ export async function decideAuthorization(
     await deps.recordEvent(denied.audit, denied);
     return answer([["error", "access_denied"], ["error_description", "The user denied access"]]);
   }
-  if (decision !== Decision.ALLOW) throw shown("invalid_request", "decision must be allow or deny");
 
   let installation;
   try {

@@ -9,9 +9,11 @@
  * (./dpop.ts) before this module sees the request, binds it as a `dpop_jkt` of the proof's key
  * would; both, differing, are `invalid_request`.
  *
- * A request_uri is good for one decision: DecideAuthorization spends it before it answers (so two
- * concurrent decisions cannot both get a code), and a StartAuthorization that answers with a
- * redirect (an error, or a code when consent needs no page) spends it after. It is good only with
+ * A request_uri is good for one decision: DecideAuthorization spends it once the session and the
+ * consent page's CSRF token are verified and the choice is Allow or Deny, before it acts on it (so
+ * a forged or stale POST spends nothing, and two concurrent decisions cannot both get a code), and
+ * a StartAuthorization that answers with a redirect (an error, or a code when consent needs no
+ * page) spends it after. It is good only with
  * the client that pushed it, and only until it expires; any other use is `invalid_request`, shown to
  * the user, never redirected (nothing says where the request came from).
  *

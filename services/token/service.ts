@@ -241,8 +241,6 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
 
     async decideAuthorization(req, ctx) {
       const request = await deps.pushed.resolve(req.request);
-      // Spent before the decision, so that two decisions cannot both get a code.
-      await deps.pushed.spend(request);
       return {
         redirectTo: await decideAuthorization(
           authorization,
@@ -250,6 +248,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
           req.decision,
           req.csrfToken,
           ctx,
+          // Spent once the session and the CSRF token are verified (a refused POST spends
+          // nothing), and before the decision is acted on (two decisions cannot both get a code).
+          () => deps.pushed.spend(request),
         ),
       };
     },

@@ -1653,7 +1653,9 @@ export const TokenService: GenService<{
    * records the consent in the registry (creating the user's installation of the project, or
    * adding the scopes to a live one's: the union) and returns a redirect with a new
    * authorization code for exactly the scopes asked for; Deny
-   * returns a redirect with `error=access_denied`. Both carry `state` and `iss` (RFC 9207).
+   * returns a redirect with `error=access_denied`. Both carry `state` and `iss` (RFC 9207). A
+   * pushed request's request_uri is spent only once the session and the CSRF token are verified
+   * and the decision is Allow or Deny: a refused call spends nothing.
    *
    * @generated from rpc registry.token.v1.TokenService.DecideAuthorization
    */
