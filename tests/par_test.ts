@@ -3,8 +3,9 @@
  * service over a real Postgres, driven by a stock client (oauth4webapi's pushedAuthorizationRequest,
  * through discovery) and the consent page's form played by fetch. The authorization endpoint works
  * on the pushed request whatever else the URL says; a request_uri is good once, for its own client
- * only; a pushed request is checked whole when it is pushed; a client (or the server, with
- * REQUIRE_PAR) that requires PAR gets no sign-in without one.
+ * only, and spent only by the user's decision; a pushed request is checked whole when it is pushed;
+ * a client (or the server, with REQUIRE_PAR) that requires PAR gets `invalid_request` at its
+ * redirect URI without one.
  */
 
 import assert from "node:assert/strict";
@@ -255,28 +256,58 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
       },
     );
 
-    await t.step("a client that requires PAR gets no sign-in without it", async () => {
-      const set = await api("PATCH", `/v1/projects/par1/clients/${web}`, {
-        token: admin,
-        json: { require_pushed_authorization_requests: true },
-      });
-      assert.equal(set.status, 200, set.text);
-      assert.equal(set.body.require_pushed_authorization_requests, true);
-      const { challenge } = await pkce();
-      const plain = await authorizeGet({
-        response_type: "code",
-        client_id: web,
-        redirect_uri: redirect,
-        code_challenge: challenge,
-        code_challenge_method: "S256",
-      }, await newUser());
-      assert.equal(plain.status, 400);
-      assert.match(await plain.text(), /pushed authorization request/);
-      const requestUri = await push(web, auth, challenge);
-      const page = await authorizeGet({ client_id: web, request_uri: requestUri }, await newUser());
-      assert.equal(page.status, 200);
-      await page.body?.cancel();
-    });
+    await t.step(
+      "a client that requires PAR gets invalid_request at its redirect URI without it",
+      async () => {
+        const created = await api("POST", "/v1/projects/par1/clients", {
+          token: admin,
+          json: {
+            name: "par only",
+            type: "spa",
+            redirect_uris: [redirect],
+            require_pushed_authorization_requests: true,
+          },
+        });
+        assert.equal(created.status, 201, created.text);
+        assert.equal(created.body.require_pushed_authorization_requests, true);
+        const parOnly = created.body.id as string;
+        const { challenge } = await pkce();
+        const plain = {
+          response_type: "code",
+          client_id: parOnly,
+          redirect_uri: redirect,
+          state: "not-pushed",
+          code_challenge: challenge,
+          code_challenge_method: "S256",
+        };
+        // RFC 9126 4: invalid_request, sent back to the client (as node-oidc-provider does).
+        const res = await authorizeGet(plain, await newUser());
+        await res.body?.cancel();
+        assert.equal(res.status, 302);
+        const location = new URL(res.headers.get("location")!);
+        assert.equal(location.origin + location.pathname, redirect);
+        assert.deepEqual(Object.fromEntries(location.searchParams), {
+          error: "invalid_request",
+          error_description: "Pushed Authorization Request must be used",
+          state: "not-pushed",
+          iss: as.issuer,
+        });
+        // A redirect URI that is not the client's is still never redirected to.
+        const elsewhere = await authorizeGet(
+          { ...plain, redirect_uri: "https://elsewhere.example/cb" },
+          await newUser(),
+        );
+        assert.equal(elsewhere.status, 400);
+        await elsewhere.body?.cancel();
+        const requestUri = await push(parOnly, oauth.None(), challenge);
+        const page = await authorizeGet(
+          { client_id: parOnly, request_uri: requestUri },
+          await newUser(),
+        );
+        assert.equal(page.status, 200);
+        await page.body?.cancel();
+      },
+    );
   } finally {
     await stack.stop();
   }
@@ -309,10 +340,17 @@ Deno.test("REQUIRE_PAR: the metadata says so, and every client must push", async
         code_challenge: challenge,
         code_challenge_method: "S256",
       })}`,
-      { headers: { cookie: `session=${await stack.token({ sub: "u", projects: [] })}` } },
+      {
+        redirect: "manual",
+        headers: { cookie: `session=${await stack.token({ sub: "u", projects: [] })}` },
+      },
     );
-    assert.equal(res.status, 400);
-    assert.match(await res.text(), /pushed authorization request/);
+    await res.body?.cancel();
+    assert.equal(res.status, 302);
+    const location = new URL(res.headers.get("location")!);
+    assert.equal(location.origin + location.pathname, "https://app.example.com/cb");
+    assert.equal(location.searchParams.get("error"), "invalid_request");
+    assert.equal(location.searchParams.get("iss"), as.issuer);
   } finally {
     await stack.stop();
   }

@@ -5,6 +5,8 @@
  * 1. the client: known and active ({@link checkClient});
  * 2. the redirect URI: registered for the client, the same string ({@link redirectMatches});
  *    a failure of 1 or 2 is shown to the user and never redirected (RFC 6749 4.1.2.1);
+ * 2b. a request not pushed (no `request_uri`) when the server (REQUIRE_PAR) or the client
+ *    (`require_pushed_authorization_requests`) requires PAR: `invalid_request`, redirected as 3;
  * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
  *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`;
  * 4. the scopes are ones the project declares, when it declares any (./scope.ts), `prompt`
@@ -84,6 +86,8 @@ export interface AuthorizationDeps {
   now: () => number;
   /** Writes a security event on its own (./security_events.ts's recordEvent). */
   recordEvent(audit: AuditContext, event: SecurityEvent): Promise<void>;
+  /** Whether every client must push its authorization requests (REQUIRE_PAR, RFC 9126). */
+  requirePar: boolean;
 }
 
 /** A request that passed the checks. */
@@ -197,6 +201,12 @@ async function check(
     if (!ctx) throw oauthError(error, description);
     return { kind: "redirect", to: errorRedirect(deps, redirectUri, state, error, description) };
   };
+  // RFC 9126 4: a request that should have been pushed is invalid_request, sent back to the
+  // client now that its redirect URI is known (as node-oidc-provider does).
+  const parRequired = deps.requirePar || client.requirePushedAuthorizationRequests;
+  if (ctx && req.requestUri === "" && parRequired) {
+    return refuse("invalid_request", "Pushed Authorization Request must be used");
+  }
   if (req.responseType === "") return refuse("invalid_request", "response_type is required");
   if (req.responseType !== "code") {
     return refuse("unsupported_response_type", "This server answers response_type=code only");

@@ -19,7 +19,8 @@
  *
  * When the server requires PAR (REQUIRE_PAR) or the client does
  * (`require_pushed_authorization_requests`), an authorization request without `request_uri` is
- * refused the same way: the page says the application must start the sign-in from its server.
+ * refused by ./authorization.ts's checks: once the client and the redirect URI are known good,
+ * `invalid_request` is sent back to the client with `state` and `iss` (RFC 9126 4).
  *
  * @module
  */
@@ -35,7 +36,6 @@ import {
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
 import { randomToken } from "./opaque_tokens.ts";
-import type { Registry } from "./registry.ts";
 import type { PushedRequests } from "./repository/pushed_requests.ts";
 
 /** How long a pushed request lives (RFC 9126 2.2: short; we take 60 seconds). */
@@ -48,10 +48,6 @@ export const requestUriPrefix = "urn:ietf:params:oauth:request_uri:";
 export interface PushedOptions {
   /** The table. */
   repository: PushedRequests;
-  /** The registry, for a client's `require_pushed_authorization_requests`. */
-  registry: Pick<Registry, "lookupClient">;
-  /** Whether every client must push its requests (REQUIRE_PAR). */
-  requireAll: boolean;
   /** The clock (ms since the epoch). */
   now: () => number;
 }
@@ -72,8 +68,7 @@ export interface Pushed {
   ): Promise<{ requestUri: string; expiresIn: number }>;
   /**
    * The request the authorization endpoint works on: the pushed one when `request` names a
-   * request_uri (still carrying it), else `request` itself, unless PAR is required for it. Throws
-   * what the user is shown.
+   * request_uri (still carrying it), else `request` itself. Throws what the user is shown.
    */
   resolve(request: AuthorizationRequest | undefined): Promise<AuthorizationRequest | undefined>;
   /** Spends a resolved request's request_uri, if it has one; throws when it was spent already. */
@@ -89,7 +84,7 @@ function shown(description: string): ConnectError {
 
 /** Creates the pushed-request store. */
 export function createPushed(options: PushedOptions): Pushed {
-  const { repository, registry, requireAll, now } = options;
+  const { repository, now } = options;
   const gone = () =>
     shown("The request_uri is unknown, expired or already used: start the sign-in again");
   return {
@@ -122,18 +117,7 @@ export function createPushed(options: PushedOptions): Pushed {
     },
 
     async resolve(request) {
-      if (!request) return request;
-      if (request.requestUri === "") {
-        const required = requireAll ||
-          (request.clientId !== "" &&
-            (await registry.lookupClient(request.clientId))?.requirePushedAuthorizationRequests);
-        if (required) {
-          throw shown(
-            "This application must start the sign-in from its server (a pushed authorization request)",
-          );
-        }
-        return request;
-      }
+      if (!request || request.requestUri === "") return request;
       if (!request.requestUri.startsWith(requestUriPrefix)) throw gone();
       const row = await repository.find(sha256(request.requestUri));
       if (

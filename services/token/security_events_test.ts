@@ -182,12 +182,8 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       jwksMaxAgeSeconds: 300,
       csrfKey: deriveCsrfKey("security-events-test-key-".padEnd(40, "k")),
       dpop: createDpop({ usedJtis, nonceKey: undefined, now }),
-      pushed: createPushed({
-        repository: createPushedRequests(sql),
-        registry,
-        requireAll: false,
-        now,
-      }),
+      pushed: createPushed({ repository: createPushedRequests(sql), now }),
+      requirePar: false,
       now,
       feed,
     });

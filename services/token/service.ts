@@ -94,6 +94,8 @@ export interface TokenServiceDeps {
   dpop: Dpop;
   /** Pushed authorization requests (RFC 9126). */
   pushed: Pushed;
+  /** Whether every client must push its authorization requests (REQUIRE_PAR). */
+  requirePar: boolean;
   /** The clock (ms since the epoch). */
   now: () => number;
   /** The feed WatchEvents serves (none: WatchEvents is UNAVAILABLE). */
@@ -154,6 +156,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     csrfKey: deps.csrfKey,
     now,
     recordEvent: (audit, event) => recordEvent(sql, audit, event),
+    requirePar: deps.requirePar,
   };
 
   /** Whether the installation a token acts for is still active (a client's own: yes). */

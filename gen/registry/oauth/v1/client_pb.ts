@@ -120,8 +120,9 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
 
   /**
    * Whether the client's authorization requests must be pushed first (RFC 9126 6): the
-   * authorization endpoint then takes only a `request_uri` from the PAR endpoint. Defaults to
-   * false; the server's REQUIRE_PAR makes it so for every client.
+   * authorization endpoint then takes only a `request_uri` from the PAR endpoint, and answers a
+   * request without one `invalid_request` at the redirect URI (with `state` and `iss`). Defaults
+   * to false; the server's REQUIRE_PAR makes it so for every client.
    *
    * @generated from field: bool require_pushed_authorization_requests = 12;
    */

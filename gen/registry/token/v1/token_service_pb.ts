@@ -370,7 +370,8 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
   /**
    * A pushed request's `request_uri` (RFC 9126 4), with `client_id`: the request is the one pushed,
    * and every other field here is ignored. Required when the server has REQUIRE_PAR or the client
-   * require_pushed_authorization_requests.
+   * require_pushed_authorization_requests: a request without it is then `invalid_request`,
+   * redirected to the client once the client and redirect URI are checked (RFC 9126 4).
    *
    * @generated from field: string request_uri = 8;
    */
