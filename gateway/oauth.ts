@@ -8,8 +8,9 @@
  *   page's form: Allow or Deny, answered with a redirect to the client (303). Without a valid
  *   session: a redirect to LOGIN_URL with `return_to` (a path when LOGIN_URL is on the issuer's
  *   origin, as `deno task start`'s development sign-in page is; else the whole URL), or a page
- *   saying so; with `prompt=none`, StartAuthorization asked without a user, which answers
- *   `login_required` to the client. A remembered consent is a redirect with the code at once
+ *   saying so; with `prompt=none`, or a pushed request's `request_uri` (whose pushed `prompt`
+ *   counts, RFC 9126 4), StartAuthorization asked without a user first, which answers
+ *   `login_required` to the client for `prompt=none`. A remembered consent is a redirect with the code at once
  *   (302), no page. The token service decides everything (StartAuthorization, DecideAuthorization);
  *   the gateway renders HTML, because a page is not RPC-shaped and the gateway is where HTTP is
  *   spoken;
@@ -376,9 +377,11 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   }
 
   /**
-   * `GET /oauth2/authorize?prompt=none` without a (valid) session: StartAuthorization asked with
-   * no user, which answers `login_required` to a checked client's redirect URI (or refuses to
-   * redirect, as it does for any request: the error page).
+   * `GET /oauth2/authorize?prompt=none` (or with a pushed request's request_uri, whose prompt
+   * only the token service knows) without a (valid) session: StartAuthorization asked with no
+   * user, which answers `login_required` to a checked client's redirect URI for `prompt=none`
+   * (or refuses to redirect, as it does for any request: the error page), and UNAUTHENTICATED
+   * otherwise: the user is sent to sign in.
    */
   async function withoutSession(
     req: Request,
@@ -437,21 +440,26 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         return await errorPage(e.status ?? 400, "This request cannot be completed", e.message);
       }
     }
-    const session = cookieValue(req.headers.get("cookie"), sessionCookie);
-    // prompt=none (OpenID Connect Core 3.1.2.1) never shows a page, the sign-in page included:
-    // without a session the token service answers `login_required` to the client, once it has
-    // checked the client and the redirect URI (asked without a user).
-    const silent = req.method === "GET" && (params.get("prompt") ?? "").split(" ").includes("none");
-    if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
-      if (silent) return await withoutSession(req, url, params, c);
-      return await notSignedIn(req, url);
-    }
     // A pushed request (RFC 9126 4) is its client_id and request_uri: anything else beside them
-    // is ignored, and not carried on to the page's form either.
-    if (params.has("request_uri")) {
+    // is ignored (a `prompt` too), and not carried on to the page's form either.
+    const pushed = params.has("request_uri");
+    if (pushed) {
       for (const name of Object.keys(authorizationParams)) {
         if (name !== "client_id" && name !== "request_uri") params.delete(name);
       }
+    }
+    const session = cookieValue(req.headers.get("cookie"), sessionCookie);
+    // prompt=none (OpenID Connect Core 3.1.2.1) never shows a page, the sign-in page included:
+    // without a session the token service answers `login_required` to the client, once it has
+    // checked the client and the redirect URI (asked without a user). A pushed request's prompt is
+    // the pushed one, which only the token service knows: it is asked too, and it starts the
+    // request's time for the sign-in (./services/token/pushed.ts); UNAUTHENTICATED from it sends
+    // the user to sign in.
+    const askWithoutUser = req.method === "GET" &&
+      (pushed || (params.get("prompt") ?? "").split(" ").includes("none"));
+    if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
+      if (askWithoutUser) return await withoutSession(req, url, params, c);
+      return await notSignedIn(req, url);
     }
     const shown = Object.fromEntries(
       Object.keys(authorizationParams).map((name) => [name, params.get(name) ?? ""]),
@@ -483,7 +491,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       return await authorizationFailure(
         ConnectError.from(error),
         c,
-        () => silent ? withoutSession(req, url, params, c) : notSignedIn(req, url),
+        () => askWithoutUser ? withoutSession(req, url, params, c) : notSignedIn(req, url),
       );
     }
   }

@@ -688,8 +688,9 @@ export function oauthOpenApiPaths(): Record<string, Json> {
         summary: "Pushed authorization request",
         description: "RFC 9126: the client sends its authorization request from its back end, " +
           "authenticated as at the token endpoint (a public client by client_id alone); it is " +
-          "checked whole and kept for 60 seconds under a `request_uri`, which the authorization " +
-          "endpoint then takes with `client_id`, once. With a `DPoP` proof (RFC 9449 10.1), the " +
+          "checked whole and kept under a `request_uri`, which the authorization endpoint then " +
+          "takes with `client_id`, once: it has 60 seconds (`expires_in`) to get there, then " +
+          "10 minutes for the user's sign-in and decision. With a `DPoP` proof (RFC 9449 10.1), the " +
           "code it leads to is bound to the proof's key, as with `dpop_jkt`.",
         security: clientAuth,
         parameters: [{

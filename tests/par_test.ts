@@ -10,7 +10,8 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { consentFormFields, httpClient, startStack } from "../lib/testing/mod.ts";
+import { consentFormFields, httpClient, movableClock, startStack } from "../lib/testing/mod.ts";
+import type { MovableClock, Stack } from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 
@@ -194,6 +195,58 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
       },
     );
 
+    await t.step(
+      "the pushed prompt decides: prompt=none without a session is login_required",
+      async () => {
+        const { challenge } = await pkce();
+        const res = await oauth.pushedAuthorizationRequest(
+          as,
+          { client_id: web },
+          auth,
+          {
+            response_type: "code",
+            redirect_uri: redirect,
+            state: "silent",
+            code_challenge: challenge,
+            code_challenge_method: "S256",
+            prompt: "none",
+          },
+          insecure,
+        );
+        const { request_uri } = await oauth.processPushedAuthorizationResponse(
+          as,
+          { client_id: web },
+          res,
+        );
+        const url = `${as.authorization_endpoint}?${new URLSearchParams({
+          client_id: web,
+          request_uri,
+        })}`;
+        const silent = await fetch(url, { redirect: "manual" });
+        await silent.body?.cancel();
+        assert.equal(silent.status, 302);
+        const location = new URL(silent.headers.get("location")!);
+        assert.equal(location.origin + location.pathname, redirect);
+        assert.deepEqual(
+          [location.searchParams.get("error"), location.searchParams.get("state")],
+          ["login_required", "silent"],
+        );
+        assert.equal(location.searchParams.get("iss"), as.issuer);
+        // A prompt beside request_uri is not the pushed request's: the user is asked to sign in.
+        const loud = await push(web, auth, challenge);
+        const beside = await fetch(
+          `${as.authorization_endpoint}?${new URLSearchParams({
+            client_id: web,
+            request_uri: loud,
+            prompt: "none",
+          })}`,
+          { redirect: "manual" },
+        );
+        await beside.body?.cancel();
+        assert.equal(beside.status, 401, "the page saying to sign in (no LOGIN_URL here)");
+      },
+    );
+
     /** A raw PAR request with the web client's Basic credentials. */
     const rawPush = async (form: Record<string, string>) => {
       const res = await fetch(as.pushed_authorization_request_endpoint!, {
@@ -353,5 +406,124 @@ Deno.test("REQUIRE_PAR: the metadata says so, and every client must push", async
     assert.equal(location.searchParams.get("iss"), as.issuer);
   } finally {
     await stack.stop();
+  }
+});
+
+Deno.test("a request_uri has 60 s to arrive, then 10 minutes for the sign-in and the decision", async (t) => {
+  const loginUrl = "https://login.example.com/sign-in";
+  let clock: MovableClock | undefined;
+  let stack: Stack | undefined;
+  try {
+    clock = await movableClock();
+    stack = await startStack({
+      processEnv: { token: clock.env, gateway: { LOGIN_URL: loginUrl } },
+    });
+    const tokenClock = clock;
+    const api = httpClient(stack.gatewayUrl);
+    const day = 24 * 3600;
+    const admin = await stack.token({ sub: "admin", projects: ["par3"], ttlSeconds: day });
+    await api("PATCH", "/v1/projects/par3/config", {
+      token: admin,
+      json: { application_name: "Pushed", audience: "external" },
+    });
+    const redirect = "https://app.example.com/cb";
+    const created = await api("POST", "/v1/projects/par3/clients", {
+      token: admin,
+      json: { name: "spa", type: "spa", redirect_uris: [redirect] },
+    });
+    assert.equal(created.status, 201, created.text);
+    const client = created.body.id as string;
+    let users = 0;
+    const newUser = () =>
+      stack!.token({ sub: `par-slow-${++users}`, projects: [], ttlSeconds: day });
+    const authorize = `${stack.gatewayUrl}/oauth2/authorize`;
+    const push = async () => {
+      const res = await fetch(`${stack!.gatewayUrl}/oauth2/par`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          client_id: client,
+          response_type: "code",
+          redirect_uri: redirect,
+          state: "slow",
+          code_challenge: await oauth.calculatePKCECodeChallenge(
+            oauth.generateRandomCodeVerifier(),
+          ),
+          code_challenge_method: "S256",
+        }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 201, JSON.stringify(body));
+      return `${authorize}?${new URLSearchParams({
+        client_id: client,
+        request_uri: body.request_uri,
+      })}`;
+    };
+    const get = (url: string, session?: string) =>
+      fetch(url, {
+        redirect: "manual",
+        headers: session === undefined ? {} : { cookie: `session=${session}` },
+      });
+    /** The consent page's fields, shown to `session`. */
+    const page = async (url: string, session: string) => {
+      const res = await get(url, session);
+      const html = await res.text();
+      assert.equal(res.status, 200, html);
+      return consentFormFields(html);
+    };
+    const allow = async (fields: Record<string, string>, session: string) => {
+      const res = await fetch(authorize, {
+        method: "POST",
+        redirect: "manual",
+        headers: {
+          cookie: `session=${session}`,
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: new URLSearchParams({ ...fields, decision: "allow" }),
+      });
+      const text = await res.text();
+      return { status: res.status, text, location: res.headers.get("location") };
+    };
+
+    await t.step("not arrived within 60 s: gone", async () => {
+      const url = await push();
+      await tokenClock.advance(61);
+      const res = await get(url, await newUser());
+      assert.equal(res.status, 400);
+      assert.match(await res.text(), /unknown, expired or already used/);
+    });
+
+    await t.step("sent to sign in, back 5 minutes later, Allow 4 minutes after that", async () => {
+      const url = await push();
+      const login = await get(url);
+      await login.body?.cancel();
+      assert.equal(login.status, 302);
+      assert.equal(new URL(login.headers.get("location")!).origin, new URL(loginUrl).origin);
+      await tokenClock.advance(300);
+      const user = await newUser();
+      const fields = await page(url, user);
+      await tokenClock.advance(240);
+      const res = await allow(fields, user);
+      assert.equal(res.status, 303, res.text);
+      const back = new URL(res.location!);
+      assert.ok(back.searchParams.get("code"), back.href);
+      assert.equal(back.searchParams.get("state"), "slow");
+    });
+
+    await t.step("10 minutes from its arrival, however often the page is reloaded", async () => {
+      const url = await push();
+      const user = await newUser();
+      await page(url, user);
+      await tokenClock.advance(540);
+      // A reload 9 minutes on shows the page (with a fresh CSRF token), and lengthens nothing.
+      const fields = await page(url, user);
+      await tokenClock.advance(61);
+      const res = await allow(fields, user);
+      assert.equal(res.status, 400);
+      assert.match(res.text, /unknown, expired or already used/);
+    });
+  } finally {
+    await stack?.stop();
+    await clock?.close();
   }
 });

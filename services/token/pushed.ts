@@ -5,6 +5,13 @@
  * under a new `request_uri`. The authorization endpoint then takes `client_id` and `request_uri`
  * and works on the request that was pushed, whatever else the browser's URL says (RFC 9126 4).
  *
+ * Two lifetimes: `expires_in`, {@link pushedTtlSeconds}, is the time the request_uri has to reach
+ * the authorization endpoint. Its first StartAuthorization (with a user, or without one for a user
+ * who is sent to sign in first) marks it arrived and gives it {@link interactionTtlMs} from then,
+ * once, for the sign-in and the decision (reloading the page does not lengthen it again); it is
+ * still good for one decision. As node-oidc-provider, Keycloak and Hydra do, the short lifetime is
+ * the URI's, not a deadline for the user.
+ *
  * DPoP (RFC 9449 10.1): the PAR request's DPoP proof, checked by the token endpoint's checker
  * (./dpop.ts) before this module sees the request, binds it as a `dpop_jkt` of the proof's key
  * would; both, differing, are `invalid_request`.
@@ -34,12 +41,22 @@ import {
   type AuthorizationRequest,
   AuthorizationRequestSchema,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
+import { csrfTtlMs } from "./csrf.ts";
 import { oauthError, oauthErrorDomain } from "./oauth_errors.ts";
 import { randomToken } from "./opaque_tokens.ts";
 import type { PushedRequests } from "./repository/pushed_requests.ts";
 
-/** How long a pushed request lives (RFC 9126 2.2: short; we take 60 seconds). */
+/**
+ * How long a pushed request's request_uri has to reach the authorization endpoint (RFC 9126 2.2
+ * `expires_in`: short; we take 60 seconds).
+ */
 export const pushedTtlSeconds = 60;
+
+/**
+ * How long a pushed request lives once the authorization endpoint has resolved it, for the sign-in
+ * and the user's decision: the consent page's CSRF lifetime (./csrf.ts), 10 minutes.
+ */
+export const interactionTtlMs = csrfTtlMs;
 
 /** The prefix of every request_uri (RFC 9126 2.2). */
 export const requestUriPrefix = "urn:ietf:params:oauth:request_uri:";
@@ -69,8 +86,13 @@ export interface Pushed {
   /**
    * The request the authorization endpoint works on: the pushed one when `request` names a
    * request_uri (still carrying it), else `request` itself. Throws what the user is shown.
+   * `arrive` (StartAuthorization): the first time, the request_uri's lifetime becomes
+   * {@link interactionTtlMs} from now.
    */
-  resolve(request: AuthorizationRequest | undefined): Promise<AuthorizationRequest | undefined>;
+  resolve(
+    request: AuthorizationRequest | undefined,
+    arrive: boolean,
+  ): Promise<AuthorizationRequest | undefined>;
   /** Spends a resolved request's request_uri, if it has one; throws when it was spent already. */
   spend(request: AuthorizationRequest | undefined): Promise<void>;
 }
@@ -116,12 +138,21 @@ export function createPushed(options: PushedOptions): Pushed {
       return { requestUri, expiresIn: pushedTtlSeconds };
     },
 
-    async resolve(request) {
+    async resolve(request, arrive) {
       if (!request || request.requestUri === "") return request;
       if (!request.requestUri.startsWith(requestUriPrefix)) throw gone();
-      const row = await repository.find(sha256(request.requestUri));
+      const hash = sha256(request.requestUri);
+      const at = now();
+      const row = arrive
+        ? await repository.arrive(
+          hash,
+          request.clientId,
+          new Date(at),
+          new Date(at + interactionTtlMs),
+        )
+        : await repository.find(hash);
       if (
-        !row || row.decided_at !== null || row.expires_at.getTime() <= now() ||
+        !row || row.decided_at !== null || row.expires_at.getTime() <= at ||
         row.client_id !== request.clientId
       ) throw gone();
       const pushed = fromBinary(AuthorizationRequestSchema, row.request);

@@ -234,7 +234,8 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     },
 
     async startAuthorization(req, ctx) {
-      const request = await deps.pushed.resolve(req.request);
+      // A pushed request has arrived: it now lives for the sign-in and the decision.
+      const request = await deps.pushed.resolve(req.request, true);
       const outcome = await startAuthorization(authorization, request, ctx);
       if ("consent" in outcome) return { outcome: { case: "consent", value: outcome.consent } };
       // A redirect (an error, or a code without a page) is the pushed request's one decision.
@@ -243,7 +244,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     },
 
     async decideAuthorization(req, ctx) {
-      const request = await deps.pushed.resolve(req.request);
+      const request = await deps.pushed.resolve(req.request, false);
       return {
         redirectTo: await decideAuthorization(
           authorization,

@@ -14,14 +14,27 @@ export interface PushedRow {
   request: Uint8Array;
   expires_at: Date;
   decided_at: Date | null;
+  /** When the authorization endpoint first resolved it (migrations/0015); null before. */
+  arrived_at: Date | null;
 }
 
 /** Reads and writes pushed requests. */
 export interface PushedRequests {
   /** Stores a request. */
-  create(hash: Uint8Array, row: Omit<PushedRow, "decided_at">): Promise<void>;
+  create(hash: Uint8Array, row: Omit<PushedRow, "decided_at" | "arrived_at">): Promise<void>;
   /** The request of a hash, decided or not; undefined when unknown. Changes nothing. */
   find(hash: Uint8Array): Promise<PushedRow | undefined>;
+  /**
+   * The request of a hash, of `clientId`, undecided and unexpired at `now`, which has now reached
+   * the authorization endpoint: the first time, it is marked arrived and its expiry moved to
+   * `until` (once only); undefined when there is no such request.
+   */
+  arrive(
+    hash: Uint8Array,
+    clientId: string,
+    now: Date,
+    until: Date,
+  ): Promise<PushedRow | undefined>;
   /**
    * Marks a request decided at `now`, unless it was already (or has expired by `now`); returns
    * whether this call did. Two concurrent decisions cannot both get true.
@@ -36,13 +49,24 @@ export function createPushedRequests(sql: Sql): PushedRequests {
   return {
     async create(hash, row) {
       await sql`insert into token.pushed_requests ${
-        insertion(sql, { request_uri_hash: hash, ...row, decided_at: null })
+        insertion(sql, { request_uri_hash: hash, ...row, decided_at: null, arrived_at: null })
       }`;
     },
     async find(hash) {
       const [row] = await sql<PushedRow[]>`
-        select client_id, request, expires_at, decided_at from token.pushed_requests
+        select client_id, request, expires_at, decided_at, arrived_at from token.pushed_requests
         where request_uri_hash = ${hash}`;
+      return row;
+    },
+    async arrive(hash, clientId, now, until) {
+      // The right-hand sides read the row as it was: only the first arrival moves the expiry.
+      const [row] = await sql<PushedRow[]>`
+        update token.pushed_requests
+        set arrived_at = coalesce(arrived_at, ${now}),
+          expires_at = case when arrived_at is null then ${until} else expires_at end
+        where request_uri_hash = ${hash} and client_id = ${clientId} and decided_at is null
+          and expires_at > ${now}
+        returning client_id, request, expires_at, decided_at, arrived_at`;
       return row;
     },
     async decide(hash, now) {

@@ -680,7 +680,8 @@ export type PushAuthorizationRequestResponse = Message<"registry.token.v1.PushAu
   requestUri: string;
 
   /**
-   * Seconds until it expires: 60.
+   * Seconds it has to reach the authorization endpoint: 60 (then 10 minutes from there for the
+   * sign-in and the decision; see PushAuthorizationRequest).
    *
    * @generated from field: int64 expires_in = 2;
    */
@@ -1639,7 +1640,9 @@ export const TokenService: GenService<{
    * `prompt=none` never shows a page: remembered consent answers with the code, anything else
    * with `error=consent_required`. A call without `authorization` metadata is answered only for
    * `prompt=none`, with `error=login_required` once the client and redirect URI have been checked
-   * (UNAUTHENTICATED otherwise).
+   * (UNAUTHENTICATED otherwise). A pushed request (`request_uri`) is resolved first, so its pushed
+   * `prompt` decides; the gateway asks for every pushed request without a session, which also
+   * starts the request's 10 minutes for the sign-in (see PushAuthorizationRequest).
    *
    * @generated from rpc registry.token.v1.TokenService.StartAuthorization
    */
@@ -1783,7 +1786,7 @@ export const TokenService: GenService<{
    * A pushed authorization request (RFC 9126, `POST /oauth2/par`): the client, authenticated as
    * at the token endpoint (a public client by its client_id alone), sends its authorization
    * request from its back end; it is checked whole, as StartAuthorization checks it (client,
-   * redirect URI, response type, PKCE S256, scope, state, prompt, dpop_jkt), and kept for 60 seconds under a new
+   * redirect URI, response type, PKCE S256, scope, state, prompt, dpop_jkt), and kept under a new
    * `request_uri` (`urn:ietf:params:oauth:request_uri:` and 43 random characters, stored as its
    * SHA-256). The authorization endpoint then takes `client_id` and `request_uri` and ignores any
    * other parameter beside them; the request_uri is good for one decision (DecideAuthorization, or
@@ -1791,6 +1794,12 @@ export const TokenService: GenService<{
    * request that carries `request_uri` itself is `invalid_request` (RFC 9126 2.1). A fault that
    * the authorization endpoint would send back to the redirect URI is answered here as the RFC
    * 6749 5.2 error instead.
+   *
+   * Its lifetimes: `expires_in` (60 seconds) is how long the request_uri may take to reach the
+   * authorization endpoint. The first StartAuthorization that resolves it (with a user, or without
+   * one for a user who is then sent to sign in) gives it 10 minutes from then, the lifetime of the
+   * consent page's CSRF token, for the sign-in and the user's decision; it is not lengthened again
+   * (a reload of the page included), and it is still good for one decision.
    *
    * DPoP (RFC 9449 10, 10.1): a `dpop` proof is checked exactly as IssueToken checks one (its
    * `htu` the PAR endpoint's URL; a bad one is `invalid_dpop_proof`, and nothing is kept), and its
