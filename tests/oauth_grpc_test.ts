@@ -72,6 +72,49 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
       assert.deepEqual(fields, ["config.publishing_status"]);
     });
 
+    await t.step(
+      "an etag never creates the config (ABORTED); create_only creates it only once",
+      async () => {
+        // No config yet: an etag names no version of it (AIP-154: ABORTED), and nothing is made.
+        for (const etag of ["12345", "!"]) {
+          const err = await grpcFailure(client.call(rpc.updateOAuthConfig, {
+            projectId: "g1",
+            config: { applicationName: "Conditional", etag },
+          }, admin));
+          assert.equal(err.code, 10, err.details);
+        }
+        assert.equal(
+          (await grpcFailure(client.call(rpc.getOAuthConfig, { projectId: "g1" }, admin))).code,
+          5,
+          "nothing was created",
+        );
+        // create_only with an etag contradicts itself.
+        assert.equal(
+          (await grpcFailure(client.call(rpc.updateOAuthConfig, {
+            projectId: "g1",
+            config: { applicationName: "Both", etag: "12345" },
+            createOnly: true,
+          }, admin))).code,
+          3,
+        );
+        const made = await client.call(rpc.updateOAuthConfig, {
+          projectId: "g1",
+          config: { applicationName: "Created once" },
+          createOnly: true,
+        }, admin);
+        assert.equal(made.config?.applicationName, "Created once");
+        const again = await grpcFailure(client.call(rpc.updateOAuthConfig, {
+          projectId: "g1",
+          config: { applicationName: "Created twice" },
+          createOnly: true,
+        }, admin));
+        assert.equal(again.code, 10, again.details);
+        const now = await client.call(rpc.getOAuthConfig, { projectId: "g1" }, admin);
+        assert.equal(now.config?.applicationName, "Created once");
+        assert.equal(now.config?.etag, made.config?.etag, "unchanged");
+      },
+    );
+
     await t.step("without an update mask, the set fields are updated (AIP-134)", async () => {
       const res = await client.call(rpc.updateOAuthConfig, {
         projectId: "g1",

@@ -23,8 +23,18 @@ export const etagMismatchReason = "ETAG_MISMATCH";
 
 /** ABORTED: the resource changed since the etag was read. */
 export function etagMismatch(label: string): ConnectError {
-  return new ConnectError(
+  return preconditionFailed(
     `The ${label} has changed since the etag was read; read it again and retry`,
+  );
+}
+
+/**
+ * ABORTED with reason {@link etagMismatchReason} (HTTP 412): a write's precondition on the
+ * resource's version is false, e.g. "only if absent" on a resource that exists.
+ */
+export function preconditionFailed(message: string): ConnectError {
+  return new ConnectError(
+    message,
     Code.Aborted,
     undefined,
     [{ desc: ErrorInfoSchema, value: { reason: etagMismatchReason, domain: errorDomain } }],

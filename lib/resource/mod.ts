@@ -6,7 +6,13 @@
  */
 
 export { enumName, enumNumber } from "./enums.ts";
-export { etagField, etagMismatch, etagMismatchReason, readEtag } from "./etag.ts";
+export {
+  etagField,
+  etagMismatch,
+  etagMismatchReason,
+  preconditionFailed,
+  readEtag,
+} from "./etag.ts";
 export { nullable, pageOf, pathUuid, readPage } from "./pages.ts";
 export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
 export { resolveMask } from "./update_mask.ts";

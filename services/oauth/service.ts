@@ -323,6 +323,14 @@ export function noConfig(projectId: string): ConnectError {
   );
 }
 
+/** INVALID_ARGUMENT: a config is created only with its application_name. */
+function applicationNameRequired(): ConnectError {
+  return invalidArgument([{
+    field: "config.application_name",
+    description: "is required to create the project's OAuth config",
+  }]);
+}
+
 const projectRequest = v.object({ projectId: projectIdSchema });
 
 /** The project's OAuth config, as the consent rule of ./policy.ts read it for the handler. */
@@ -412,23 +420,28 @@ export function createOAuthRegistry(
           ? null
           : value;
       }
-      if (typeof changes.application_name === "string") {
-        const row = await configs.upsert(
-          req.projectId,
-          changes as ConfigChanges & { application_name: string },
-          write,
-        );
+      if (req.createOnly && write.etag !== undefined) {
+        throw invalidArgument([{
+          field: "config.etag",
+          description: "names a version that must exist: it cannot be sent with create_only",
+        }]);
+      }
+      if (req.createOnly && typeof changes.application_name !== "string") {
+        throw applicationNameRequired();
+      }
+      // A write with an etag updates that version only: it never creates (RFC 9110 13.1.1);
+      // create_only only creates.
+      if (typeof changes.application_name === "string" && write.etag === undefined) {
+        const created = changes as ConfigChanges & { application_name: string };
+        const row = req.createOnly
+          ? await configs.create(req.projectId, created, write)
+          : await configs.upsert(req.projectId, created, write);
         deps.onConfigChanged?.(req.projectId);
         return { config: toConfig(row) };
       }
       const row = await configs.update(req.projectId, changes as ConfigChanges, write);
       if (row) deps.onConfigChanged?.(req.projectId);
-      if (!row) {
-        throw invalidArgument([{
-          field: "config.application_name",
-          description: "is required to create the project's OAuth config",
-        }]);
-      }
+      if (!row) throw applicationNameRequired();
       return { config: toConfig(row) };
     },
 

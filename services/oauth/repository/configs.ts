@@ -6,7 +6,7 @@
 
 import { changes as diff, eventCte, ifMatch, rowJson, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, type Sql } from "../../../lib/db/mod.ts";
-import { etagMismatch } from "../../../lib/resource/mod.ts";
+import { etagMismatch, preconditionFailed } from "../../../lib/resource/mod.ts";
 
 /** One declared scope, as the `scopes` jsonb column holds it. */
 export interface ScopeRow {
@@ -59,15 +59,25 @@ export interface ConfigRepository {
   get(projectId: string): Promise<ConfigRow | undefined>;
   /**
    * Changes the given columns; returns undefined when the project has no configuration, throws
-   * ABORTED when `write.etag` is not the configuration's.
+   * ABORTED when `write.etag` is not the configuration's (also when there is none: no version is
+   * the one it names).
    */
   update(projectId: string, changes: ConfigChanges, write: Write): Promise<ConfigRow | undefined>;
   /**
    * Creates the configuration with `changes` over the defaults, or, if it exists (also when
-   * another request creates it concurrently), changes only the given columns (ABORTED when
-   * `write.etag` is not the configuration's).
+   * another request creates it concurrently), changes only the given columns. Unconditional: a
+   * write with an etag names a version that must exist, and is an {@link update}.
    */
   upsert(
+    projectId: string,
+    changes: ConfigChanges & { application_name: string },
+    write: Write,
+  ): Promise<ConfigRow>;
+  /**
+   * Creates the configuration with `changes` over the defaults; ABORTED when the project has one
+   * (also when another request creates it concurrently: the insert is the check).
+   */
+  create(
     projectId: string,
     changes: ConfigChanges & { application_name: string },
     write: Write,
@@ -131,6 +141,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       return row;
     },
     async upsert(projectId, changes, write) {
+      if (write.etag !== undefined) throw new Error("a conditional write of a config is an update");
       const columns = Object.keys(changes) as (keyof ConfigChanges)[];
       const values = { audience: "external", ...stored(changes), project_id: projectId };
       const [row] = await sql<ConfigRow[]>`
@@ -140,16 +151,33 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
           on conflict (project_id) do update set ${
         assignments(sql, stored(changes), columns)
       }, updated_at = now()
-          ${write.etag === undefined ? sql`` : sql`where configs.xmin::text = ${write.etag}`}
           returning *, xmin::text as etag
         ),
         ${event(projectId, write)}
         select * from changed`;
-      await stale(row, columns.length, projectId, write);
       return row!;
     },
+    async create(projectId, changes, write) {
+      const values = { audience: "external", ...stored(changes), project_id: projectId };
+      // `prior` is empty whenever the insert takes place: the event is a creation's.
+      const [row] = await sql<ConfigRow[]>`
+        with ${prior(projectId, false)},
+        changed as (
+          insert into oauth.configs ${sql(values as never)}
+          on conflict (project_id) do nothing
+          returning *, xmin::text as etag
+        ),
+        ${event(projectId, write)}
+        select * from changed`;
+      if (!row) {
+        throw preconditionFailed(
+          `The project ${projectId} has an OAuth config already; create_only creates one only`,
+        );
+      }
+      return row;
+    },
   };
-  /** ABORTED when a conditional write found the configuration at another version. */
+  /** ABORTED when a conditional write found the configuration at another version, or none. */
   async function stale(
     row: ConfigRow | undefined,
     columns: number,
@@ -159,6 +187,13 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
     if (write.etag === undefined) return;
     if (row ? columns === 0 && row.etag !== write.etag : await repo.get(projectId)) {
       throw etagMismatch("OAuth config");
+    }
+    // No configuration at all: no etag is its version (RFC 9110 13.1.1: If-Match is false
+    // without a current representation), and a conditional write never creates.
+    if (!row) {
+      throw preconditionFailed(
+        `The project ${projectId} has no OAuth config, so no etag is current; create it without one`,
+      );
     }
   }
   return repo;

@@ -144,7 +144,8 @@ export type OAuthConfig = Message<"registry.oauth.v1.OAuthConfig"> & {
    * The version of the resource (AIP-154): it changes whenever the resource does. Send the one
    * read back (or the HTTP `If-Match` header) to update only if nothing changed meanwhile: a stale
    * one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and changes
-   * nothing. Ignored on creation.
+   * nothing. On a project that has no configuration yet it is ABORTED the same way (there is no
+   * version for it to name) and creates nothing: leave it empty to create.
    *
    * @generated from field: string etag = 15;
    */
