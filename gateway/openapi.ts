@@ -36,7 +36,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { maxMessageLength, truncationMark } from "../lib/platform/mod.ts";
 import { oauthOpenApiComponents, oauthOpenApiPaths } from "./oauth_openapi.ts";
-import { buildRoutes, conditional, type Route } from "./routes.ts";
+import { buildRoutes, type Route } from "./routes.ts";
 
 /** A JSON Schema (2020-12) or OpenAPI object: plain JSON. */
 type Json = Record<string, unknown>;
@@ -90,15 +90,17 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
   },
   "412": {
     name: "PreconditionFailed",
-    description:
-      "A stale etag: the `If-Match` etag (or the body's `etag`) is not the resource's current one: " +
-      "it changed since it was read (`aborted`, ErrorInfo reason `ETAG_MISMATCH`). Nothing was " +
-      "changed; read it again and retry.",
+    description: "A precondition is false (`aborted`): no tag of `If-Match` (or the body's " +
+      "`etag`) is the resource's current version, or there is none (a config not created yet); " +
+      "or `If-None-Match` names the current version, or is `*` and the resource exists. Nothing " +
+      "was changed; read it again and retry.",
   },
   "413": { name: "PayloadTooLarge", description: "The request body exceeds 1 MiB." },
   "415": {
     name: "UnsupportedMediaType",
-    description: "The request body is not `application/json`.",
+    description: "The request body is not `application/json`, or is content-coded " +
+      "(`Content-Encoding` other than `identity`: the answer's `Accept-Encoding: identity` " +
+      "says so).",
   },
   "422": {
     name: "IdempotencyKeyReused",
@@ -125,11 +127,54 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
 
 /** The error statuses an operation can answer, by its HTTP method. */
 function errorsOf(route: Route): string[] {
-  const statuses = ["400", "401", "403", "404", "413", "415", "429", "500", "503", "504"];
+  // Every operation evaluates If-Match and If-None-Match (412).
+  const statuses = ["400", "401", "403", "404", "412", "413", "415", "429", "500", "503", "504"];
   if (route.httpMethod !== "GET") statuses.push("409");
   if (route.httpMethod === "POST") statuses.push("422");
-  if (conditional(route)) statuses.push("412");
   return statuses.sort();
+}
+
+/**
+ * The `If-Match` and `If-None-Match` parameters of an operation (RFC 9110 13.1.1, 13.1.2), as the
+ * gateway evaluates them (./transcoder.ts).
+ */
+function conditionHeaders(route: Route): Json[] {
+  const schema = { type: "string", minLength: 1, maxLength: 1024 };
+  const tags = '`*` or a list of entity tags (`ETag` values, as `"1234", "1240"`)';
+  const [ifMatch, ifNoneMatch] = route.httpMethod === "POST"
+    ? [
+      "A collection has no etag: `*` holds (it exists), any list of tags is 412.",
+      "A collection has no etag: any list of tags holds; `*` is 412 (it exists).",
+    ]
+    : route.httpMethod === "GET"
+    ? [
+      `${tags}: answer only if one of the tags is the current version (strong comparison: a ` +
+      "weak tag never matches; a list has none), else 412. `*`: any current version.",
+      `${tags}: 304 with no body when one of the tags is the current version (weak ` +
+      "comparison: `W/` is ignored), or for `*`. A malformed value is ignored.",
+    ]
+    : [
+      `${tags}: change only if one of the tags is the current version (strong comparison: ` +
+      "a weak tag never matches), else 412 and nothing changes; of two writes with the same " +
+      "tag one wins, the other gets 412. `*`: any current version (a config PATCH on a project " +
+      "without one is 412). It overrides a body's `etag`. Without it (and without a body " +
+      "`etag`) the write is unconditional.",
+      `${tags}: change only if none of the tags is the current version (weak comparison), ` +
+      "else 412 and nothing changes. `*`: only if the resource does not exist: on a project " +
+      "without a config, a PATCH creates it only if no other request does first (412 then); " +
+      "on anything else it is 412 (or 404 when absent, as without it). A malformed value " +
+      "is 400.",
+    ];
+  return [
+    {
+      name: "If-Match",
+      in: "header",
+      required: false,
+      description: `${ifMatch} A malformed value is 400.`,
+      schema,
+    },
+    { name: "If-None-Match", in: "header", required: false, description: ifNoneMatch, schema },
+  ];
 }
 
 /** Whether a route answers one resource, which then carries an `etag` (and the `ETag` header). */
@@ -376,6 +421,14 @@ function errorResponses(): Record<string, Json> {
             },
           }
           : {}),
+        ...(status === "415"
+          ? {
+            "Accept-Encoding": {
+              description: "`identity` when the body was refused for its `Content-Encoding`.",
+              schema: { type: "string", enum: ["identity"] },
+            },
+          }
+          : {}),
       },
       content: {
         "application/json": {
@@ -523,26 +576,7 @@ function operation(
     });
   }
 
-  if (conditional(route)) {
-    parameters.push({
-      name: "If-Match",
-      in: "header",
-      required: false,
-      description: "Change only if the resource is still at this version: its `ETag` (one " +
-        "strong entity tag), else 412 and nothing changes. `*`: any version. Without it the " +
-        "write is unconditional.",
-      schema: { type: "string", minLength: 1, maxLength: 130 },
-    });
-  }
-  if (route.httpMethod === "GET" && versioned(route)) {
-    parameters.push({
-      name: "If-None-Match",
-      in: "header",
-      required: false,
-      description: "304 with no body when the resource is still at one of these versions.",
-      schema: { type: "string", minLength: 1, maxLength: 1024 },
-    });
-  }
+  parameters.push(...conditionHeaders(route));
 
   const op: Json = {
     operationId,
@@ -577,12 +611,24 @@ function operation(
       schema: { type: "string", pattern: '^"[\\x21\\x23-\\x7e]*"$' },
     };
   }
-  const responses: Record<string, Json> = {};
-  if (route.httpMethod === "GET" && versioned(route)) {
-    responses["304"] = {
-      description: "Not modified: the resource is still at the `If-None-Match` version.",
-      headers: { "X-Request-Id": requestIdHeader, ETag: headers.ETag },
+  if (route.responseBody?.message?.fields.some((f) => f.proto.options?.debugRedact)) {
+    headers["Cache-Control"] = {
+      description: "`no-store` on an answer that holds a credential (a secret's plaintext, a " +
+        "generated private key): no cache keeps it.",
+      schema: { type: "string", enum: ["no-store"] },
     };
+  }
+  const responses: Record<string, Json> = {};
+  if (route.httpMethod === "GET") {
+    responses["304"] = versioned(route)
+      ? {
+        description: "Not modified: the resource is still at an `If-None-Match` version.",
+        headers: { "X-Request-Id": requestIdHeader, ETag: headers.ETag },
+      }
+      : {
+        description: "Not modified: `If-None-Match: *` (the list exists; it has no etag).",
+        headers: { "X-Request-Id": requestIdHeader },
+      };
   }
   if (route.httpMethod === "DELETE") {
     responses["204"] = { description: "Done; no body.", headers };
@@ -763,7 +809,9 @@ export function describeApi(services: DescService[], options: DescribeOptions): 
         "base32 characters) that sort by creation time; lists are oldest first, `limit` " +
         "1..100 (default 20), `after` the last `id` of the previous page, `has_more` true iff " +
         'more follow. Every error has the body `{"error": {"code", "message", ' +
-        '"details"}}`.',
+        '"details"}}`. Every `GET` also answers `HEAD`: the same status and headers ' +
+        "(`ETag`, `Content-Type`, `Content-Length`), no body. Request bodies are " +
+        "`application/json` without a `Content-Encoding`.",
     },
     servers: [{ url: "/", description: "The gateway that serves this document." }],
     security: [{ bearer: [] }],

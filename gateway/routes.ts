@@ -134,3 +134,32 @@ export function conditional(route: Route): boolean {
   const holder = route.body.kind === "field" ? route.body.field.message! : route.method.input;
   return holder.fields.some((f) => f.name === "etag");
 }
+
+/**
+ * Where the gateway reads the current version of a route's resource, to evaluate a precondition
+ * it cannot hand to the write as one etag (./transcoder.ts): the GET route of the same template;
+ * for a resource that has none (a client's secret), the GET of its collection (the template
+ * without its last variable), whose `data` holds every item (`has_more` is always false), found
+ * by `id`. Undefined when there is neither.
+ */
+export interface Reader {
+  /** The GET route. */
+  route: Route;
+  /** The write's path variable that names the item in the collection's `data`, if listed. */
+  item: DescField | undefined;
+}
+
+/** The {@link Reader} of a route's resource, or undefined. */
+export function readerOf(routes: readonly Route[], route: Route): Reader | undefined {
+  const get = routes.find((r) => r.httpMethod === "GET" && r.template === route.template);
+  if (get) return { route: get, item: undefined };
+  const item = route.segments.at(-1);
+  if (typeof item !== "object") return undefined;
+  const parent = route.template.slice(0, route.template.lastIndexOf("/"));
+  const list = routes.find((r) => r.httpMethod === "GET" && r.template === parent);
+  const data = list?.method.output.fields.find((f) => f.name === "data");
+  if (!list || list.responseBody || !data?.message?.fields.some((f) => f.name === "etag")) {
+    return undefined;
+  }
+  return { route: list, item };
+}

@@ -3,15 +3,39 @@
  * route comes from a `google.api.http` annotation; nothing here knows a particular endpoint.
  *
  * Order of checks: route (404/405) -> token (401) -> rate limit (429) -> body size (413) ->
- * content type (415) -> JSON shape (400) -> the service (authorization 403, validation 400, the
- * rest). Status codes: POST 201, DELETE 204 without a body, others 200. An `Idempotency-Key`
- * header goes to the service as `idempotency-key` metadata (lib/policy/idempotency.ts); a replayed
- * outcome is answered with `Idempotent-Replayed: true`.
+ * content coding and type (415) -> JSON shape (400) -> preconditions of a POST (412) -> the service
+ * (authorization 403, validation 400, preconditions of a write 412, the rest). Status codes: POST
+ * 201, DELETE 204 without a body, others 200. HEAD is GET without the body (RFC 9110 9.3.2):
+ * `Deno.serve` sends the head of the same response, its `Content-Length` included. An
+ * `Idempotency-Key` header goes to the service as `idempotency-key` metadata
+ * (lib/policy/idempotency.ts); a replayed outcome is answered with `Idempotent-Replayed: true`.
+ *
+ * Conditional requests (RFC 9110 13.1, 13.2; ./conditions.ts) on every route:
+ *
+ * - GET evaluates `If-Match` (412) and then `If-None-Match` (304) against the answer's etag.
+ * - A write (PATCH, PUT, DELETE) is made conditional on one version, in the service's one SQL
+ *   statement (AIP-154's etag): an `If-Match` of one strong tag is that version. Any other
+ *   condition (several tags, `If-None-Match`, `*` where a write creates) is evaluated here against
+ *   the version the resource's GET reads (./routes.ts `readerOf`), and the write is then made
+ *   conditional on that version: a concurrent change still gets 412, never a write the condition
+ *   did not see. A condition found false is sent as an etag no version has (`noVersion`), so that
+ *   the service's own checks (403, 404) come first and then ABORTED (412) changes nothing. "Only
+ *   if absent" on a resource its write would create (the config) is the request's `create_only`,
+ *   an insert that a concurrent creation makes fail.
+ * - POST targets a collection, which exists and has no etag: `If-Match` with tags and
+ *   `If-None-Match: *` are false (412 before the service is called), `If-Match: *` and
+ *   `If-None-Match` with tags true.
  *
  * @module
  */
 
-import { create, type DescField, type DescService, type Message } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescField,
+  type DescService,
+  isFieldSet,
+  type Message,
+} from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import {
   type CallOptions,
@@ -33,10 +57,20 @@ import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader } from "../lib/platform/mod.ts";
 import { wireSizeOf } from "../lib/rpc/mod.ts";
+import { isEtag, noVersion } from "../lib/resource/mod.ts";
+import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage, repeatedMember } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
-import { buildRoutes, conditional, type Match, matchRoute, type Route } from "./routes.ts";
+import {
+  buildRoutes,
+  conditional,
+  type Match,
+  matchRoute,
+  type Reader,
+  readerOf,
+  type Route,
+} from "./routes.ts";
 
 /** A backend: the services it serves and the transport that reaches it. */
 export interface Backend {
@@ -162,6 +196,18 @@ function tooLarge(max: number): HttpError {
 }
 
 function parseJson(req: Request, bytes: Uint8Array): unknown {
+  // A body is read as it comes: a coding (gzip, ...) is refused, never read as identity (RFC 9110
+  // 8.4, 15.5.16: 415 with the codings accepted).
+  const coding = req.headers.get("content-encoding");
+  if (coding !== null && coding.split(",").some((c) => !/^\s*(identity)?\s*$/i.test(c))) {
+    throw new HttpError(
+      415,
+      Code.InvalidArgument,
+      "The request body must not be content-coded (Content-Encoding: identity only)",
+      [],
+      { "accept-encoding": "identity" },
+    );
+  }
   const type = req.headers.get("content-type") ?? "";
   if (!jsonContentType.test(type)) {
     throw new HttpError(415, Code.InvalidArgument, "The request body must be application/json");
@@ -303,9 +349,27 @@ export function createTranscoder(
     }
   }
   const routes = buildRoutes([...clients.keys()]);
+  // Where each write reads its resource's version for a precondition it evaluates itself.
+  const readers = new Map<Route, Reader>();
+  for (const route of routes) {
+    if (route.httpMethod === "GET" || route.httpMethod === "POST") continue;
+    const reader = readerOf(routes, route);
+    if (!conditional(route) || !reader) {
+      throw new Error(`Cannot evaluate If-Match on ${route.httpMethod} ${route.template}`);
+    }
+    readers.set(route, reader);
+  }
+  // The fields of each route's answer that hold a credential (debug_redact).
+  const credentials = new Map<Route, DescField[]>();
+  for (const route of routes) {
+    const schema = route.responseBody ? route.responseBody.message : route.method.output;
+    credentials.set(route, schema?.fields.filter((f) => f.proto.options?.debugRedact) ?? []);
+  }
 
   return async (req, url, correlation) => {
-    const match = matchRoute(routes, req.method, url.pathname);
+    // HEAD is GET without the body (RFC 9110 9.3.2): the same route, the same answer.
+    const method = req.method === "HEAD" ? "GET" : req.method;
+    const match = matchRoute(routes, method, url.pathname);
     if (match.kind !== "found") return { response: unmatched(match, req, url), route: "unmatched" };
     const { route, params } = match;
     return { response: await call(route, params, req, url, correlation), route: route.template };
@@ -315,7 +379,12 @@ export function createTranscoder(
     if (match.kind === "bad_path") {
       return errorResponse(400, Code.InvalidArgument, "The path has a malformed percent-encoding");
     }
-    if (match.kind === "method_not_allowed") return methodNotAllowed(req.method, match.allow);
+    if (match.kind === "method_not_allowed") {
+      return methodNotAllowed(
+        req.method,
+        match.allow.flatMap((m) => m === "GET" ? ["GET", "HEAD"] : [m]),
+      );
+    }
     return errorResponse(404, Code.NotFound, `No route for ${url.pathname}`);
   }
 
@@ -351,7 +420,11 @@ export function createTranscoder(
       if (correlation.clientAddress) header[forwardedForHeader] = correlation.clientAddress;
       const agent = req.headers.get("user-agent");
       if (agent !== null) header[forwardedUserAgentHeader] = agent;
-      precondition(route, input, req.headers.get("if-match"));
+      const conditions = conditionsOf(route, req);
+      if (route.httpMethod === "POST") collectionPrecondition(conditions);
+      else if (route.httpMethod !== "GET") {
+        await precondition(route, params, input, conditions, header);
+      }
       const key = req.headers.get(keyHeader);
       if (key !== null) header[keyHeader] = key;
       let responseHeader = noHeaders;
@@ -376,11 +449,20 @@ export function createTranscoder(
       const headers = replayed(responseHeader);
       // A single resource's version, as its `ETag` (a strong validator, RFC 9110 8.8.3).
       const etag = route.responseBody ? (out as { etag?: unknown }).etag : undefined;
-      if (typeof etag === "string" && etag !== "") {
-        headers.etag = `"${etag}"`;
-        if (route.httpMethod === "GET" && noneMatch(req.headers.get("if-none-match"), etag)) {
+      const version = typeof etag === "string" && etag !== "" ? etag : undefined;
+      if (version !== undefined) headers.etag = `"${version}"`;
+      if (route.httpMethod === "GET") {
+        // RFC 9110 13.2.2: If-Match first (412), then If-None-Match (304 for a GET).
+        if (conditions.ifMatch !== undefined && !matches(conditions.ifMatch, version)) {
+          throw ifMatchFailed();
+        }
+        if (conditions.ifNoneMatch !== undefined && !noneMatches(conditions.ifNoneMatch, version)) {
           return new Response(null, { status: 304, headers });
         }
+      }
+      // A credential (a secret's plaintext, a generated private key) is stored by no cache.
+      if (credentials.get(route)!.some((f) => isFieldSet(out, f))) {
+        headers["cache-control"] = "no-store";
       }
       return Response.json(encodeMessage(schema, out), {
         status: route.httpMethod === "POST" ? 201 : 200,
@@ -410,6 +492,92 @@ export function createTranscoder(
       lease?.release();
     }
   }
+
+  /**
+   * The preconditions of a write (PATCH, PUT, DELETE), turned into the one version the write is
+   * conditional on (the resource's `etag` field for an update, the request's for a delete): see
+   * the module's comment. Without `If-Match`, the body's `etag` (a PATCH's) is its one tag.
+   */
+  async function precondition(
+    route: Route,
+    params: Map<DescField, string>,
+    input: Message,
+    conditions: Conditions,
+    header: Record<string, string>,
+  ): Promise<void> {
+    const target = route.body.kind === "field"
+      ? (input as Record<string, unknown>)[route.body.field.localName] as Record<string, unknown>
+      : input as unknown as Record<string, unknown>;
+    const { ifNoneMatch } = conditions;
+    let { ifMatch } = conditions;
+    if (ifMatch === undefined && typeof target.etag === "string" && target.etag !== "") {
+      // A malformed one is the service's 400.
+      if (!isEtag(target.etag)) return;
+      ifMatch = [{ tag: target.etag, weak: false }];
+    }
+    if (ifMatch === undefined && ifNoneMatch === undefined) return;
+    // A write that creates when there is nothing (the config's) takes "only if absent" as a field.
+    const createOnly = route.method.input.fields.find((f) => f.name === "create_only");
+    if (ifNoneMatch === undefined && (ifMatch !== "*" || !createOnly)) {
+      if (ifMatch === "*") {
+        // Any current version: the write itself is refused (404) when there is none.
+        target.etag = "";
+        return;
+      }
+      const tags = strongTags(ifMatch!);
+      if (tags.length <= 1) {
+        target.etag = tags[0] ?? noVersion;
+        return;
+      }
+    }
+    const current = await currentVersion(route, params, header);
+    if (current === undefined) {
+      // Nothing there: If-Match is false; If-None-Match true, for a write that creates only.
+      if (ifMatch === undefined && createOnly) {
+        (input as Record<string, unknown>)[createOnly.localName] = true;
+        target.etag = "";
+      } else target.etag = noVersion;
+      return;
+    }
+    const holds = (ifMatch === undefined || matches(ifMatch, current)) &&
+      (ifNoneMatch === undefined || noneMatches(ifNoneMatch, current));
+    target.etag = holds ? current : noVersion;
+  }
+
+  /**
+   * The current etag of a write's resource, read as the caller (./routes.ts `readerOf`);
+   * undefined when there is none (NOT_FOUND). Any other failure is the answer.
+   */
+  async function currentVersion(
+    route: Route,
+    params: Map<DescField, string>,
+    header: Record<string, string>,
+  ): Promise<string | undefined> {
+    const reader = readers.get(route)!;
+    const input = create(reader.route.method.input) as Message & Record<string, unknown>;
+    for (const [field, raw] of params) {
+      const into = reader.route.method.input.fields.find((f) => f.name === field.name);
+      if (!into || field === reader.item) continue;
+      const decoded = decodeScalarParam(into, raw);
+      if ("value" in decoded) input[into.localName] = decoded.value;
+    }
+    let message: Message;
+    try {
+      message = await clients.get(reader.route.service)![reader.route.method.localName]!(input, {
+        timeoutMs,
+        headers: header,
+      });
+    } catch (error) {
+      if (ConnectError.from(error).code === Code.NotFound) return undefined;
+      throw error;
+    }
+    const resource = reader.item === undefined
+      ? (message as Record<string, unknown>)[reader.route.responseBody!.localName]
+      : ((message as Record<string, unknown>).data as { id: string }[]).find((i) =>
+        i.id === params.get(reader.item!)
+      );
+    return (resource as { etag?: string } | undefined)?.etag;
+  }
 }
 
 /** `Idempotent-Replayed: true` when the service replayed a stored outcome. */
@@ -417,53 +585,56 @@ function replayed(header: Headers): Record<string, string> {
   return header.get(replayedHeader) === "true" ? { "idempotent-replayed": "true" } : {};
 }
 
-/** The entity tags of an `If-Match` or `If-None-Match` list (RFC 9110 13.1.1): `*`, or the tags. */
-function entityTags(value: string): "*" | { tag: string; weak: boolean }[] | undefined {
-  if (value.trim() === "*") return "*";
-  const tags: { tag: string; weak: boolean }[] = [];
-  for (const part of value.split(",")) {
-    const match = /^\s*(W\/)?"([\x21\x23-\x7e]*)"\s*$/.exec(part);
-    if (!match) return undefined;
-    tags.push({ tag: match[2]!, weak: match[1] !== undefined });
-  }
-  return tags;
-}
-
-/** Whether `If-None-Match` matches the current etag (weak comparison, RFC 9110 13.1.2). */
-function noneMatch(header: string | null, etag: string): boolean {
-  if (header === null) return false;
-  const tags = entityTags(header);
-  return tags === "*" || (tags !== undefined && tags.some((t) => t.tag === etag));
+/** The request's preconditions, parsed. */
+interface Conditions {
+  ifMatch: Condition | undefined;
+  ifNoneMatch: Condition | undefined;
 }
 
 /**
- * `If-Match` on a PATCH, PUT or DELETE: its one strong tag becomes the request's precondition, the
- * resource's `etag` field for an update and the request's for a delete (AIP-154); the service
- * refuses a stale one (412). `*` asks only that the resource exist, which the write checks
- * anyway. A malformed value, a weak tag or several tags are a 400: the services compare one
- * version.
+ * Reads `If-Match` and `If-None-Match`: a malformed `If-Match` is 400, as is a malformed
+ * `If-None-Match` on a write (a guard the client counts on is never dropped); on a GET a
+ * malformed `If-None-Match` is ignored, which only costs a full answer.
  */
-function precondition(route: Route, input: Message, header: string | null): void {
-  if (header === null || !conditional(route)) return;
-  const tags = entityTags(header);
-  if (tags === "*") return;
-  if (tags === undefined || tags.length !== 1 || tags[0]!.weak) {
+function conditionsOf(route: Route, req: Request): Conditions {
+  const read = (name: string, ignoreMalformed: boolean): Condition | undefined => {
+    const value = req.headers.get(name);
+    if (value === null) return undefined;
+    const condition = parseCondition(value);
+    if (condition !== undefined || ignoreMalformed) return condition;
     throw new HttpError(
       400,
       Code.InvalidArgument,
-      'If-Match must be one strong entity tag ("...", as the ETag header gives it) or *',
+      `${name} must be * or a list of entity tags ("...", as the ETag header gives them, or ` +
+        `W/"..."`,
     );
-  }
-  const target = route.body.kind === "field"
-    ? (input as Record<string, unknown>)[route.body.field.localName] as Record<string, unknown>
-    : input as unknown as Record<string, unknown>;
-  if (tags[0]!.tag === "") {
-    // No resource has an empty etag: the condition is false (RFC 9110 13.1.1), not absent.
+  };
+  return {
+    ifMatch: read("If-Match", false),
+    ifNoneMatch: read("If-None-Match", route.httpMethod === "GET"),
+  };
+}
+
+function ifMatchFailed(): HttpError {
+  return new HttpError(
+    412,
+    Code.Aborted,
+    "If-Match names no current version of the resource; read it again and retry",
+  );
+}
+
+/**
+ * The preconditions of a POST, whose target is a collection: it exists and has no etag, so
+ * `If-Match` holds only as `*`, and `If-None-Match` only as tags (RFC 9110 13.1.1, 13.1.2).
+ */
+function collectionPrecondition(conditions: Conditions): void {
+  const { ifMatch, ifNoneMatch } = conditions;
+  if (ifMatch !== undefined && !matches(ifMatch, undefined)) throw ifMatchFailed();
+  if (ifNoneMatch !== undefined && !noneMatches(ifNoneMatch, undefined)) {
     throw new HttpError(
       412,
       Code.Aborted,
-      "The If-Match etag is not the resource's current one; read it again and retry",
+      "If-None-Match: * is false for a collection, which exists; a POST adds to it",
     );
   }
-  target.etag = tags[0]!.tag;
 }

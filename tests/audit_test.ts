@@ -15,8 +15,9 @@
  *   the watcher is opened first and the steps after it run while it waits;
  * - SIGKILL of the oauth-registry under concurrent creates, updates and deletes leaves no change
  *   without its event and no event without its change, numbered 1..N without gaps;
- * - etags through `/v1`: `ETag`, `If-None-Match` (304), `If-Match` (412, one winner of two), the
- *   400s, on a client and on a core role; and the events of those changes in the list endpoints.
+ * - etags through `/v1`: `ETag`, `If-None-Match` (304 on a GET, 412 on a write), `If-Match` (412,
+ *   one winner of two, also with lists of tags), the 400s, HEAD, on a client and on a core role;
+ *   and the events of those changes in the list endpoints.
  *
  * @module
  */
@@ -506,9 +507,11 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
 
       // The events of those changes, newest first: only what changed (no 412, 400 or 304).
       const project = await listEvents(api, token, "/v1/projects/etag/events");
-      assert.deepEqual(project.map((e) => e.id), ["5", "4", "3", "2", "1"]);
+      assert.deepEqual(project.map((e) => e.id), ["7", "6", "5", "4", "3", "2", "1"]);
       assert.deepEqual(project.map((e) => [e.method.split("/")[1], e.resource]), [
         ["DeleteClient", resource],
+        ["UpdateClient", resource],
+        ["UpdateClient", resource],
         ["UpdateClient", resource],
         ["UpdateClient", resource],
         ["CreateClient", resource],
@@ -522,27 +525,33 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
       const renames = project.filter((e) => e.method.endsWith("/UpdateClient")).map((e) =>
         e.changes.find((c: { field: string }) => c.field === "name")
       );
-      assert.equal(renames[1].old, "v1");
-      assert.equal(renames[1].new, "v2");
-      assert.equal(renames[0].old, "v2");
-      assert.match(renames[0].new, /^racer [ab]$/);
+      assert.equal(renames[3].old, "v1");
+      assert.equal(renames[3].new, "v2");
+      assert.equal(renames[2].old, "v2");
+      assert.match(renames[2].new, /^racer [ab]$/);
+      assert.equal(renames[1].old, renames[2].new);
+      assert.match(renames[1].new, /^list [ab]$/);
+      assert.equal(renames[0].old, renames[1].new);
+      assert.equal(renames[0].new, "unlike");
       // Filtered to the client: the same, without the config's event.
       const filtered = await listEvents(
         api,
         token,
         `/v1/projects/etag/events?resource=${encodeURIComponent(resource)}`,
       );
-      assert.deepEqual(filtered.map((e) => e.id), ["5", "4", "3", "2"]);
+      assert.deepEqual(filtered.map((e) => e.id), ["7", "6", "5", "4", "3", "2"]);
 
       const space = await listEvents(api, coreToken, "/v1/core/events");
       assert.deepEqual(
         space.map((e) => [e.method, e.resource]),
-        ["DeleteRole", "UpdateRole", "UpdateRole", "CreateRole"].map((m) => [
+        ["DeleteRole", "UpdateRole", "UpdateRole", "UpdateRole", "UpdateRole", "CreateRole"].map((
+          m,
+        ) => [
           `${CoreService.typeName}/${m}`,
           roleResource,
         ]),
       );
-      assert.deepEqual(space.map((e) => e.id), ["4", "3", "2", "1"]);
+      assert.deepEqual(space.map((e) => e.id), ["6", "5", "4", "3", "2", "1"]);
       assert.ok(space.every((e) => e.actor.sub === "ann"));
     });
 
@@ -738,13 +747,12 @@ async function checkEtags(o: {
   trail: () => Promise<number>;
 }): Promise<void> {
   const { api, token, path } = o;
-  const update = (name: string, ifMatch?: string) => {
+  const update = (name: string, ifMatch?: string, ifNoneMatch?: string) => {
     const { method, json } = o.change(name);
-    return api(method, path, {
-      token,
-      json,
-      ...(ifMatch === undefined ? {} : { headers: { "if-match": ifMatch } }),
-    });
+    const headers: Record<string, string> = {};
+    if (ifMatch !== undefined) headers["if-match"] = ifMatch;
+    if (ifNoneMatch !== undefined) headers["if-none-match"] = ifNoneMatch;
+    return api(method, path, { token, json, headers });
   };
   const got = await api("GET", path, { token });
   assert.equal(got.status, 200, got.text);
@@ -762,6 +770,19 @@ async function checkEtags(o: {
     const res = await api("GET", path, { token, headers: { "if-none-match": tags } });
     assert.equal(res.status, 304, `If-None-Match: ${tags}`);
   }
+  // HEAD: the GET's status and headers, no body.
+  const head = await api("HEAD", path, { token });
+  assert.equal(head.status, 200);
+  assert.equal(head.text, "");
+  assert.equal(head.headers.get("etag"), first);
+  assert.equal(head.headers.get("content-length"), got.headers.get("content-length"));
+  // If-Match on a GET: strong comparison, 412 when no listed tag is current.
+  for (const tags of [`W/${first}`, '"other"']) {
+    const res = await api("GET", path, { token, headers: { "if-match": tags } });
+    assertError(res, 412, "aborted");
+  }
+  const listed = await api("GET", path, { token, headers: { "if-match": `"other", ${first}` } });
+  assert.equal(listed.status, 200);
 
   // If-Match with the current etag: the change is made, and the etag moves on.
   const events = await o.trail();
@@ -799,13 +820,46 @@ async function checkEtags(o: {
   assert.equal(third, winner.headers.get("etag"));
   assert.equal(await o.trail(), events + 2, "one event: the winner's");
 
-  // A weak or malformed If-Match is refused before anything is tried.
-  for (const weak of ['W/"x"', `W/${third}`, "not-quoted"]) {
-    assertError(await update("weak", weak), 400, "invalid_argument");
+  // A weak tag never matches (If-Match compares strongly): 412. A malformed value is 400.
+  for (const weak of ['W/"x"', `W/${third}`, `"x", W/${third}`]) {
+    assertError(await update("weak", weak), 412, "aborted");
+  }
+  for (const malformed of ["not-quoted", `*, ${third}`, `${third}, x`]) {
+    assertError(await update("malformed", malformed), 400, "invalid_argument");
+    assertError(await update("malformed", undefined, malformed), 400, "invalid_argument");
   }
   // The empty tag names no version: a condition that fails, never one that is left out.
   assertError(await update("empty", '""'), 412, "aborted");
+  // If-None-Match on a write: false for `*` (it exists) and for its version, weak or not.
+  for (const tags of ["*", third, `W/${third}`, `"x", ${third}`]) {
+    assertError(await update("none", undefined, tags), 412, "aborted");
+  }
+  assertError(await update("both", third, third), 412, "aborted");
   assert.equal(o.nameOf((await api("GET", path, { token })).body), o.nameOf(winner.body));
+  assert.equal(await o.trail(), events + 2, "no refused change has an event");
+
+  // Two writes at once, each with a list that names the current version among others: both
+  // hold when evaluated, yet the write is conditional on the version each saw: one wins, the
+  // other is 412 (never a lost update).
+  const listRacers = await Promise.all([
+    update("list a", `"x", ${third}`),
+    update("list b", `${first}, ${third}, W/${third}`),
+  ]);
+  assert.deepEqual(
+    listRacers.map((r) => r.status).sort(),
+    [200, 412],
+    listRacers.map((r) => r.text).join(),
+  );
+  assertError(listRacers.find((r) => r.status === 412)!, 412, "aborted");
+  const listWinner = listRacers.find((r) => r.status === 200)!;
+  const fourth = listWinner.headers.get("etag")!;
+  assert.equal((await api("GET", path, { token })).headers.get("etag"), fourth);
+  assert.equal(await o.trail(), events + 3, "one event: the winner's");
+  // A stale tag in If-None-Match holds.
+  const unlike = await update("unlike", undefined, `${first}, ${third}`);
+  assert.equal(unlike.status, 200, unlike.text);
+  const fifth = unlike.headers.get("etag")!;
+  assert.equal(await o.trail(), events + 4);
   // A delete's etag comes from If-Match only: `?etag=` is an unknown query parameter.
   const query = await api("DELETE", `${path}?etag=${encodeURIComponent(now.body.etag)}`, { token });
   assertError(query, 400, "invalid_argument");
@@ -818,13 +872,18 @@ async function checkEtags(o: {
     412,
     "aborted",
   );
+  assertError(
+    await api("DELETE", path, { token, headers: { "if-none-match": fifth } }),
+    412,
+    "aborted",
+  );
   assert.equal((await api("GET", path, { token })).status, 200);
-  assert.equal(await o.trail(), events + 2);
-  const deleted = await api("DELETE", path, { token, headers: { "if-match": third } });
+  assert.equal(await o.trail(), events + 4);
+  const deleted = await api("DELETE", path, { token, headers: { "if-match": `"x", ${fifth}` } });
   assert.equal(deleted.status, 204, deleted.text);
   assert.equal(deleted.text, "");
   assert.equal((await api("GET", path, { token })).status, 404);
-  assert.equal(await o.trail(), events + 3);
+  assert.equal(await o.trail(), events + 5);
 }
 
 /**

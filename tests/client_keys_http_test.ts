@@ -157,6 +157,11 @@ Deno.test("client keys through the gateway: JSON JWKs in and out", async (t) => 
       const res = await api("POST", keys(), { token, json: { generate: "EdDSA" } });
       assert.equal(res.status, 201, res.text);
       assert.deepEqual(Object.keys(res.body), [...keyFields.slice(0, -1), "private_jwk", "etag"]);
+      assert.equal(
+        res.headers.get("cache-control"),
+        "no-store",
+        "the private key is cached nowhere",
+      );
       const priv = res.body.private_jwk;
       assert.deepEqual(Object.keys(priv), ["kty", "crv", "x", "d", "kid", "alg", "use"]);
       assert.equal(priv.kid, res.body.kid);
@@ -169,6 +174,7 @@ Deno.test("client keys through the gateway: JSON JWKs in and out", async (t) => 
         .sign(await jose.importJWK(priv, "EdDSA"));
       const got = await api("GET", `${keys()}/${generatedId}`, { token });
       assert.equal(got.status, 200);
+      assert.equal(got.headers.get("cache-control"), null, "a public key may be cached");
       assert.deepEqual(Object.keys(got.body), keyFields);
       assert.ok(!got.text.includes(priv.d));
       await jose.compactVerify(jws, await jose.importJWK(got.body.jwk, "EdDSA"));

@@ -205,7 +205,42 @@ Deno.test("the gateway serves the core area end to end", async (t) => {
         409,
         "already_exists",
       );
-      const del = await api("DELETE", `/v1/core/roles/${roleId}`, { token: alice });
+      // Conditional PUT and DELETE (RFC 9110 13.1): If-None-Match: * (the role exists) or with
+      // its version, and If-Match with only a weak tag, are 412 and change nothing; another
+      // space's caller gets the 404 it gets without a condition (nothing is told about the role).
+      const tag = again.headers.get("etag")!;
+      const path = `/v1/core/roles/${roleId}`;
+      const json = { name: "Renamed", resource_type: "project" };
+      for (
+        const headers of [
+          { "if-none-match": "*" },
+          { "if-none-match": `W/${tag}` },
+          { "if-match": `W/${tag}` },
+          { "if-match": `"stale", W/${tag}` },
+        ]
+      ) {
+        assertError(await api("PUT", path, { token: alice, json, headers }), 412, "aborted");
+        assertError(await api("DELETE", path, { token: alice, headers }), 412, "aborted");
+        assertError(await api("PUT", path, { token: bob, json, headers }), 404, "not_found");
+        assertError(await api("DELETE", path, { token: bob, headers }), 404, "not_found");
+      }
+      const kept = await api("GET", path, { token: alice });
+      assert.equal(kept.headers.get("etag"), tag);
+      assert.equal(kept.body.name, "Reader");
+      // A role that does not exist: 404, with or without a condition (RFC 9110 13.2.1).
+      assertError(
+        await api("PUT", "/v1/core/roles/role_00000000000000000000000000", {
+          token: alice,
+          json,
+          headers: { "if-none-match": "*" },
+        }),
+        404,
+        "not_found",
+      );
+      const del = await api("DELETE", path, {
+        token: alice,
+        headers: { "if-match": `"x", ${tag}` },
+      });
       assert.equal(del.status, 204);
       assert.equal(del.text, "");
       assertError(await api("GET", `/v1/core/roles/${roleId}`, { token: alice }), 404, "not_found");

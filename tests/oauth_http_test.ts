@@ -127,13 +127,80 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       assertError(await api("GET", "/v1/projects/p1/config/", { token: admin }), 404, "not_found");
       const res = await api("PUT", "/v1/projects/p1/config", { token: admin, json: {} });
       assertError(res, 405, "unimplemented");
-      assert.equal(res.headers.get("allow"), "GET, PATCH");
+      assert.equal(res.headers.get("allow"), "GET, HEAD, PATCH");
       assertError(
         await api("GET", "/v1/projects/%E0%A4%A/config", { token: admin }),
         400,
         "invalid_argument",
       );
     });
+
+    await t.step(
+      "config: a conditional PATCH never creates it; If-None-Match: * creates it only once",
+      async () => {
+        const owner = await stack.token({ sub: "admin-1", projects: ["cond"] });
+        const path = "/v1/projects/cond/config";
+        const events = async () =>
+          (await sql<{ n: number }[]>`
+            select count(*)::int as n from oauth.events where parent = 'cond'`)[0]!.n;
+        // No config: If-Match (any value, `*` too) and a body etag are false, so 412 (RFC 9110
+        // 13.1.1), and nothing is created.
+        for (
+          const [headers, json] of [
+            [{ "if-match": "*" }, { application_name: "A" }],
+            [{ "if-match": '"12345"' }, { application_name: "A" }],
+            [{ "if-match": '"1", "2"' }, { application_name: "A" }],
+            [{}, { application_name: "A", etag: "12345" }],
+            [{ "if-none-match": '"1"', "if-match": "*" }, { application_name: "A" }],
+          ] as const
+        ) {
+          assertError(await api("PATCH", path, { token: owner, headers, json }), 412, "aborted");
+        }
+        assertError(await api("GET", path, { token: owner }), 404, "not_found");
+        assert.equal(await events(), 0, "no event");
+
+        // "Only if absent", twice at once: one creates it, the other is 412 (not overwritten).
+        const racers = await Promise.all(["first", "second"].map((name) =>
+          api("PATCH", path, {
+            token: owner,
+            headers: { "if-none-match": "*" },
+            json: { application_name: name },
+          })
+        ));
+        assert.deepEqual(racers.map((r) => r.status).sort(), [200, 412], racers[0]!.text);
+        assertError(racers.find((r) => r.status === 412)!, 412, "aborted");
+        const winner = racers.find((r) => r.status === 200)!;
+        const current = await api("GET", path, { token: owner });
+        assert.equal(current.body.application_name, winner.body.application_name);
+        assert.equal(current.headers.get("etag"), winner.headers.get("etag"));
+        assert.equal(await events(), 1, "one event: the creation");
+
+        // Now it exists: `*`, or a tag naming its version (weak comparison), is false.
+        const etag = current.headers.get("etag")!;
+        for (const tags of ["*", etag, `W/${etag}`, `"stale", ${etag}`]) {
+          assertError(
+            await api("PATCH", path, {
+              token: owner,
+              headers: { "if-none-match": tags },
+              json: { application_name: "Changed" },
+            }),
+            412,
+            "aborted",
+          );
+        }
+        assert.equal((await api("GET", path, { token: owner })).headers.get("etag"), etag);
+        assert.equal(await events(), 1);
+        // A tag that is not its version: true, the change is made.
+        const changed = await api("PATCH", path, {
+          token: owner,
+          headers: { "if-none-match": '"stale"' },
+          json: { application_name: "Changed" },
+        });
+        assert.equal(changed.status, 200, changed.text);
+        assert.equal(changed.body.application_name, "Changed");
+        assert.equal(await events(), 2);
+      },
+    );
 
     await t.step("config: GET before creation is 404; PATCH creates it with defaults", async () => {
       assertError(await api("GET", "/v1/projects/p1/config", { token: admin }), 404, "not_found");
@@ -289,6 +356,119 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         400,
         "invalid_argument",
       );
+      // A content-coded body is refused, never read as identity (RFC 9110 15.5.16).
+      const before = (await api("GET", path, { token: admin })).headers.get("etag");
+      // The name it has: the steps after this one read it.
+      const json = new TextEncoder().encode('{"application_name":"Demo"}');
+      const gzip = new Uint8Array(
+        await new Response(new Blob([json]).stream().pipeThrough(new CompressionStream("gzip")))
+          .arrayBuffer(),
+      );
+      for (
+        const [coding, raw] of [["gzip", gzip], ["gzip", json], ["identity, br", json]] as const
+      ) {
+        const res = await api("PATCH", path, {
+          token: admin,
+          raw,
+          headers: { ...headers, "content-encoding": coding },
+        });
+        assertError(res, 415, "invalid_argument");
+        assert.equal(res.headers.get("accept-encoding"), "identity");
+      }
+      assert.equal((await api("GET", path, { token: admin })).headers.get("etag"), before);
+      const identity = await api("PATCH", path, {
+        token: admin,
+        raw: json,
+        headers: { ...headers, "content-encoding": "identity" },
+      });
+      assert.equal(identity.status, 200, identity.text);
+      assert.equal(identity.body.application_name, "Demo");
+      assert.notEqual(identity.headers.get("etag"), before, "written");
+    });
+
+    await t.step("HEAD is GET without the body, on every resource and list", async () => {
+      for (const path of ["/v1/projects/p1/config", "/v1/projects/p1/clients"]) {
+        const get = await api("GET", path, { token: admin });
+        const head = await api("HEAD", path, { token: admin });
+        assert.equal(head.status, 200, path);
+        assert.equal(head.text, "");
+        for (const name of ["etag", "content-type", "content-length"]) {
+          assert.equal(head.headers.get(name), get.headers.get(name), `${path}: ${name}`);
+        }
+        assert.equal(Number(head.headers.get("content-length")), get.text.length);
+      }
+      const etag = (await api("GET", "/v1/projects/p1/config", { token: admin })).headers
+        .get("etag")!;
+      const notModified = await api("HEAD", "/v1/projects/p1/config", {
+        token: admin,
+        headers: { "if-none-match": etag },
+      });
+      assert.equal(notModified.status, 304);
+      assert.equal(notModified.headers.get("etag"), etag);
+      const missing = await api("HEAD", "/v1/projects/p2/clients/cli_01h00000000000000000000000", {
+        token: admin,
+      });
+      assert.equal(missing.status, 404);
+      assert.equal(missing.text, "");
+      const wrong = await api("PUT", "/v1/projects/p1/clients", { token: admin, json: {} });
+      assertError(wrong, 405, "unimplemented");
+      assert.equal(wrong.headers.get("allow"), "POST, GET, HEAD");
+    });
+
+    await t.step("If-Match on GET and POST: evaluated, 412 when false", async () => {
+      const path = "/v1/projects/p1/config";
+      const got = await api("GET", path, { token: admin });
+      const etag = got.headers.get("etag")!;
+      for (const tags of ['"stale"', `W/${etag}`, '""']) {
+        assertError(
+          await api("GET", path, { token: admin, headers: { "if-match": tags } }),
+          412,
+          "aborted",
+        );
+      }
+      for (const tags of ["*", etag, `"stale", ${etag}`]) {
+        const res = await api("GET", path, { token: admin, headers: { "if-match": tags } });
+        assert.equal(res.status, 200, tags);
+        assert.deepEqual(res.body, got.body);
+      }
+      assertError(
+        await api("GET", path, { token: admin, headers: { "if-match": "not-quoted" } }),
+        400,
+        "invalid_argument",
+      );
+      // A list has no etag: a tag never matches it, `*` does; If-None-Match: * is 304 for it.
+      const list = "/v1/projects/p1/clients";
+      assertError(
+        await api("GET", list, { token: admin, headers: { "if-match": etag } }),
+        412,
+        "aborted",
+      );
+      assert.equal(
+        (await api("GET", list, { token: admin, headers: { "if-match": "*" } })).status,
+        200,
+      );
+      assert.equal(
+        (await api("GET", list, { token: admin, headers: { "if-none-match": "*" } })).status,
+        304,
+      );
+      // POST to a collection (no etag): a tag in If-Match, or If-None-Match: *, is 412 and
+      // creates nothing; `*` and a tag in If-None-Match hold.
+      const count = async () =>
+        (await api("GET", `${list}?limit=100`, { token: admin })).body.data.length;
+      const before = await count();
+      const json = { name: "Conditional", type: "web", redirect_uris: ["https://a.example/cb"] };
+      for (const headers of [{ "if-match": '"stale"' }, { "if-none-match": "*" }]) {
+        assertError(await api("POST", list, { token: admin, json, headers }), 412, "aborted");
+      }
+      assert.equal(await count(), before);
+      for (const headers of [{ "if-match": "*" }, { "if-none-match": '"x"' }]) {
+        const res = await api("POST", list, { token: admin, json, headers });
+        assert.equal(res.status, 201, res.text);
+        assert.equal(
+          (await api("DELETE", `${list}/${res.body.id}`, { token: admin })).status,
+          204,
+        );
+      }
     });
 
     await t.step("hostile input is a 4xx with the JSON error body, never a 5xx", async () => {
@@ -591,6 +771,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "etag",
       ]);
       assert.match(res.body.secret, /^ocs_[A-Za-z0-9_-]{43}$/);
+      assert.equal(res.headers.get("cache-control"), "no-store", "the plaintext is cached nowhere");
       assert.equal(res.body.client_id, clientId);
       // A bodiless create: no expiry (the project sets no maximum), never used, active.
       assert.equal(res.body.expires_at, null);
@@ -603,6 +784,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         token: admin,
       });
       assert.equal(list.status, 200);
+      assert.equal(list.headers.get("cache-control"), null);
       assert.deepEqual(Object.keys(list.body), ["data", "has_more"]);
       assert.equal(list.body.has_more, false);
       assert.deepEqual(Object.keys(list.body.data[0]), [
@@ -629,6 +811,43 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         }),
         400,
         "invalid_argument",
+      );
+    });
+
+    await t.step("secrets: DELETE evaluates If-Match lists and If-None-Match", async () => {
+      // A secret has no GET of its own: the gateway reads its version from the client's list.
+      const path = `/v1/projects/p1/clients/${clientId}/secrets`;
+      const made = await api("POST", path, { token: admin });
+      assert.equal(made.status, 201, made.text);
+      const etag = made.headers.get("etag")!;
+      const item = `${path}/${made.body.id}`;
+      for (
+        const headers of [
+          { "if-match": `"stale", W/${etag}` },
+          { "if-none-match": etag },
+          { "if-none-match": `"stale", W/${etag}` },
+          { "if-none-match": "*" },
+          { "if-match": etag, "if-none-match": etag },
+        ]
+      ) {
+        assertError(await api("DELETE", item, { token: admin, headers }), 412, "aborted");
+      }
+      const listed = async () =>
+        (await api("GET", path, { token: admin })).body.data.some((s: { id: string }) =>
+          s.id === made.body.id
+        );
+      assert.ok(await listed(), "still there");
+      const deleted = await api("DELETE", item, {
+        token: admin,
+        headers: { "if-match": `"stale", ${etag}`, "if-none-match": '"other"' },
+      });
+      assert.equal(deleted.status, 204, deleted.text);
+      assert.ok(!(await listed()));
+      // Gone: the precondition is not evaluated, the DELETE is 404 as without it.
+      assertError(
+        await api("DELETE", item, { token: admin, headers: { "if-none-match": "*" } }),
+        404,
+        "not_found",
       );
     });
 

@@ -41,6 +41,13 @@ export function preconditionFailed(message: string): ConnectError {
   );
 }
 
+/**
+ * An etag that no resource ever has (a version is decimal digits), yet a well-formed one: a write
+ * conditional on it makes every check the write makes (the caller's rights, the resource's
+ * existence) and then fails ABORTED. The gateway sends it for a condition it found false.
+ */
+export const noVersion = "!";
+
 /** An etag as the services give them: up to 64 printable characters without quotes, or empty. */
 const etagPattern = /^[\x21\x23-\x7e]{0,64}$/;
 
@@ -49,6 +56,11 @@ const etagRule = "must be an etag as read (up to 64 printable characters, no quo
 
 /** The rule of an `etag` field in a resource being created (where it is ignored once valid). */
 export const etagField = v.optional(v.pipe(v.string(), v.regex(etagPattern, etagRule)));
+
+/** Whether `etag` is well-formed (up to 64 printable characters without quotes, or empty). */
+export function isEtag(etag: string): boolean {
+  return etagPattern.test(etag);
+}
 
 /** The etag a write is conditional on: undefined when empty; INVALID_ARGUMENT when malformed. */
 export function readEtag(etag: string | undefined, field: string): string | undefined {

@@ -10,6 +10,8 @@ export {
   etagField,
   etagMismatch,
   etagMismatchReason,
+  isEtag,
+  noVersion,
   preconditionFailed,
   readEtag,
 } from "./etag.ts";

@@ -960,7 +960,10 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * Etags (AIP-154): every resource carries an `etag` that changes whenever it does. An update
  * whose resource carries one, or a delete whose request does, applies only while it is current:
  * else ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412), and nothing
- * changes. An empty etag: unconditional.
+ * changes. An empty etag: unconditional. Through the /v1 gateway, `If-Match` and `If-None-Match`
+ * (RFC 9110 13.1: lists, `*`, weak tags) become this one etag: the version the gateway read and
+ * found the condition true for, or, when false, an etag no version has (so the call's other
+ * checks answer first, then ABORTED).
  *
  * Limits: request messages up to 4 MiB (RESOURCE_EXHAUSTED above; 1 MiB JSON bodies, HTTP 413,
  * through the gateway); the gateway also limits each caller's request rate (HTTP 429 with

@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/client_key.proto.
  */
 export const file_registry_oauth_v1_client_key: GenFile = /*@__PURE__*/
-  fileDesc("CiJyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfa2V5LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSK1AwoJQ2xpZW50S2V5Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSEAoDa2lkGAMgASgJQgPgQQMSFgoJYWxnb3JpdGhtGAQgASgJQgPgQQMSKQoDandrGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEID4EEDEjMKCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSMwoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI1CgxsYXN0X3VzZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNwoGc3RhdHVzGAkgASgOMiIucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50S2V5U3RhdHVzQgPgQQMSLgoLcHJpdmF0ZV9qd2sYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASEQoEZXRhZxgLIAEoCUID4EEDQg0KC3ByaXZhdGVfa2V5KnEKD0NsaWVudEtleVN0YXR1cxIhCh1DTElFTlRfS0VZX1NUQVRVU19VTlNQRUNJRklFRBAAEhwKGENMSUVOVF9LRVlfU1RBVFVTX0FDVElWRRABEh0KGUNMSUVOVF9LRVlfU1RBVFVTX0VYUElSRUQQAmIGcHJvdG8z", [file_google_api_field_behavior, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfa2V5LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSK6AwoJQ2xpZW50S2V5Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSEAoDa2lkGAMgASgJQgPgQQMSFgoJYWxnb3JpdGhtGAQgASgJQgPgQQMSKQoDandrGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEID4EEDEjMKCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSMwoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI1CgxsYXN0X3VzZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNwoGc3RhdHVzGAkgASgOMiIucmVnaXN0cnkub2F1dGgudjEuQ2xpZW50S2V5U3RhdHVzQgPgQQMSMwoLcHJpdmF0ZV9qd2sYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgOAAQFIABIRCgRldGFnGAsgASgJQgPgQQNCDQoLcHJpdmF0ZV9rZXkqcQoPQ2xpZW50S2V5U3RhdHVzEiEKHUNMSUVOVF9LRVlfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYQ0xJRU5UX0tFWV9TVEFUVVNfQUNUSVZFEAESHQoZQ0xJRU5UX0tFWV9TVEFUVVNfRVhQSVJFRBACYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ClientKey is a public key of a client, with which it signs the JWTs that authenticate it
@@ -108,7 +108,8 @@ export type ClientKey = Message<"registry.oauth.v1.ClientKey"> & {
    */
   privateKey: {
     /**
-     * The whole key pair as a JWK (with `d`), ready for a JOSE library to sign with.
+     * The whole key pair as a JWK (with `d`), ready for a JOSE library to sign with. A credential
+     * (debug_redact): a gateway response carrying it has `Cache-Control: no-store`.
      *
      * @generated from field: google.protobuf.Struct private_jwk = 10;
      */

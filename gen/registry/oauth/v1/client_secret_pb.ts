@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file registry/oauth/v1/client_secret.proto.
  */
 export const file_registry_oauth_v1_client_secret: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfc2VjcmV0LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSLlAgoMQ2xpZW50U2VjcmV0Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSGAoLc2VjcmV0X2hpbnQYAyABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNQoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjoKBnN0YXR1cxgIIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldFN0YXR1c0ID4EEDEhUKBnNlY3JldBgFIAEoCUID4EEDSAASEQoEZXRhZxgJIAEoCUID4EEDQgsKCXBsYWludGV4dCp9ChJDbGllbnRTZWNyZXRTdGF0dXMSJAogQ0xJRU5UX1NFQ1JFVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIfChtDTElFTlRfU0VDUkVUX1NUQVRVU19BQ1RJVkUQARIgChxDTElFTlRfU0VDUkVUX1NUQVRVU19FWFBJUkVEEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("CiVyZWdpc3RyeS9vYXV0aC92MS9jbGllbnRfc2VjcmV0LnByb3RvEhFyZWdpc3RyeS5vYXV0aC52MSLoAgoMQ2xpZW50U2VjcmV0Eg8KAmlkGAEgASgJQgPgQQMSFgoJY2xpZW50X2lkGAIgASgJQgPgQQMSGAoLc2VjcmV0X2hpbnQYAyABKAlCA+BBAxIzCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjMKCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNQoMbGFzdF91c2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjoKBnN0YXR1cxgIIAEoDjIlLnJlZ2lzdHJ5Lm9hdXRoLnYxLkNsaWVudFNlY3JldFN0YXR1c0ID4EEDEhgKBnNlY3JldBgFIAEoCUIGgAEB4EEDSAASEQoEZXRhZxgJIAEoCUID4EEDQgsKCXBsYWludGV4dCp9ChJDbGllbnRTZWNyZXRTdGF0dXMSJAogQ0xJRU5UX1NFQ1JFVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIfChtDTElFTlRfU0VDUkVUX1NUQVRVU19BQ1RJVkUQARIgChxDTElFTlRfU0VDUkVUX1NUQVRVU19FWFBJUkVEEAJiBnByb3RvMw", [file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * ClientSecret is a credential of a client. The service keeps only a keyed hash (HMAC-SHA256) of
@@ -91,7 +91,8 @@ export type ClientSecret = Message<"registry.oauth.v1.ClientSecret"> & {
    */
   plaintext: {
     /**
-     * `ocs_` followed by 43 base64url characters: 256 bits from a CSPRNG.
+     * `ocs_` followed by 43 base64url characters: 256 bits from a CSPRNG. A credential
+     * (debug_redact): a gateway response carrying it has `Cache-Control: no-store`.
      *
      * @generated from field: string secret = 5;
      */

@@ -103,8 +103,8 @@ export type UpdateOAuthConfigRequest = Message<"registry.oauth.v1.UpdateOAuthCon
   /**
    * Only create: when the project has a configuration already (also one another request creates
    * meanwhile), ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and
-   * nothing changes ("only if absent", RFC 9110 13.1.2). Not with config.etag, which names a
-   * version that must exist.
+   * nothing changes. The gateway sets it for `If-None-Match` on a project without one (RFC 9110
+   * 13.1.2: "only if absent"). Not with config.etag, which names a version that must exist.
    *
    * @generated from field: bool create_only = 4;
    */
@@ -1530,7 +1530,11 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * Etags (AIP-154): every resource carries an `etag` that changes whenever it does. An update
  * whose resource carries one, or a delete whose request does, applies only while it is current:
  * else ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412), and nothing
- * changes. An empty etag: unconditional.
+ * changes. An empty etag: unconditional. Through the /v1 gateway, `If-Match` and `If-None-Match`
+ * (RFC 9110 13.1: lists, `*`, weak tags) become this one etag: the version the gateway read and
+ * found the condition true for, or, when false, an etag no version has (so the call's other
+ * checks answer first, then ABORTED). UpdateOAuthConfig's create_only is `If-None-Match` on a
+ * project without a config.
  *
  * Limits: request messages up to 4 MiB (RESOURCE_EXHAUSTED above; 1 MiB JSON bodies, HTTP 413,
  * through the gateway); the gateway also limits each caller's request rate (HTTP 429 with
