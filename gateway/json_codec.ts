@@ -503,6 +503,7 @@ export function repeatedMember(text: string): string | undefined {
       open.push({ names: undefined, last: "", index: 0, path: child() });
     } else if (c === 0x7d || c === 0x5d) { // } ]
       open.pop();
+      expectName = false; // `{}`: no name came
     } else if (c === 0x2c) { // ,
       const top = open.at(-1)!;
       if (top.names) expectName = true;
