@@ -313,7 +313,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       );
       // A member twice, each value good alone: which one a reader takes is up to it (RFC 8259 4),
       // so the body is refused, naming the member, and nothing changes.
-      const before = (await api("GET", path, { token: admin })).body;
+      const unchanged = (await api("GET", path, { token: admin })).body;
       assertError(
         await api("PATCH", path, {
           token: admin,
@@ -324,7 +324,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         "invalid_argument",
         "application_name",
       );
-      assert.deepEqual((await api("GET", path, { token: admin })).body, before);
+      assert.deepEqual((await api("GET", path, { token: admin })).body, unchanged);
       assertError(await api("PATCH", path, { token: admin, json: [] }), 400, "invalid_argument");
       assertError(await api("PATCH", path, { token: admin, json: "x" }), 400, "invalid_argument");
       assertError(
