@@ -5,7 +5,9 @@
  * later" takes no time: a secret the token service verified, and answers from memory, stops
  * working at its expiry by the token service's own clock, with nothing notified and while the
  * registry (whose clock has not moved) would still accept it, and the client's other secret goes
- * on working; the listing then shows it expired, and `last_used_at` follows the grants.
+ * on working; the listing then shows it expired, and `last_used_at` follows the grants. What
+ * expired by the registry's clock has a new etag: a copy read while it was active is not
+ * revalidated, nor deleted under its old `If-Match`.
  */
 
 import assert from "node:assert/strict";
@@ -55,6 +57,17 @@ Deno.test("an expired secret is invalid_client at its expiry, the client's other
     const lasting = await api("POST", secretsPath, { token: admin });
     assert.equal(lasting.status, 201, lasting.text);
     assert.equal(lasting.body.expires_at, null);
+    // A key that expires in an hour too, read as clients cache it: its etag while active.
+    const keyPath = `/v1/projects/xp/clients/${clientId}/keys`;
+    const key = await api("POST", keyPath, {
+      token: admin,
+      json: { generate: "EdDSA", expires_at: new Date(Date.now() + hour * 1000).toISOString() },
+    });
+    assert.equal(key.status, 201, key.text);
+    const activeKey = await api("GET", `${keyPath}/${key.body.id}`, { token: admin });
+    assert.equal(activeKey.body.status, "active");
+    const activeKeyTag = activeKey.headers.get("etag")!;
+    assert.equal(activeKeyTag, key.headers.get("etag"));
     const listed = async () => {
       const res = await api("GET", secretsPath, { token: admin });
       assert.equal(res.status, 200, res.text);
@@ -133,6 +146,10 @@ Deno.test("an expired secret is invalid_client at its expiry, the client's other
       await answeredFromMemory(short.body.secret);
     });
 
+    // A secret that expires in an hour and is never used: nothing writes its row after its create.
+    const idle = await api("POST", secretsPath, { token: admin, json: { lifetime_seconds: hour } });
+    assert.equal(idle.status, 201, idle.text);
+
     await t.step("two hours on, by the token service's clock: invalid_client", async () => {
       await tokenClock.advance(2 * hour);
       await answeredFromMemory(lasting.body.secret);
@@ -191,6 +208,66 @@ Deno.test("an expired secret is invalid_client at its expiry, the client's other
         "the expired secret's refused uses are none",
       );
     });
+
+    await t.step(
+      "what expired has a new etag: not 304, and a delete with the old one is 412",
+      async () => {
+        // The registry's clock is three hours on: the key expired without a write of its row.
+        const keyUrl = `${keyPath}/${key.body.id}`;
+        const revalidated = await api("GET", keyUrl, {
+          token: admin,
+          headers: { "if-none-match": activeKeyTag },
+        });
+        assert.equal(revalidated.status, 200, "the copy that says active is not current");
+        assert.equal(revalidated.body.status, "expired");
+        const expiredKeyTag = revalidated.headers.get("etag")!;
+        assert.notEqual(expiredKeyTag, activeKeyTag);
+        assert.equal(expiredKeyTag, `"${revalidated.body.etag}"`);
+        const again = await api("GET", keyUrl, {
+          token: admin,
+          headers: { "if-none-match": expiredKeyTag },
+        });
+        assert.equal(again.status, 304, "the expired representation is stable");
+        const listedKey = (await api("GET", keyPath, { token: admin })).body.data
+          .find((k: { id: string }) => k.id === key.body.id);
+        assert.equal(`"${listedKey.etag}"`, expiredKeyTag, "list and GET agree");
+
+        // The idle secret: its create response said active under this ETag.
+        const secret = (await listed()).get(idle.body.id)!;
+        assert.equal(secret.status, "expired");
+        const createdTag = idle.headers.get("etag")!;
+        assert.equal(createdTag, `"${idle.body.etag}"`);
+        assert.notEqual(`"${secret.etag}"`, createdTag);
+
+        // A delete under the etag read while active: 412, and nothing is deleted.
+        for (
+          const [url, tag] of [[`${secretsPath}/${idle.body.id}`, createdTag], [
+            keyUrl,
+            activeKeyTag,
+          ]]
+        ) {
+          const stale = await api("DELETE", url!, { token: admin, headers: { "if-match": tag! } });
+          assert.equal(stale.status, 412, stale.text);
+          assert.equal(stale.body.error.code, "aborted");
+        }
+        assert.ok((await listed()).has(idle.body.id));
+        assert.equal((await api("GET", keyUrl, { token: admin })).status, 200);
+        // Under the current one: deleted.
+        for (
+          const [url, tag] of [
+            [`${secretsPath}/${idle.body.id}`, `"${secret.etag}"`],
+            [keyUrl, expiredKeyTag],
+          ]
+        ) {
+          const deleted = await api("DELETE", url!, {
+            token: admin,
+            headers: { "if-match": tag! },
+          });
+          assert.equal(deleted.status, 204, deleted.text);
+        }
+        assert.ok(!(await listed()).has(idle.body.id));
+      },
+    );
   } finally {
     await stack?.stop();
     for (const clock of clocks) await clock.close();

@@ -7,6 +7,12 @@
  * its own (Npgsql and EF Core use it the same way), and a conditional write is one statement:
  * `... where xmin::text = $etag`. It is opaque to callers: compared, never parsed.
  *
+ * A resource whose representation also depends on the clock (a client secret's or key's `status`
+ * turns from `active` to `expired` at its `expires_at`, with no write of its row) carries its row's
+ * version and the clock's part of it: {@link expiringEtag}. A strong validator changes with every
+ * change of the representation (RFC 9110 8.8.1), so a copy read while the credential was active is
+ * not revalidated (304) once it shows `expired`, nor deleted under a condition read before.
+ *
  * A stale etag is ABORTED (AIP-154) with a google.rpc.ErrorInfo of reason {@link etagMismatchReason},
  * which the gateway answers 412 Precondition Failed.
  *
@@ -42,11 +48,24 @@ export function preconditionFailed(message: string): ConnectError {
 }
 
 /**
- * An etag that no resource ever has (a version is decimal digits), yet a well-formed one: a write
+ * An etag that no resource ever has (a version is decimal digits, then perhaps `-expired`), yet a well-formed one: a write
  * conditional on it makes every check the write makes (the caller's rights, the resource's
  * existence) and then fails ABORTED. The gateway sends it for a condition it found false.
  */
 export const noVersion = "!";
+
+/** What {@link expiringEtag} adds to the row's version once the resource has expired. */
+export const expiredEtagSuffix = "-expired";
+
+/**
+ * The etag of a resource that expires: its row's version (`xmin`), followed by
+ * {@link expiredEtagSuffix} from `expiresAt` on by the service's clock (`now`, ms since the epoch;
+ * expired is `expiresAt <= now`, the rule by which such a resource stops being live). The
+ * repositories write the same rule in SQL, for a delete's condition.
+ */
+export function expiringEtag(version: string, expiresAt: Date | null, now: number): string {
+  return expiresAt !== null && expiresAt.getTime() <= now ? version + expiredEtagSuffix : version;
+}
 
 /** An etag as the services give them: up to 64 printable characters without quotes, or empty. */
 const etagPattern = /^[\x21\x23-\x7e]{0,64}$/;

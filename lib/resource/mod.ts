@@ -10,6 +10,8 @@ export {
   etagField,
   etagMismatch,
   etagMismatchReason,
+  expiredEtagSuffix,
+  expiringEtag,
   isEtag,
   noVersion,
   preconditionFailed,

@@ -64,7 +64,7 @@ import {
 } from "../../lib/audit/mod.ts";
 import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
-import { enumName, enumNumber } from "../../lib/resource/mod.ts";
+import { enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
 import { invalidArgument, type Logger, notFound } from "../../lib/platform/mod.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
 import { ids } from "./ids.ts";
@@ -237,7 +237,7 @@ function toSecret(row: ClientSecretRow, now: number): MessageInitShape<typeof Cl
     ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
     ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
     status: expired(row.expires_at, now) ? ClientSecretStatus.EXPIRED : ClientSecretStatus.ACTIVE,
-    etag: row.etag,
+    etag: expiringEtag(row.etag, row.expires_at, now),
   };
 }
 
@@ -252,7 +252,7 @@ function toKey(row: ClientKeyRow, now: number): MessageInitShape<typeof ClientKe
     ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
     ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
     status: expired(row.expires_at, now) ? ClientKeyStatus.EXPIRED : ClientKeyStatus.ACTIVE,
-    etag: row.etag,
+    etag: expiringEtag(row.etag, row.expires_at, now),
   };
 }
 

@@ -9,13 +9,13 @@
  * @module
  */
 
-import { changedRowEvent, type Fragment, ifMatch, type Write } from "../../../lib/audit/mod.ts";
+import { changedRowEvent, type Fragment, type Write } from "../../../lib/audit/mod.ts";
 import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { PublicJwk } from "../client_keys.ts";
-import { lastUsedResolutionSeconds } from "./client_secrets.ts";
+import { ifExpiringMatch, lastUsedResolutionSeconds } from "./client_secrets.ts";
 import type { ClientRow } from "./clients.ts";
 
 export { lastUsedResolutionSeconds };
@@ -191,7 +191,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           using oauth.clients c
           where k.id = ${id} and k.client_id = ${clientId}
             and c.id = k.client_id and c.project_id = ${projectId}
-            ${ifMatch(sql, "k.xmin::text", write.etag)}
+            ${ifExpiringMatch(sql, "k", write)}
           returning k.*
         ),
         ${keyEvent(sql, write, projectId, clientId, id, true)}

@@ -119,7 +119,9 @@ export type ClientKey = Message<"registry.oauth.v1.ClientKey"> & {
 
   /**
    * The version of the resource (AIP-154): it changes whenever the resource does (the `ETag`
-   * header of the gateway's single-resource responses holds it, quoted).
+   * header of the gateway's single-resource responses holds it, quoted), also when `status` turns
+   * to EXPIRED at `expires_at` by the registry's clock, with no write: a copy read while the
+   * key was active is then not current (no 304), and a delete under its etag is ABORTED.
    *
    * @generated from field: string etag = 11;
    */
