@@ -331,7 +331,7 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
   const stack = await startStack({ env: { AUDIT_MAX_WATCHERS: String(maxWatchers) } });
   const sql = openDatabase(stack);
   const api = httpClient(stack.gatewayUrl);
-  const projects = ["feed-js", "feed-c", "slow", "crash", "etag"];
+  const projects = ["feed-js", "feed-c", "slow", "crash", "etag", "trail"];
   const token = await stack.token({ sub: "auditor", projects });
   const auth = { authorization: `Bearer ${token}` };
   const cleanups: (() => void | Promise<void>)[] = [];
@@ -554,6 +554,91 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
       assert.deepEqual(space.map((e) => e.id), ["6", "5", "4", "3", "2", "1"]);
       assert.ok(space.every((e) => e.actor.sub === "ann"));
     });
+
+    const trailSpace = await stack.token({ sub: "tess", space: "trail-space" });
+    const oauthTrail = () => listEvents(api, token, "/v1/projects/trail/events");
+    const coreTrail = () => listEvents(api, trailSpace, "/v1/core/events");
+
+    await t.step(
+      "a write that changes nothing writes nothing: no event, the same etag and updated_at",
+      async () => {
+        /** `json` at `path` holds what the resource holds: 200 as ever, and nothing written. */
+        const unchanged = async (
+          tk: string,
+          method: "PATCH" | "PUT",
+          path: string,
+          json: unknown,
+          trail: () => Promise<unknown[]>,
+        ) => {
+          const got = await api("GET", path, { token: tk });
+          assert.equal(got.status, 200, got.text);
+          const before = (await trail()).length;
+          const etag = got.headers.get("etag")!;
+          for (const headers of [{ "if-match": etag }, {}]) {
+            const res = await api(method, path, { token: tk, json, headers });
+            assert.equal(res.status, 200, res.text);
+            assert.equal(res.headers.get("etag"), etag, `${method} ${path}: the same etag`);
+            assert.deepEqual(res.body, got.body, "the same resource, updated_at included");
+          }
+          assert.equal((await trail()).length, before, `${method} ${path}: no event`);
+          // A stale etag is still refused, though nothing would change.
+          const stale = await api(method, path, {
+            token: tk,
+            json,
+            headers: { "if-match": '"0"' },
+          });
+          assertError(stale, 412, "aborted");
+          assert.equal((await trail()).length, before);
+        };
+        const config = "/v1/projects/trail/config";
+        // Through the create-or-update path (application_name given), and the update path.
+        await unchanged(token, "PATCH", config, { application_name: "Audit trail" }, oauthTrail);
+        await unchanged(token, "PATCH", config, { authorized_domains: [] }, oauthTrail);
+        const client = await api("POST", "/v1/projects/trail/clients", {
+          token,
+          json: { name: "Same", type: "web", redirect_uris: ["https://app.example/cb"] },
+        });
+        assert.equal(client.status, 201, client.text);
+        const clientPath = `/v1/projects/trail/clients/${client.body.id}`;
+        await unchanged(token, "PATCH", clientPath, {
+          name: "Same",
+          redirect_uris: ["https://app.example/cb"],
+          status: "active",
+        }, oauthTrail);
+        // One field changed among unchanged ones: one event, of that field alone.
+        const before = (await oauthTrail()).length;
+        const renamed = await api("PATCH", clientPath, {
+          token,
+          json: { name: "Renamed", redirect_uris: ["https://app.example/cb"] },
+        });
+        assert.equal(renamed.status, 200, renamed.text);
+        assert.notEqual(renamed.headers.get("etag"), client.headers.get("etag"));
+        const events = await oauthTrail();
+        assert.equal(events.length, before + 1);
+        assert.deepEqual(events[0].changes, [{ field: "name", old: "Same", new: "Renamed" }]);
+
+        const role = { name: "Same", resource_type: "project", permissions: ["units.read"] };
+        const roles = await api("POST", "/v1/core/roles", { token: trailSpace, json: role });
+        assert.equal(roles.status, 201, roles.text);
+        await unchanged(trailSpace, "PUT", `/v1/core/roles/${roles.body.id}`, role, coreTrail);
+        const journey = await api("POST", "/v1/core/journeys", {
+          token: trailSpace,
+          json: { name: "Same" },
+        });
+        assert.equal(journey.status, 201, journey.text);
+        const journeyPath = `/v1/core/journeys/${journey.body.id}`;
+        await unchanged(trailSpace, "PUT", journeyPath, { name: "Same" }, coreTrail);
+        const unit = {
+          journey: journey.body.id,
+          title: "Same",
+          due_at: "2026-12-01T10:00:00+02:00",
+          priority: "high",
+        };
+        const units = await api("POST", "/v1/core/units", { token: trailSpace, json: unit });
+        assert.equal(units.status, 201, units.text);
+        await unchanged(trailSpace, "PUT", `/v1/core/units/${units.body.id}`, unit, coreTrail);
+      },
+    );
 
     await t.step(
       "the slow watcher is reset by the window timeout; memory stayed bounded meanwhile",

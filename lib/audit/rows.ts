@@ -7,7 +7,7 @@
  * @module
  */
 
-import { assignments, insertion, type Sql } from "../db/mod.ts";
+import { assignments, differences, insertion, type Sql } from "../db/mod.ts";
 import {
   type AuditContext,
   type AuditedTable,
@@ -53,8 +53,10 @@ export async function insertAudited<T extends object>(
  * `where` finds, when `write.etag` is absent or is the row's, with its `updated` event naming the
  * columns set, before and after; returns the row with its new etag, or undefined when there is no
  * such row or the etag is not its (the caller tells the two apart). The row is locked first, so
- * the event's old values are the version the update replaces. In a transaction, pass its `run`
- * and the pool as `sql` (lib/audit's fragments are made once per pool).
+ * the event's old values are the version the update replaces. A write that would change none of
+ * the columns (each already holds its value) writes nothing: no event, and the row is returned as
+ * it was, its etag and `updated_at` unchanged. In a transaction, pass its `run` and the pool as
+ * `sql` (lib/audit's fragments are made once per pool).
  */
 export async function updateAudited<T extends object, C extends object>(
   sql: Sql,
@@ -76,6 +78,7 @@ export async function updateAudited<T extends object, C extends object>(
       set ${assignments(sql, changes, columns)}, updated_at = greatest(now(), t.created_at)
       from prior
       where t.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
+        and ${differences(sql, "t", changes, columns)}
       returning t.*, t.xmin::text as etag
     ),
     ${
@@ -91,7 +94,10 @@ export async function updateAudited<T extends object, C extends object>(
       columns,
     )
   }
-    select * from updated`;
+    select * from updated
+    union all
+    select * from prior
+    where not exists (select from updated) ${ifMatch(sql, "prior.etag", write.etag)}`;
   return row;
 }
 

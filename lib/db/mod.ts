@@ -19,6 +19,7 @@ export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";
 export {
   assignments,
   connect,
+  differences,
   insertion,
   migrate,
   plainName,

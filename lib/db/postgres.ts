@@ -316,6 +316,31 @@ export function assignments<T extends object>(
 }
 
 /**
+ * `(t."a" is distinct from $1 or t."b" is distinct from $2)`: whether setting `values`' `columns`
+ * would change the row of `alias` (a constant of the code), as one fragment. Each parameter takes
+ * its column's type, as in {@link assignments}; null equals null.
+ */
+export function differences<T extends object>(
+  sql: Sql,
+  alias: string,
+  values: T,
+  columns: readonly (keyof T & string)[],
+): postgres.PendingQuery<postgres.Row[]> {
+  const a = plainName(alias);
+  const strings = template(
+    `differ ${a}`,
+    columns,
+    (q) => [
+      `(${a}.${q[0]} is distinct from `,
+      ...q.slice(1).map((c) => ` or ${a}.${c} is distinct from `),
+      ")",
+    ],
+  );
+  // deno-lint-ignore no-explicit-any
+  return (sql as any)(strings, ...columns.map((c) => (values as Record<string, unknown>)[c]));
+}
+
+/**
  * `("a", "b") values ($1, $2)`: an insert of `values`' own columns, as one fragment (see `form`).
  * Where postgres.js's own `insert into t ${sql(values)}` would do the same, it first finds the
  * helper's meaning by matching eight patterns against all the statement's text before it, and

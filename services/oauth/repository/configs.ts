@@ -5,7 +5,7 @@
  */
 
 import { changes as diff, eventCte, ifMatch, rowJson, type Write } from "../../../lib/audit/mod.ts";
-import { assignments, type Sql } from "../../../lib/db/mod.ts";
+import { assignments, differences, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { etagMismatch, preconditionFailed } from "../../../lib/resource/mod.ts";
 
 /** One declared scope, as the `scopes` jsonb column holds it. */
@@ -107,14 +107,23 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
         rowJson(sql, sql`changed`, hidden),
       ),
     });
-  // Locked for an update, so that `prior` is the version replaced. Not for an upsert, whose
-  // conflict locks the row itself (and postgres.js would read the `for update` before its insert
-  // as the context of the `set` helper that follows).
-  const prior = (projectId: string, lock: boolean) =>
+  // Locked, so that `prior` is the version replaced, or, when the write would change nothing, the
+  // version returned (the latest: a locking read waits for a concurrent writer and reads its row).
+  const prior = (projectId: string) =>
     sql`prior as (
-      select *, xmin::text as etag from oauth.configs where project_id = ${projectId}
-      ${lock ? sql`for update` : sql``}
+      select *, xmin::text as etag from oauth.configs where project_id = ${projectId} for update
     )`;
+  /**
+   * The configuration written, or the one there when the write changed nothing (every column
+   * given already held its value: no event, the etag and `updated_at` unchanged) and `etag`, if
+   * any, is its.
+   */
+  const result = (etag: string | undefined) =>
+    sql`select * from changed
+      union all
+      select * from prior where not exists (select from changed) ${
+      ifMatch(sql, "prior.etag", etag)
+    }`;
   const repo: ConfigRepository = {
     async get(projectId) {
       const [row] = await sql<ConfigRow[]>`
@@ -126,17 +135,18 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       const [row] = columns.length === 0
         ? await repo.get(projectId).then((r) => r ? [r] : [])
         : await sql<ConfigRow[]>`
-            with ${prior(projectId, true)},
+            with ${prior(projectId)},
             changed as (
               update oauth.configs c set ${
           assignments(sql, stored(changes), columns)
         }, updated_at = now()
               from prior
               where c.project_id = prior.project_id ${ifMatch(sql, "prior.etag", write.etag)}
+                and ${differences(sql, "c", stored(changes), columns)}
               returning c.*, c.xmin::text as etag
             ),
             ${event(projectId, write)}
-            select * from changed`;
+            ${result(write.etag)}`;
       await stale(row, columns.length, projectId, write);
       return row;
     },
@@ -145,25 +155,27 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       const columns = Object.keys(changes) as (keyof ConfigChanges)[];
       const values = { audience: "external", ...stored(changes), project_id: projectId };
       const [row] = await sql<ConfigRow[]>`
-        with ${prior(projectId, false)},
+        with ${prior(projectId)},
         changed as (
-          insert into oauth.configs ${sql(values as never)}
+          insert into oauth.configs ${insertion(sql, values)}
           on conflict (project_id) do update set ${
         assignments(sql, stored(changes), columns)
       }, updated_at = now()
+          where ${differences(sql, "configs", stored(changes), columns)}
           returning *, xmin::text as etag
         ),
         ${event(projectId, write)}
-        select * from changed`;
-      return row!;
+        ${result(undefined)}`;
+      // None when another request created the configuration just now, as this one would have.
+      return row ?? (await repo.get(projectId))!;
     },
     async create(projectId, changes, write) {
       const values = { audience: "external", ...stored(changes), project_id: projectId };
       // `prior` is empty whenever the insert takes place: the event is a creation's.
       const [row] = await sql<ConfigRow[]>`
-        with ${prior(projectId, false)},
+        with ${prior(projectId)},
         changed as (
-          insert into oauth.configs ${sql(values as never)}
+          insert into oauth.configs ${insertion(sql, values)}
           on conflict (project_id) do nothing
           returning *, xmin::text as etag
         ),

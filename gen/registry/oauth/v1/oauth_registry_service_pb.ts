@@ -1536,6 +1536,10 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * checks answer first, then ABORTED). UpdateOAuthConfig's create_only is `If-None-Match` on a
  * project without a config.
  *
+ * A write that changes nothing (an update or replace whose fields already hold the values sent,
+ * a revocation of a revoked installation) succeeds as any other and writes nothing: no event, the
+ * same etag, `updated_at` unchanged. Its etag, if given, must still be current.
+ *
  * Limits: request messages up to 4 MiB (RESOURCE_EXHAUSTED above; 1 MiB JSON bodies, HTTP 413,
  * through the gateway); the gateway also limits each caller's request rate (HTTP 429 with
  * Retry-After).
