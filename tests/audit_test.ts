@@ -640,6 +640,135 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
       },
     );
 
+    /**
+     * The newest event of `method` (its short name, of `service`) on `resource`, from the list at
+     * `path`, read with the token `tk`.
+     */
+    const eventOf = async (
+      tk: string,
+      path: string,
+      method: string,
+      resource: string,
+      // deno-lint-ignore no-explicit-any
+    ): Promise<any> => {
+      const query = `resource=${encodeURIComponent(resource)}&method=${encodeURIComponent(method)}`;
+      const [event] = await listEvents(api, tk, `${path}?${query}`);
+      assert.ok(event, `${method} ${resource}: its event`);
+      return event;
+    };
+
+    await t.step(
+      "an event names the resource's fields, with values as the API writes them",
+      async () => {
+        /** The creation's event lists fields of `body` (the create's answer), with its values. */
+        // deno-lint-ignore no-explicit-any
+        const asCreated = (event: any, body: Record<string, unknown>) => {
+          assert.ok(event.changes.length > 0);
+          for (const c of event.changes) {
+            assert.ok(
+              c.field in body,
+              `${event.method}: ${c.field} is no field of ${Object.keys(body)}`,
+            );
+            assert.equal(c.old, null);
+            assert.deepEqual(
+              c.new,
+              body[c.field],
+              `${event.method}: ${c.field} as the API writes it`,
+            );
+          }
+        };
+        const oauth = (method: string, resource: string) =>
+          eventOf(token, "/v1/projects/trail/events", `${service}/${method}`, resource);
+        const core = (method: string, resource: string) =>
+          eventOf(trailSpace, "/v1/core/events", `${CoreService.typeName}/${method}`, resource);
+
+        const config = await api("GET", "/v1/projects/trail/config", { token });
+        asCreated(await oauth("UpdateOAuthConfig", "projects/trail/config"), config.body);
+        const client = await api("POST", "/v1/projects/trail/clients", {
+          token,
+          json: { name: "Fields", type: "web", redirect_uris: ["https://app.example/cb"] },
+        });
+        const clientName = `projects/trail/clients/${client.body.id}`;
+        asCreated(await oauth("CreateClient", clientName), client.body);
+        const clientPath = `/v1/projects/trail/clients/${client.body.id}`;
+        const secret = await api("POST", `${clientPath}/secrets`, {
+          token,
+          json: { lifetime_seconds: 3600 },
+        });
+        assert.equal(secret.status, 201, secret.text);
+        assert.match(secret.body.expires_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+        asCreated(
+          await oauth("CreateClientSecret", `${clientName}/secrets/${secret.body.id}`),
+          secret.body,
+        );
+        const key = await api("POST", `${clientPath}/keys`, {
+          token,
+          json: { generate: "EdDSA", expires_at: "2099-01-02T03:04:05+02:00" },
+        });
+        assert.equal(key.status, 201, key.text);
+        asCreated(await oauth("CreateClientKey", `${clientName}/keys/${key.body.id}`), key.body);
+        const user = await stack.token({ sub: "una", accountId: "acct-trail" });
+        const consent = await api("POST", "/v1/installations", {
+          token: user,
+          json: { project_id: "trail", scopes: ["read"] },
+        });
+        assert.equal(consent.status, 201, consent.text);
+        const installation = `projects/trail/installations/${consent.body.id}`;
+        asCreated(await oauth("ConsentInstallation", installation), consent.body);
+        const revoked = await api("DELETE", `/v1/installations/${consent.body.id}`, {
+          token: user,
+        });
+        assert.equal(revoked.status, 204, revoked.text);
+        const got = await api("GET", `/v1/installations/${consent.body.id}`, { token: user });
+        assert.deepEqual((await oauth("RevokeInstallation", installation)).changes, [
+          { field: "revoked_at", old: null, new: got.body.revoked_at },
+          { field: "status", old: "active", new: "revoked" },
+        ]);
+
+        const role = await api("POST", "/v1/core/roles", {
+          token: trailSpace,
+          json: { name: "Fields", resource_type: "project", permissions: ["units.read"] },
+        });
+        asCreated(await core("CreateRole", `spaces/trail-space/roles/${role.body.id}`), role.body);
+        const root = await api("POST", "/v1/core/journeys", {
+          token: trailSpace,
+          json: { name: "Root" },
+        });
+        const child = await api("POST", "/v1/core/journeys", {
+          token: trailSpace,
+          json: { name: "Child", parent: root.body.id },
+        });
+        const childName = `spaces/trail-space/journeys/${child.body.id}`;
+        const created = await core("CreateJourney", childName);
+        asCreated(created, child.body);
+        assert.ok(created.changes.some((c: { field: string }) => c.field === "parent"));
+        const unit = await api("POST", "/v1/core/units", {
+          token: trailSpace,
+          json: { journey: child.body.id, title: "Fields", due_at: "2026-12-01T10:00:00+02:00" },
+        });
+        const unitName = `${childName}/units/${unit.body.id}`;
+        asCreated(await core("CreateUnit", unitName), unit.body);
+        assert.equal(unit.body.due_at, "2026-12-01T08:00:00.000Z");
+        // Changes, old and new, by the same fields and in the same form.
+        const moved = await api("PUT", `/v1/core/journeys/${child.body.id}`, {
+          token: trailSpace,
+          json: { name: "Child" },
+        });
+        assert.equal(moved.status, 200, moved.text);
+        assert.deepEqual((await core("UpdateJourney", childName)).changes, [
+          { field: "parent", old: root.body.id, new: null },
+        ]);
+        const undated = await api("PUT", `/v1/core/units/${unit.body.id}`, {
+          token: trailSpace,
+          json: { journey: child.body.id, title: "Fields" },
+        });
+        assert.equal(undated.status, 200, undated.text);
+        assert.deepEqual((await core("UpdateUnit", unitName)).changes, [
+          { field: "due_at", old: "2026-12-01T08:00:00.000Z", new: null },
+        ]);
+      },
+    );
+
     await t.step(
       "the slow watcher is reset by the window timeout; memory stayed bounded meanwhile",
       async () => {

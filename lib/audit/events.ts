@@ -490,8 +490,59 @@ export function eventColumns(sql: Sql): Fragment {
     actor_installation_id, request_id, source_ip, user_agent, peer, changes, result`;
 }
 
-/** An event row as the message. */
-export function toEvent(row: EventRow): MessageInitShape<typeof EventSchema> {
+/**
+ * How a service's events show one of its stored columns: as the field its API has (a unit's
+ * `journey`, not the column `journey_id`), with the value as the API writes it (a TypeID, not the
+ * stored UUID; a timestamp as `...Z` with milliseconds, not Postgres's `+00:00` with the digits
+ * it keeps). Applied when an event is read, so events written before read the same way.
+ */
+export interface EventField {
+  /** The API's field path, when it is not the column's name. */
+  field?: string;
+  /** The API's encoding of a stored value other than null. */
+  value?: (stored: JsonValue) => JsonValue;
+}
+
+/** The columns a service's events show otherwise than stored, by column (all its tables). */
+export type EventFields = Readonly<Record<string, EventField>>;
+
+/** A timestamp column: RFC 3339 in UTC with milliseconds, as the API writes a Timestamp. */
+export const timestampField: EventField = {
+  value: (stored) => typeof stored === "string" ? new Date(stored).toISOString() : stored,
+};
+
+/** A column of stored UUIDs that the API names `field` and writes as ids of `kind` (TypeIDs). */
+export function idField(field: string, kind: { fromUuid(uuid: string): string }): EventField {
+  return { field, value: (stored) => typeof stored === "string" ? kind.fromUuid(stored) : stored };
+}
+
+/** A change as the API names and writes it (`fields`), by stored column. */
+function shown(change: FieldChange, fields: EventFields): FieldChange {
+  if (!Object.hasOwn(fields, change.field)) return change;
+  const f = fields[change.field]!;
+  const value = (v: JsonValue) => v === null || f.value === undefined ? v : f.value(v);
+  return {
+    field: f.field ?? change.field,
+    ...("old" in change ? { old: value(change.old!) } : {}),
+    ...("new" in change ? { new: value(change.new!) } : {}),
+  };
+}
+
+/**
+ * An event row as the message; its changes by the API's field paths and in its encoding (`fields`,
+ * the service's columns shown otherwise than stored), in field order.
+ */
+export function toEvent(
+  row: EventRow,
+  fields: EventFields = {},
+): MessageInitShape<typeof EventSchema> {
+  const listed = Array.isArray(row.changes)
+    ? row.changes
+    : diffRows(row.changes.old, row.changes.new);
+  const changes = listed.map((c) => shown(c, fields));
+  if (listed.some((c) => Object.hasOwn(fields, c.field) && fields[c.field]!.field !== undefined)) {
+    changes.sort((a, b) => a.field < b.field ? -1 : a.field > b.field ? 1 : 0);
+  }
   return {
     id: row.seq,
     occurredAt: timestampFromDate(row.occurred_at),
@@ -506,12 +557,11 @@ export function toEvent(row: EventRow): MessageInitShape<typeof EventSchema> {
     peer: row.peer,
     method: row.method,
     resource: row.resource,
-    changes: (Array.isArray(row.changes) ? row.changes : diffRows(row.changes.old, row.changes.new))
-      .map((c) => ({
-        field: c.field,
-        ...("old" in c ? { old: fromJson(ValueSchema, c.old!) } : {}),
-        ...("new" in c ? { new: fromJson(ValueSchema, c.new!) } : {}),
-      })),
+    changes: changes.map((c) => ({
+      field: c.field,
+      ...("old" in c ? { old: fromJson(ValueSchema, c.old!) } : {}),
+      ...("new" in c ? { new: fromJson(ValueSchema, c.new!) } : {}),
+    })),
     result: row.result,
   };
 }

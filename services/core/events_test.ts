@@ -168,7 +168,10 @@ Deno.test("core audit trail, change feed and etags, in process", async (t) => {
         }, ann)
       );
       assert.equal(moved.resource, `spaces/s1/journeys/${other!.id}/units/${id}`);
-      assert.deepEqual(moved.changes.map((c) => c.field), ["journey_id"]);
+      // By the API's field, with the journeys' ids as the API writes them.
+      assert.deepEqual(moved.changes.map((c) => [c.field, c.old?.kind.value, c.new?.kind.value]), [
+        ["journey", journey!.id, other!.id],
+      ]);
       const back = await oneEvent(() =>
         api.updateUnit({
           unitId: id,

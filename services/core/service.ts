@@ -30,9 +30,13 @@ import {
 } from "../../gen/registry/core/v1/unit_pb.ts";
 import {
   type EventFeed,
+  type EventFields,
+  type EventRow,
+  idField,
   listEvents,
   readCursor,
   readEventQuery,
+  timestampField,
   toEvent,
   type Write,
   writeOf,
@@ -107,6 +111,21 @@ function toUnit(row: UnitRow): MessageInitShape<typeof UnitSchema> {
     etag: row.etag,
   };
 }
+
+/**
+ * The core area's stored columns that its events show otherwise: a journey's `parent_id` and a
+ * unit's `journey_id` as the API's `parent` and `journey` (TypeIDs, not UUIDs), and `due_at` as
+ * the API writes timestamps. Every other column an event shows is the resource's field of that
+ * name, stored as the API writes it.
+ */
+const eventFields: EventFields = {
+  parent_id: idField("parent", ids.journey),
+  journey_id: idField("journey", ids.journey),
+  due_at: timestampField,
+};
+
+/** An event as the API shows it. */
+const eventOf = (row: EventRow) => toEvent(row, eventFields);
 
 /** Validates a role given in a request; `desc` names the request for field paths. */
 function roleFields(req: { role?: unknown }, desc: typeof CreateRoleRequestSchema): RoleFields {
@@ -391,7 +410,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const space = spaceOf(ctx);
       const query = readEventQuery(req, ListEventsRequestSchema);
       const rows = await listEvents(deps.sql, "core", space, query);
-      return pageOf(rows, query.limit, toEvent);
+      return pageOf(rows, query.limit, eventOf);
     },
 
     async *watchEvents(req, ctx) {
@@ -401,7 +420,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       }
       const after = readCursor(req.after, WatchEventsRequestSchema) ?? 0n;
       for await (const rows of deps.feed.watch(space, after, ctx.signal)) {
-        for (const row of rows) yield { event: toEvent(row) };
+        for (const row of rows) yield { event: eventOf(row) };
       }
     },
   };

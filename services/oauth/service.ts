@@ -55,9 +55,12 @@ import {
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import {
   type EventFeed,
+  type EventFields,
+  type EventRow,
   listEvents,
   readCursor,
   readEventQuery,
+  timestampField,
   toEvent,
   type Write,
   writeOf,
@@ -314,6 +317,21 @@ function toInstallation(row: InstallationRow): MessageInitShape<typeof Installat
     etag: row.etag,
   };
 }
+
+/**
+ * The registry's stored columns that its events show otherwise: its timestamps (a secret's or key's
+ * `expires_at`, an installation's `authorized_at` and `revoked_at`), as the API writes them. Every
+ * other column an event shows is the resource's field of that name, in the API's form (enums as
+ * their short lower-case names, ids as TypeIDs, as they are stored).
+ */
+const eventFields: EventFields = {
+  expires_at: timestampField,
+  authorized_at: timestampField,
+  revoked_at: timestampField,
+};
+
+/** An event as the API shows it. */
+const eventOf = (row: EventRow) => toEvent(row, eventFields);
 
 /** NOT_FOUND: the project has no OAuth config yet. */
 export function noConfig(projectId: string): ConnectError {
@@ -845,7 +863,7 @@ export function createOAuthRegistry(
       project(req.projectId);
       const query = readEventQuery(req, ListEventsRequestSchema);
       const rows = await listEvents(deps.sql, "oauth", req.projectId, query);
-      return pageOf(rows, query.limit, toEvent);
+      return pageOf(rows, query.limit, eventOf);
     },
 
     async *watchEvents(req, ctx) {
@@ -855,7 +873,7 @@ export function createOAuthRegistry(
       }
       const after = readCursor(req.after, WatchEventsRequestSchema) ?? 0n;
       for await (const rows of deps.feed.watch(req.projectId, after, ctx.signal)) {
-        for (const row of rows) yield { event: toEvent(row) };
+        for (const row of rows) yield { event: eventOf(row) };
       }
     },
 

@@ -100,10 +100,12 @@ export type Event = Message<"registry.audit.v1.Event"> & {
   resource: string;
 
   /**
-   * The fields that changed, by field path, with their values before and after (in the stored
-   * form: enums as their short lower-case names, timestamps in RFC 3339). A creation lists every
-   * field set with its new value; a deletion every field with its old one. Output-only fields that
-   * change on every write (`updated_at`, the etag) are left out.
+   * The fields that changed, by the resource's field paths (a unit's `journey`, a journey's
+   * `parent`), with their values before and after as the /v1 JSON API writes them: enums as their
+   * short lower-case names, ids as TypeIDs (`journey_01h...`), timestamps in RFC 3339 in UTC with
+   * milliseconds (`2026-01-02T03:04:05.000Z`). A creation lists every field set with its new
+   * value; a deletion every field with its old one. Output-only fields that change on every write
+   * (`updated_at`, the etag) are left out.
    *
    * @generated from field: repeated registry.audit.v1.FieldChange changes = 10;
    */
@@ -166,7 +168,7 @@ export const ActorSchema: GenMessage<Actor> = /*@__PURE__*/
  */
 export type FieldChange = Message<"registry.audit.v1.FieldChange"> & {
   /**
-   * The field path, e.g. `redirect_uris`.
+   * The resource's field path, e.g. `redirect_uris`.
    *
    * @generated from field: string field = 1;
    */
