@@ -770,6 +770,82 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
     );
 
     await t.step(
+      "a client's delete ends its secrets and keys in the trail, one event each",
+      async () => {
+        const client = await api("POST", "/v1/projects/trail/clients", {
+          token,
+          json: { name: "Doomed", type: "web", redirect_uris: ["https://app.example/cb"] },
+        });
+        assert.equal(client.status, 201, client.text);
+        const clientName = `projects/trail/clients/${client.body.id}`;
+        const clientPath = `/v1/projects/trail/clients/${client.body.id}`;
+        const secret = await api("POST", `${clientPath}/secrets`, {
+          token,
+          json: { lifetime_seconds: 3600 },
+        });
+        assert.equal(secret.status, 201, secret.text);
+        const key = await api("POST", `${clientPath}/keys`, { token, json: { generate: "EdDSA" } });
+        assert.equal(key.status, 201, key.text);
+        const deleted = await api("DELETE", clientPath, {
+          token,
+          headers: { "x-request-id": "delete-doomed" },
+        });
+        assert.equal(deleted.status, 204, deleted.text);
+
+        const deleteClient = `${service}/DeleteClient`;
+        const secretName = `${clientName}/secrets/${secret.body.id}`;
+        const keyName = `${clientName}/keys/${key.body.id}`;
+        // The credential's history, by its name: created, then deleted with its client.
+        const history = async (name: string) => {
+          const events = await listEvents(
+            api,
+            token,
+            `/v1/projects/trail/events?resource=${encodeURIComponent(name)}`,
+          );
+          assert.deepEqual(events.map((e) => e.method.split("/")[1]), [
+            "DeleteClient",
+            name === secretName ? "CreateClientSecret" : "CreateClientKey",
+          ]);
+          assert.equal(events[0].request_id, "delete-doomed", "the client's delete wrote it");
+          assert.equal(events[0].actor.sub, "auditor");
+          return events[0].changes;
+        };
+        assert.deepEqual(await history(secretName), [
+          { field: "expires_at", old: secret.body.expires_at, new: null },
+        ]);
+        const keyChanges = await history(keyName);
+        assert.deepEqual(keyChanges.map((c: { field: string }) => c.field), [
+          "algorithm",
+          "expires_at",
+          "jwk",
+          "kid",
+        ]);
+        assert.ok(keyChanges.every((c: { new: unknown }) => c.new === null));
+        assert.equal(
+          keyChanges.find((c: { field: string }) => c.field === "kid").old,
+          key.body.kid,
+        );
+        // Under the client: its own delete and its credentials', one event each, of one request.
+        const all = await listEvents(
+          api,
+          token,
+          `/v1/projects/trail/events?resource=${encodeURIComponent(clientName)}` +
+            `&method=${encodeURIComponent(deleteClient)}`,
+        );
+        assert.deepEqual(
+          all.map((e) => e.resource).sort(),
+          [clientName, keyName, secretName].sort(),
+        );
+        assert.ok(all.every((e) => e.request_id === "delete-doomed"));
+        // Never the secret's value, nor its hint.
+        const [dump] = await sql<{ text: string }[]>`
+        select coalesce(string_agg(e::text, ' '), '') as text from oauth.events e`;
+        assert.ok(!dump!.text.includes(secret.body.secret), "the secret's value is in no event");
+        assert.ok(!dump!.text.includes(secret.body.secret.slice(-8)), "nor its end (the hint)");
+      },
+    );
+
+    await t.step(
       "the slow watcher is reset by the window timeout; memory stayed bounded meanwhile",
       async () => {
         assert.ok(stall, "the slow watcher was opened");

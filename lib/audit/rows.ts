@@ -105,8 +105,9 @@ export async function updateAudited<T extends object, C extends object>(
  * Deletes the one row that `where` finds, when `write.etag` is absent or is the row's, with its
  * `deleted` event (the row as it was) and `leaves`, a statement over the deleted row `gone` (the
  * tombstone that keeps a list cursor naming it valid); true when a row was deleted, false when
- * there is none or the etag is not its (the caller tells the two apart). In a transaction, pass
- * its `run` and the pool as `sql`.
+ * there is none or the etag is not its (the caller tells the two apart). `also`: more CTEs over
+ * `gone` (what the delete takes along, with their events). In a transaction, pass its `run` and
+ * the pool as `sql`.
  */
 export async function deleteAudited(
   sql: Sql,
@@ -116,6 +117,7 @@ export async function deleteAudited(
   write: Write,
   resource: string | Fragment,
   run: Sql = sql,
+  also?: Fragment,
 ): Promise<boolean> {
   const deleted = await run`
     with gone as (
@@ -124,6 +126,7 @@ export async function deleteAudited(
       returning *
     ),
     tombstone as (${leaves}),
+    ${also === undefined ? constant(sql, "") : sql`${also},`}
     ${rowEvent(sql, rows, write.audit, resource, "gone", "gone", "gone", null)}
     select id from gone`;
   return deleted.length > 0;

@@ -50,9 +50,10 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
       headers: admin,
     });
 
-    await t.step("every mutating RPC (each /v1 POST, PATCH, DELETE) writes one event", async () => {
-      // Each call makes one change and returns the resource name its event must carry.
-      const calls: Record<string, () => Promise<string>> = {
+    await t.step("every mutating RPC writes one event per resource it changes", async () => {
+      // Each call makes one change and returns the resource name its event must carry, or the
+      // names of all it changed, one event each.
+      const calls: Record<string, () => Promise<string | string[]>> = {
         updateOAuthConfig: async () => {
           await api.updateOAuthConfig({ projectId: "p", config: { supportEmail: "a@b.example" } }, {
             headers: admin,
@@ -68,9 +69,21 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
           return `projects/p/clients/${c.id}`;
         },
         deleteClient: async () => {
+          // Its secrets and keys go with it, each with its own event, of this call.
           const c = await newClient();
+          const s = await api.createClientSecret({ projectId: "p", clientId: c.id }, {
+            headers: admin,
+          });
+          const k = await api.createClientKey(
+            { projectId: "p", clientId: c.id, generate: "EdDSA" },
+            { headers: admin },
+          );
           await api.deleteClient({ projectId: "p", clientId: c.id }, { headers: admin });
-          return `projects/p/clients/${c.id}`;
+          return [
+            `projects/p/clients/${c.id}`,
+            `projects/p/clients/${c.id}/secrets/${s.clientSecret!.id}`,
+            `projects/p/clients/${c.id}/keys/${k.clientKey!.id}`,
+          ];
         },
         createClientSecret: async () => {
           const c = await newClient();
@@ -168,13 +181,16 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
       for (const m of mutating) {
         const call = calls[m.localName]!;
         const before = await events();
-        const resource = await call();
+        const resources = [await call()].flat();
         const after = (await events()).slice(before.length);
         const mine = after.filter((e) => e.method === `${service}/${m.name}`);
-        assert.equal(mine.length, 1, `${m.name}: one event in ${JSON.stringify(after)}`);
-        assert.equal(mine[0]!.resource, resource, `${m.name}: its resource`);
+        assert.deepEqual(
+          mine.map((e) => e.resource).sort(),
+          [...resources].sort(),
+          `${m.name}: one event per resource in ${JSON.stringify(after)}`,
+        );
         const sub = m.localName.includes("nstallation") ? "bob" : "alice";
-        assert.equal(mine[0]!.actor_sub, sub, `${m.name}: its actor`);
+        for (const e of mine) assert.equal(e.actor_sub, sub, `${m.name}: its actor`);
       }
       // Numbers are 1, 2, 3... in commit order.
       const seqs = (await events()).map((e) => Number(e.seq));

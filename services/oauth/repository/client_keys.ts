@@ -61,7 +61,7 @@ export interface CreateKeyOptions {
 }
 
 /** What an event never shows of a key: ids (in the resource name), timestamps and its uses. */
-const hidden = ["id", "client_id", "created_at", "last_used_at", "etag"] as const;
+export const keyHidden = ["id", "client_id", "created_at", "last_used_at", "etag"] as const;
 
 /**
  * The event CTEs of the key `id` of the client `clientId` (stored ids), created or deleted (the
@@ -77,7 +77,7 @@ function keyEvent(
 ): Fragment {
   const client = ids.client.fromUuid(clientId);
   const resource = `projects/${projectId}/clients/${client}/keys/${ids.key.fromUuid(id)}`;
-  return changedRowEvent(sql, "oauth", write.audit, hidden, projectId, resource, deleted);
+  return changedRowEvent(sql, "oauth", write.audit, keyHidden, projectId, resource, deleted);
 }
 
 /** The columns of a new key. */

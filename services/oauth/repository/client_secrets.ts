@@ -74,7 +74,7 @@ export interface CreateSecretOptions {
  * What an event never shows of a secret: ids (in the resource name), its hash and hint (nothing
  * of a secret's value is ever written to the trail), timestamps and its uses.
  */
-const hidden = [
+export const secretHidden = [
   "id",
   "client_id",
   "secret_hash",
@@ -98,7 +98,7 @@ function secretEvent(
 ): Fragment {
   const client = ids.client.fromUuid(clientId);
   const resource = `projects/${projectId}/clients/${client}/secrets/${ids.secret.fromUuid(id)}`;
-  return changedRowEvent(sql, "oauth", audit, hidden, projectId, resource, deleted);
+  return changedRowEvent(sql, "oauth", audit, secretHidden, projectId, resource, deleted);
 }
 
 /**

@@ -6,12 +6,20 @@
  */
 
 import {
+  type AuditContext,
   type AuditedRows,
+  changes,
+  constant,
   deleteAudited,
+  eventCte,
+  type Fragment,
   insertAudited,
+  rowJson,
   updateAudited,
   type Write,
 } from "../../../lib/audit/mod.ts";
+import { secretHidden } from "./client_secrets.ts";
+import { keyHidden } from "./client_keys.ts";
 import { ids } from "../ids.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
@@ -81,6 +89,39 @@ export type ClientChanges = Partial<
   >
 >;
 
+/**
+ * The CTEs that delete the secrets (`secrets_gone`) or the keys (`keys_gone`) of the client that
+ * the statement's CTE `gone` deletes, named `client`,
+ * with one event each (`<cte>_events`), as their own deletion would write it: the foreign key's
+ * cascade would delete them too, and leave no trace of them in the trail. The statement must start
+ * under the client's row lock, which creations take: then it sees every credential there is.
+ */
+function cascadedCredentials(
+  sql: Sql,
+  audit: AuditContext,
+  projectId: string,
+  client: string,
+  cte: "secrets_gone" | "keys_gone",
+): Fragment {
+  const [table, prefix, hidden, collection] = cte === "secrets_gone"
+    ? ["oauth.client_secrets", "sec", secretHidden, "secrets"] as const
+    : ["oauth.client_keys", "key", keyHidden, "keys"] as const;
+  return sql`${constant(sql, cte)} as (
+      delete from ${constant(sql, table)} where client_id in (select id from gone) returning *
+    ),
+    ${
+    eventCte(sql, "oauth", audit, {
+      parent: projectId,
+      // A PL/pgSQL TypeID a credential, on a delete: not a hot path.
+      resource: sql`${`${client}/${collection}/`} || oauth.type_id(${prefix}, ${
+        constant(sql, cte)
+      }.id)`,
+      from: constant(sql, cte),
+      changes: changes(sql, rowJson(sql, constant(sql, cte), hidden), null),
+    }, `${cte}_events`)
+  }`;
+}
+
 /** Reads and writes oauth.clients. */
 export interface ClientRepository {
   /** Inserts a client; throws the Postgres error 23503 when the project has no configuration. */
@@ -104,8 +145,9 @@ export interface ClientRepository {
     write: Write,
   ): Promise<ClientRow | undefined>;
   /**
-   * Deletes a client (its secrets and keys go with it); returns false when there was none, throws
-   * ABORTED when `write.etag` is not the client's.
+   * Deletes a client, and its secrets and keys with it, each with its own event (of the same call)
+   * as if deleted on its own; returns false when there was none, throws ABORTED when `write.etag`
+   * is not the client's.
    */
   delete(projectId: string, id: string, write: Write): Promise<boolean>;
   /**
@@ -173,18 +215,28 @@ export function createClientRepository(sql: Sql): ClientRepository {
       return row;
     },
     async delete(projectId, id, write) {
-      const deleted = await deleteAudited(
-        sql,
-        audited,
-        sql`id = ${id} and project_id = ${projectId}`,
-        sql`insert into oauth.deleted_clients (id, project_id) select id, project_id from gone`,
-        write,
-        clientName(projectId, id),
-      );
-      if (!deleted && write.etag !== undefined && await this.get(projectId, id)) {
-        throw etagMismatch("client");
-      }
-      return deleted;
+      return await sql.begin(async (tx) => {
+        // Locked first, as a secret's or key's creation locks it: the delete's statement starts
+        // after, so it sees (and records) every credential the client has.
+        const [row] = await tx<{ etag: string }[]>`
+          select xmin::text as etag from oauth.clients
+          where id = ${id} and project_id = ${projectId}
+          for update`;
+        if (!row) return false;
+        if (write.etag !== undefined && row.etag !== write.etag) throw etagMismatch("client");
+        const name = clientName(projectId, id);
+        return await deleteAudited(
+          sql,
+          audited,
+          sql`id = ${id} and project_id = ${projectId}`,
+          sql`insert into oauth.deleted_clients (id, project_id) select id, project_id from gone`,
+          { ...write, etag: undefined }, // checked above, under the lock
+          name,
+          tx as unknown as Sql,
+          sql`${cascadedCredentials(sql, write.audit, projectId, name, "secrets_gone")},
+            ${cascadedCredentials(sql, write.audit, projectId, name, "keys_gone")}`,
+        );
+      });
     },
     async registersOrigin(origin, { projectId, projects }) {
       const [row] = await sql<{ found: boolean }[]>`

@@ -1522,7 +1522,8 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * and UNAVAILABLE outcomes are not stored.
  *
  * Audit: every change (each create, update, delete, consent and revocation, through any
- * interface) writes one registry.audit.v1.Event in the same transaction, read with ListEvents and
+ * interface) writes one registry.audit.v1.Event per resource it changes (DeleteClient: the client
+ * and each of its secrets and keys) in the same transaction, read with ListEvents and
  * followed with WatchEvents. Callers may send `x-forwarded-for` and `x-forwarded-user-agent`
  * metadata (the gateway does) for the event's source; the service records the peer's address
  * itself.
@@ -1616,7 +1617,10 @@ export const OAuthRegistryService: GenService<{
     output: typeof UpdateClientResponseSchema;
   },
   /**
-   * Deletes a client and all its secrets. Its id stays known to ListClients as a page cursor.
+   * Deletes a client and all its secrets and keys. Its id stays known to ListClients as a page
+   * cursor. Audit: one event for the client and one for each secret and key it took along (this
+   * method, this call's request id, the credential's fields as its own delete would list them,
+   * never a secret's value), so a credential's events, listed by its name, end with its deletion.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.DeleteClient
    */
