@@ -112,7 +112,7 @@ function cascadedCredentials(
     ${
     eventCte(sql, "oauth", audit, {
       parent: projectId,
-      // A PL/pgSQL TypeID a credential, on a delete: not a hot path.
+      // The credential's TypeID, made by PL/pgSQL: a delete is not a hot path.
       resource: sql`${`${client}/${collection}/`} || oauth.type_id(${prefix}, ${
         constant(sql, cte)
       }.id)`,
