@@ -383,7 +383,6 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       });
       assert.equal(identity.status, 200, identity.text);
       assert.equal(identity.body.application_name, "Demo");
-      assert.notEqual(identity.headers.get("etag"), before, "written");
     });
 
     await t.step("HEAD is GET without the body, on every resource and list", async () => {
