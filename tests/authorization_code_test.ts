@@ -524,6 +524,26 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       await changed.body?.cancel();
     });
 
+    await t.step("a consent page is answered once: its form replayed gets a page", async () => {
+      const { challenge } = await pkce();
+      const page = await authorizeGet(request(web, "https://app.example.com/cb", challenge));
+      const fields = consentFormFields(await page.text());
+      const allowed = await decide(fields, "allow");
+      assert.equal(allowed.status, 303);
+      assert.ok(new URL(allowed.headers.get("location")!).searchParams.get("code"));
+      // The same form again, Allow (a second code) or Deny (Back, then Deny): refused, no redirect.
+      for (const decision of ["allow", "deny"] as const) {
+        const again = await decide(fields, decision);
+        assert.equal(again.status, 400, decision);
+        assert.equal(again.headers.get("location"), null, decision);
+        assert.match(await again.text(), /answered already/, decision);
+      }
+      // A page of its own is answered as any other.
+      const next = await authorizeGet(request(web, "https://app.example.com/cb", challenge));
+      await next.body?.cancel();
+      assert.ok(next.status === 200 || next.status === 302, `${next.status}`);
+    });
+
     await t.step("no session: a page says to sign in", async () => {
       const { challenge } = await pkce();
       const none = await authorizeGet(request(web, "https://app.example.com/cb", challenge), "");

@@ -61,7 +61,8 @@ import { challengeProblem } from "./pkce.ts";
 import type { Registry } from "./registry.ts";
 import { deriveFromSecret } from "./keys.ts";
 import type { GrantRepository } from "./repository/grants.ts";
-import { csrfToken, csrfValid } from "./csrf.ts";
+import { csrfExpiry, csrfToken, csrfValid } from "./csrf.ts";
+import type { UsedJtis } from "./repository/used_jtis.ts";
 import { randomToken } from "./opaque_tokens.ts";
 import { clientResource, type SecurityEvent } from "./security_events.ts";
 
@@ -88,6 +89,8 @@ export interface AuthorizationDeps {
   recordEvent(audit: AuditContext, event: SecurityEvent): Promise<void>;
   /** Whether every client must push its authorization requests (REQUIRE_PAR, RFC 9126). */
   requirePar: boolean;
+  /** Where a consent page's CSRF token is spent by its one decision. */
+  usedJtis: Pick<UsedJtis, "use">;
 }
 
 /** A request that passed the checks. */
@@ -443,6 +446,16 @@ export async function decideAuthorization(
   }
   if (decision !== Decision.DENY && decision !== Decision.ALLOW) {
     throw shown("invalid_request", "decision must be allow or deny");
+  }
+  // A page is answered once, as node-oidc-provider, Keycloak and Hydra answer theirs: its token
+  // is spent (in Postgres, so in every replica) until it would expire anyway. A second POST of the
+  // same form (Back and Deny after Allow, a replayed request) gets a page, never a second code or
+  // an access_denied that contradicts the consent given.
+  if (!(await deps.usedJtis.use("consent", csrf, csrfExpiry(csrf), new Date(deps.now())))) {
+    throw shown(
+      "invalid_request",
+      "This consent page was answered already; start the sign-in again",
+    );
   }
   await decided();
   const { client, redirectUri, scopes, authorization } = outcome.checked;

@@ -43,6 +43,11 @@ export async function csrfToken(
   return `${until}.${await mac(deps, ctx, bound, until)}`;
 }
 
+/** When a token (one {@link csrfValid} accepted) expires. */
+export function csrfExpiry(token: string): Date {
+  return new Date(Number(token.slice(0, token.indexOf("."))));
+}
+
 /** Whether `token` was made for the caller's session and `bound`, and has not expired. */
 export async function csrfValid(
   deps: CsrfDeps,

@@ -187,6 +187,7 @@ export const tokenService = defineService({
         bind(
           TokenService,
           createTokenService({
+            usedJtis,
             sql,
             keys,
             accessTokens: createAccessTokens({

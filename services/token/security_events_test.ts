@@ -183,6 +183,7 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       csrfKey: deriveCsrfKey("security-events-test-key-".padEnd(40, "k")),
       dpop: createDpop({ usedJtis, nonceKey: undefined, now }),
       pushed: createPushed({ repository: createPushedRequests(sql), now }),
+      usedJtis,
       requirePar: false,
       now,
       feed,

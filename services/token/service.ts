@@ -39,6 +39,7 @@ import {
 import { clientOf } from "./client_auth.ts";
 import type { Dpop } from "./dpop.ts";
 import type { Pushed } from "./pushed.ts";
+import type { UsedJtis } from "./repository/used_jtis.ts";
 import { authorizationCode } from "./grants/authorization_code.ts";
 import { clientCredentials } from "./grants/client_credentials.ts";
 import type { Grant, GrantDeps } from "./grants/context.ts";
@@ -94,6 +95,8 @@ export interface TokenServiceDeps {
   dpop: Dpop;
   /** Pushed authorization requests (RFC 9126). */
   pushed: Pushed;
+  /** Where a consent page's CSRF token is spent by its one decision. */
+  usedJtis: Pick<UsedJtis, "use">;
   /** Whether every client must push its authorization requests (REQUIRE_PAR). */
   requirePar: boolean;
   /** The clock (ms since the epoch). */
@@ -157,6 +160,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     now,
     recordEvent: (audit, event) => recordEvent(sql, audit, event),
     requirePar: deps.requirePar,
+    usedJtis: deps.usedJtis,
   };
 
   /** Whether the installation a token acts for is still active (a client's own: yes). */
