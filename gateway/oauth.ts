@@ -94,6 +94,8 @@ const authorizationParams = {
   prompt: "prompt",
   request_uri: "requestUri",
   dpop_jkt: "dpopJkt",
+  response_mode: "responseMode",
+  request: "request",
 } as const;
 
 /** An authorization request's fields from its parameters (absent: empty). */

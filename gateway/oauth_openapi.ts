@@ -242,6 +242,16 @@ const authorizationParameters: Json[] = [
     "(else `invalid_grant`). Anything else is `invalid_request`.",
     false,
   ],
+  [
+    "response_mode",
+    "`query`, the only way this server answers; any other is `invalid_request`.",
+    false,
+  ],
+  [
+    "request",
+    "A request object (RFC 9101): not taken, `request_not_supported`.",
+    false,
+  ],
 ].map(([name, description, required]) => ({
   name,
   in: "query",

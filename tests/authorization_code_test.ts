@@ -470,6 +470,13 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
             "invalid_request",
           ],
           ["response_type token", { ...base, response_type: "token" }, "unsupported_response_type"],
+          ["response_mode fragment", { ...base, response_mode: "fragment" }, "invalid_request"],
+          ["response_mode form_post", { ...base, response_mode: "form_post" }, "invalid_request"],
+          [
+            "a request object (RFC 9101)",
+            { ...base, request: "eyJhbGciOiJub25lIn0.eyJzY29wZSI6IndyaXRlIn0." },
+            "request_not_supported",
+          ],
           [
             "a challenge S256 cannot make (128 characters)",
             { ...base, code_challenge: "A".repeat(128) },
@@ -494,6 +501,10 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         assert.equal(to.searchParams.get("iss"), stack.gatewayUrl, what);
         assert.throws(() => oauth.validateAuthResponse(as, { client_id: web }, to, "st-123"));
       }
+      // `query`, the one mode there is, may be named.
+      const query = await authorizeGet({ ...base, response_mode: "query" });
+      assert.equal(query.status, 200);
+      assert.match(await query.text(), /<form/);
     });
 
     await t.step("Deny sends the client access_denied", async () => {

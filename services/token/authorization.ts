@@ -214,6 +214,18 @@ async function check(
   if (req.responseType !== "code") {
     return refuse("unsupported_response_type", "This server answers response_type=code only");
   }
+  // Answered in the query only: a client that asked for another way is told so in the query,
+  // never handed its code there unawares.
+  if (req.responseMode !== "" && req.responseMode !== "query") {
+    return refuse(
+      "invalid_request",
+      "response_mode must be query, the only one this server answers",
+    );
+  }
+  // A request object (RFC 9101) is not taken: refused, not answered without its parameters.
+  if (req.request !== "") {
+    return refuse("request_not_supported", "This server does not take request objects (request)");
+  }
   const pkce = challengeProblem(req.codeChallenge, req.codeChallengeMethod);
   if (pkce) return refuse("invalid_request", pkce);
   let scopes: string[];

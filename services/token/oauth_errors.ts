@@ -29,6 +29,7 @@ export type OAuthErrorCode =
   | "invalid_scope"
   | "unsupported_token_type"
   | "unsupported_response_type"
+  | "request_not_supported"
   | "access_denied"
   | "invalid_target"
   | "invalid_dpop_proof"
@@ -48,6 +49,7 @@ const codes: Record<OAuthErrorCode, Code> = {
   invalid_scope: Code.InvalidArgument,
   unsupported_token_type: Code.InvalidArgument,
   unsupported_response_type: Code.InvalidArgument,
+  request_not_supported: Code.InvalidArgument,
   access_denied: Code.PermissionDenied,
   invalid_target: Code.InvalidArgument,
   invalid_dpop_proof: Code.InvalidArgument,
