@@ -66,7 +66,6 @@ import {
   eventSchema,
   eventsProjectId,
   installationResource,
-  noProject,
   recordEvent,
   securityEventCtes,
 } from "./security_events.ts";
