@@ -39,7 +39,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
 import { deleteBatch, plainName, purgeBatch, type Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
-import { pageLimit, readEtag, validate } from "../resource/mod.ts";
+import { expiredEtagSuffix, pageLimit, readEtag, validate } from "../resource/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
 
 /** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
@@ -699,4 +699,17 @@ export function pruneEvents(
  */
 export function ifMatch(sql: Sql, column: string, etag: string | undefined): Fragment {
   return etag === undefined ? constant(sql, "") : sql`and ${constant(sql, column)} = ${etag}`;
+}
+
+/**
+ * {@link ifMatch} for a row of `alias` that expires (a secret, a key): its etag is lib/resource's
+ * `expiringEtag` in SQL, by the service's clock (the write's time), not Postgres's: the row's
+ * version, and the expiry's mark once `expires_at` is past.
+ */
+export function ifExpiringMatch(sql: Sql, alias: string, write: Write): Fragment {
+  if (write.etag === undefined) return constant(sql, "");
+  const a = plainName(alias);
+  return sql`and (${constant(sql, `${a}.xmin::text`)} || case when ${
+    constant(sql, `${a}.expires_at`)
+  } <= ${write.audit.at} then ${expiredEtagSuffix} else '' end) = ${write.etag}`;
 }

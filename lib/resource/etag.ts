@@ -48,9 +48,10 @@ export function preconditionFailed(message: string): ConnectError {
 }
 
 /**
- * An etag that no resource ever has (a version is decimal digits, then perhaps `-expired`), yet a well-formed one: a write
- * conditional on it makes every check the write makes (the caller's rights, the resource's
- * existence) and then fails ABORTED. The gateway sends it for a condition it found false.
+ * An etag that no resource ever has (a version is decimal digits, then perhaps `-expired`), yet a
+ * well-formed one: a write conditional on it makes every check the write makes (the caller's
+ * rights, the resource's existence) and then fails ABORTED. The gateway sends it for a condition
+ * it found false.
  */
 export const noVersion = "!";
 

@@ -9,13 +9,18 @@
  * @module
  */
 
-import { changedRowEvent, type Fragment, type Write } from "../../../lib/audit/mod.ts";
+import {
+  changedRowEvent,
+  type Fragment,
+  ifExpiringMatch,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { PublicJwk } from "../client_keys.ts";
-import { ifExpiringMatch, lastUsedResolutionSeconds } from "./client_secrets.ts";
+import { lastUsedResolutionSeconds } from "./client_secrets.ts";
 import type { ClientRow } from "./clients.ts";
 
 export { lastUsedResolutionSeconds };

@@ -12,12 +12,13 @@ import {
   type AuditContext,
   changedRowEvent,
   type Fragment,
+  ifExpiringMatch,
   type Write,
 } from "../../../lib/audit/mod.ts";
 import { insertion, type Sql } from "../../../lib/db/mod.ts";
 import { ids } from "../ids.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
-import { etagMismatch, expiredEtagSuffix } from "../../../lib/resource/mod.ts";
+import { etagMismatch } from "../../../lib/resource/mod.ts";
 import type { ClientRow } from "./clients.ts";
 
 /** A row of oauth.client_secrets, without the hash. */
@@ -99,20 +100,6 @@ function secretEvent(
   const client = ids.client.fromUuid(clientId);
   const resource = `projects/${projectId}/clients/${client}/secrets/${ids.secret.fromUuid(id)}`;
   return changedRowEvent(sql, "oauth", audit, secretHidden, projectId, resource, deleted);
-}
-
-/**
- * `and <etag> = $etag` when `write` names an etag, nothing otherwise: the condition of a delete of
- * a row of `alias` (a secret or a key, which expire) that must still be the version its caller
- * read. The etag is lib/resource's `expiringEtag` in SQL, by the service's clock (the write's
- * time), not Postgres's: the version of the row, and the expiry's mark once `expires_at` is past.
- */
-export function ifExpiringMatch(sql: Sql, alias: "s" | "k", write: Write): Fragment {
-  if (write.etag === undefined) return sql``;
-  return sql`and (${sql(alias)}.xmin::text || case when ${
-    sql(alias)
-  }.expires_at <= ${write.audit.at}
-    then ${expiredEtagSuffix} else '' end) = ${write.etag}`;
 }
 
 /** Reads and writes oauth.client_secrets. */
