@@ -9,8 +9,8 @@
  * put first on both benchmarks' PATH (bench/h2load.ts runs the `h2load` it finds), in the order
  * a b b a (neither always second), so a commit
  * from before this tool compares as well as a new one; both first wait until the other is seeded.
- * The operations that ./unique_load.ts sends (one-shot grants) run without taking turns: leave
- * them out with --only.
+ * The operations that ./unique_load.ts sends (one-shot grants and patches) take turns through the
+ * same keeper (its `--hold`), so they compare only against a commit whose benchmark has them too.
  *
  * Prints each round's req/s of both and the ratio (this checkout / rev), and per operation the
  * median ratio of the rounds: run enough rounds for the difference sought.
@@ -26,8 +26,8 @@ const usage = `Usage: deno task bench:compare <rev> [bench options]
 Runs the benchmark of this checkout and of <rev> (checked out into a temporary git worktree) at
 the same time, their h2load runs taking turns, and prints each round's req/s of both, the ratio
 (this checkout / <rev>) and its median per operation. Bench options are passed on (--only,
---rounds, --seconds, --paths: gateway unless given; see deno task bench --help). Operations that
-h2load does not send (the one-shot grants) do not take turns: leave them out with --only.
+--rounds, --seconds, --paths: gateway unless given; see deno task bench --help). Operations sent
+once each (one-shot grants and patches) take turns too, where <rev>'s benchmark has them.
 
 Environment:
   DATABASE_URL             the Postgres server both make their throwaway databases in (required)`;
@@ -85,7 +85,12 @@ for _ in $(seq 1 12000); do
   if [ -e "$dir/ready-$other" ] && [ "\${order[runs % 4]}" = "$side" ]; then break; fi
   sleep 0.05
 done
-"$real" "$@"; status=$?
+if [ "$1" = --hold ]; then
+  # bench/unique_load.ts's turn: held until it closes our input.
+  echo held; cat >/dev/null; status=0
+else
+  "$real" "$@"; status=$?
+fi
 echo $(( $(cat "$dir/runs" 2>/dev/null || echo 0) + 1 )) > "$dir/runs"
 exit $status
 `;

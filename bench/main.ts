@@ -12,7 +12,9 @@
  *
  * Grants whose requests are good once (a client assertion and a DPoP proof carry a single-use
  * `jti`) cannot be repeated by h2load: they are signed in advance and sent by ./unique_load.ts,
- * which also sends the same grant with a secret, the baseline of their ratios.
+ * which also sends the same grant with a secret, the baseline of their ratios. So are patches that
+ * each change a client's name (a repeated body would change it once, then nothing), on the gateway
+ * and the reference alike.
  *
  * Writes bench/results/<date>.json and .md (the full run) and prints the table. `--quick` runs
  * one short round on 10,000 rows, writes to a temporary folder, and finishes in under a minute:
@@ -48,7 +50,7 @@ the server named by DATABASE_URL, seeds it, and drives each operation with h2loa
 Debian's nghttp2-client if missing) through the gateway, gRPC and the reference, and the token
 endpoints through the peer too (node-oidc-provider, installed with npm into .bench-peer/); grants
 with private_key_jwt and DPoP with requests signed in advance, against the same grant with a
-secret; then the growth checks.
+secret, and patches each with a name of its own; then the growth checks.
 A full run writes bench/results/<date>.json and .md and the table in README.md.
 
 Options:
@@ -266,6 +268,22 @@ const accessToken = (await (await fetch(`${gw}/oauth2/token`, {
 })).json()).access_token as string;
 const oauth = OAuthRegistryService.method;
 const core = CoreService.method;
+/** PATCHes of the seeded clients, each to a name of its own (./unique_load.ts). */
+let renamed = 0;
+const renames = (base: string, path: string, headers: Record<string, string>): UniqueTarget => ({
+  unique: {
+    url: base,
+    method: "PATCH",
+    contentType: "application/json",
+    prepared: Math.ceil((seconds + warmup) * 4000),
+    request: (i) =>
+      Promise.resolve({
+        path: `${path}${readClients[i % readClients.length]}`,
+        body: JSON.stringify({ name: `renamed ${renamed++}` }),
+        headers,
+      }),
+  },
+});
 
 // Grants whose requests may each be sent once: a client assertion (`private_key_jwt`) and a DPoP
 // proof carry a single-use `jti`. Measured with ./unique_load.ts, against the same grant with the
@@ -452,7 +470,19 @@ const ops: Op[] = [
     },
   },
   {
+    // Each request a new name, so each writes its row (and its event): one-shot bodies, which
+    // h2load cannot send, on both paths alike.
     name: "patch client",
+    kind: "write",
+    paths: {
+      gateway: renames(gw, "/v1/projects/bench/clients/", auth),
+      reference: renames(refUrl, "/clients/", {}),
+    },
+  },
+  {
+    // The same body again and again: after its first, a patch that finds nothing to change and
+    // writes nothing (a read under the row's lock), as a client's retries are.
+    name: "patch client, no change",
     kind: "write",
     paths: {
       gateway: h1(readClients.map((id) => `${gw}/v1/projects/bench/clients/${id}`), "PATCH", {

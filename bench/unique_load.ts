@@ -1,6 +1,7 @@
 /**
  * Load of requests that may each be sent once: a client assertion's `jti` and a DPoP proof's `jti`
- * are single use, so h2load, which repeats one request, cannot carry them. This sends HTTP/1.1
+ * are single use, and a patch repeated changes nothing after its first, so h2load, which repeats
+ * one request, cannot carry them. This sends HTTP/1.1
  * requests made in advance (signing is not part of what is measured), `concurrency` connections
  * with one request in flight on each, as h2load does with `-m 1`; the operations measured with it
  * are compared with a baseline measured with it too, never with h2load's figures.
@@ -12,10 +13,17 @@ import type { LoadResult } from "./h2load.ts";
 
 /** One run of {@link uniqueLoad}. */
 export interface UniqueLoadSpec {
-  /** The URL every request goes to. */
+  /** The URL every request goes to, unless the request names another path on its host. */
   url: string;
-  /** Makes the next request's body and extra headers (called before the run, not during it). */
-  request(i: number): Promise<{ body: string; headers: Record<string, string> }>;
+  /** The requests' method (default POST). */
+  method?: string;
+  /** Their body's media type (default application/x-www-form-urlencoded). */
+  contentType?: string;
+  /**
+   * Makes the next request's body, extra headers and, if not the URL's, path (called before the
+   * run, not during it).
+   */
+  request(i: number): Promise<{ body: string; headers: Record<string, string>; path?: string }>;
   /** How many requests to make in advance: more than the run can send. */
   prepared: number;
   /** The status every answer should have (default: any 2xx). */
@@ -74,16 +82,56 @@ export async function uniqueLoad(spec: UniqueLoadSpec): Promise<LoadResult> {
   const url = new URL(spec.url);
   const requests: Uint8Array[] = [];
   for (let i = 0; i < spec.prepared; i++) {
-    const { body, headers } = await spec.request(i);
+    const { body, headers, path } = await spec.request(i);
     const head = [
-      `POST ${url.pathname} HTTP/1.1`,
+      `${spec.method ?? "POST"} ${path ?? url.pathname} HTTP/1.1`,
       `host: ${url.host}`,
-      "content-type: application/x-www-form-urlencoded",
+      `content-type: ${spec.contentType ?? "application/x-www-form-urlencoded"}`,
       `content-length: ${encoder.encode(body).length}`,
       ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
     ].join("\r\n");
     requests.push(encoder.encode(`${head}\r\n\r\n${body}`));
   }
+  const turn = await takeTurn();
+  try {
+    return await send(spec, requests);
+  } finally {
+    await turn?.end();
+  }
+}
+
+/**
+ * Under `deno task bench:compare`, waits for this side's turn to load the machine, as its runs of
+ * h2load do (./compare.ts): the `h2load` first on the PATH is then its turn keeper, which with
+ * `--hold` takes the turn, says so and keeps it until its input closes. Otherwise returns at once.
+ */
+async function takeTurn(): Promise<{ end(): Promise<void> } | undefined> {
+  if (!Deno.env.get("BENCH_TURN_DIR")) return undefined;
+  const keeper = new Deno.Command("h2load", {
+    args: ["--hold"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = keeper.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const said = await reader.read();
+  if (said.value?.trim() !== "held") {
+    throw new Error(
+      `the turn keeper said ${JSON.stringify(said.value)}, not that it held the turn`,
+    );
+  }
+  return {
+    async end() {
+      await keeper.stdin.close();
+      await reader.cancel();
+      await keeper.status;
+    },
+  };
+}
+
+/** Sends `requests` as `spec` says: a warm-up, then `spec.seconds` measured. */
+async function send(spec: UniqueLoadSpec, requests: Uint8Array[]): Promise<LoadResult> {
+  const url = new URL(spec.url);
   let next = 0;
   const started = performance.now();
   const measureFrom = started + spec.warmupSeconds * 1000;
