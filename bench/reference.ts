@@ -125,6 +125,8 @@ async function handle(req: Request): Promise<Response> {
       const uuid = ids.client.toUuid(parts[1]!)!;
       const current = await clients.get(project, uuid);
       if (!current) return notFound();
+      // As the registry does: a patch that changes nothing writes nothing.
+      if (current.name === body.name) return Response.json(client(current));
       const row = await clients.update(project, uuid, { name: body.name }, write(req));
       return Response.json(client(row!));
     }
