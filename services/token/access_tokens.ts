@@ -28,8 +28,11 @@ export interface AccessClaims extends JWTPayload {
   iat: number;
   jti: string;
   client_id: string;
-  /** Space-separated scopes. */
-  scope: string;
+  /**
+   * Space-separated scopes; absent when none were granted (a scope is one or more tokens, RFC 6749
+   * 3.3, so there is no empty one to carry).
+   */
+  scope?: string;
   /** A token of an installation: the account it was installed in. */
   account_id?: string;
   /** A token of an installation: its id. */
@@ -102,7 +105,8 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
       const iat = Math.floor(now() / 1000);
       const exp = iat + options.ttlSeconds;
       const jti = crypto.randomUUID();
-      const payload: JWTPayload = { client_id: claims.client_id, scope: claims.scope };
+      const payload: JWTPayload = { client_id: claims.client_id };
+      if (claims.scope) payload.scope = claims.scope;
       if (claims.account_id !== undefined) payload.account_id = claims.account_id;
       if (claims.installation_id !== undefined) payload.installation_id = claims.installation_id;
       if (claims.act !== undefined) payload.act = claims.act;

@@ -176,6 +176,15 @@ Deno.test("access tokens: verified ones are remembered within their bytes, in th
     const held = budget.heldBy("cache");
     assert.ok(held <= 8192 && held >= one, `${held}`);
     assert.equal((await tokens.verify(signed[0]!.jwt))?.sub, "c0"); // the oldest, verified again
+
+    // A token granted no scope has no scope claim (a scope is one or more tokens, RFC 6749 3.3);
+    // one granted some has them.
+    const claimsOf = (jwt: string) =>
+      JSON.parse(atob(jwt.split(".")[1]!.replace(/-/g, "+").replace(/_/g, "/")));
+    assert.ok(!("scope" in claimsOf(signed[0]!.jwt)), JSON.stringify(claimsOf(signed[0]!.jwt)));
+    const scoped = await tokens.sign({ sub: "c", aud: "p1", client_id: "c", scope: "read write" });
+    assert.equal(claimsOf(scoped.jwt).scope, "read write");
+    assert.equal((await tokens.verify(scoped.jwt))?.scope, "read write");
   } finally {
     await sql.end();
     await db.drop();
