@@ -116,7 +116,7 @@ export async function listenTo(sql: postgres.Sql, channel: string): Promise<Hear
     else if (!payload.startsWith(heartbeatPrefix)) heard.push(payload);
   });
   let n = 0;
-  return {
+  const heardSoFar = {
     async flush() {
       const marker = `${prefix}${n++}`;
       const back = new Promise<void>((resolve) => markers.set(marker, resolve));
@@ -129,4 +129,10 @@ export async function listenTo(sql: postgres.Sql, channel: string): Promise<Hear
     },
     close: () => listener.unlisten(),
   };
+  // A new listener starts reading Postgres' notification queue at a point other listeners have
+  // reached, which may lie before notifications of transactions that committed before its LISTEN
+  // (async.c: "we might get a few more"): a change made just before listening would be heard as
+  // if made after. Such notifications come before this first marker, and are dropped.
+  await heardSoFar.flush();
+  return heardSoFar;
 }
