@@ -157,6 +157,7 @@ export function startGateway(
     rateLimit: createRateLimiter({
       perSecond: config.RATE_LIMIT_PER_SECOND,
       burst: config.RATE_LIMIT_BURST,
+      budget,
     }),
     budget,
   });

@@ -5,11 +5,17 @@
  * (whole seconds until one request is available again). The buckets live in this process: with n
  * gateway replicas a caller may make up to n times the rate.
  *
- * Memory is bounded: when more than `maxBuckets` subjects are tracked, buckets that have refilled
- * completely (they hold no information) are dropped; if that is not enough, the oldest are.
+ * Memory is bounded and counted: the buckets are kept in a bounded cache (lib/platform), at most
+ * `maxBytes` of them (2 MiB: about 12,000 callers with UUID subjects, each counted as its subject's
+ * bytes and a bucket's), in the process's memory budget. The least recently seen go first when it is full: a bucket not seen for a while is the
+ * likeliest to have refilled, and one that has holds nothing a new one would not. A subject whose
+ * bucket cannot be kept (the budget is full of requests) is not limited for that request: the
+ * budget refuses what would not fit anyway.
  *
  * @module
  */
+
+import { createBoundedCache, type MemoryBudget } from "../lib/platform/mod.ts";
 
 /** Options of {@link createRateLimiter}. */
 export interface RateLimitOptions {
@@ -17,8 +23,12 @@ export interface RateLimitOptions {
   perSecond: number;
   /** Requests a caller may make at once after being idle (at least 1). */
   burst: number;
-  /** Most subjects tracked at once (default 100,000). */
+  /** Most bytes of buckets kept at once (default 2 MiB). */
+  maxBytes?: number;
+  /** Most subjects tracked at once (default: as many as `maxBytes` holds). */
   maxBuckets?: number;
+  /** The process's memory budget, which the buckets are counted in. */
+  budget?: MemoryBudget | undefined;
   /** The clock, in milliseconds (tests). */
   now?: () => number;
 }
@@ -35,43 +45,32 @@ interface Bucket {
   at: number;
 }
 
+/** What a bucket counts besides its subject's characters (two bytes each): object, map entry. */
+const bucketBytes = 96;
+
 /** Creates a limiter; undefined when the limit is off. */
 export function createRateLimiter(options: RateLimitOptions): RateLimiter | undefined {
   if (options.perSecond <= 0) return undefined;
   const { perSecond } = options;
   const burst = Math.max(1, options.burst);
-  const maxBuckets = options.maxBuckets ?? 100_000;
   const now = options.now ?? (() => performance.now());
-  const buckets = new Map<string, Bucket>();
-
-  function refill(b: Bucket, t: number): void {
-    b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * perSecond);
-    b.at = t;
-  }
-
-  function sweep(t: number): void {
-    for (const [key, b] of buckets) {
-      refill(b, t);
-      if (b.tokens >= burst) buckets.delete(key);
-    }
-    // Still too many callers active at once: forget the least recently seen (Map order).
-    for (const key of buckets.keys()) {
-      if (buckets.size <= maxBuckets * 0.9) break;
-      buckets.delete(key);
-    }
-  }
+  const buckets = createBoundedCache({
+    maxBytes: options.maxBytes ?? 2 * 1024 * 1024,
+    maxEntries: options.maxBuckets,
+    budget: options.budget,
+  }).region<Bucket>();
 
   const take = (subject: string) => {
     const t = now();
     let b = buckets.get(subject);
     if (b) {
-      buckets.delete(subject); // re-insert: Map order = least recently seen first
-      refill(b, t);
+      b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * perSecond);
+      b.at = t;
+      buckets.delete(subject); // set again below: the cache forgets the least recently set first
     } else {
-      if (buckets.size >= maxBuckets) sweep(t);
       b = { tokens: burst, at: t };
     }
-    buckets.set(subject, b);
+    buckets.set(subject, b, subject.length * 2 + bucketBytes);
     if (b.tokens >= 1) {
       b.tokens -= 1;
       return undefined;

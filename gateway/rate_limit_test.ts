@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { createRateLimiter } from "./rate_limit.ts";
+import { createMemoryBudget } from "../lib/platform/mod.ts";
 
 Deno.test("the rate limit is off at 0 requests per second", () => {
   assert.equal(createRateLimiter({ perSecond: 0, burst: 10 }), undefined);
@@ -36,7 +37,7 @@ Deno.test("Retry-After covers the wait for one request at a slow rate", () => {
   assert.equal(take("a"), undefined);
 });
 
-Deno.test("memory is bounded: idle buckets are dropped first", () => {
+Deno.test("memory is bounded: the least recently seen buckets are dropped first", () => {
   let now = 0;
   const take = createRateLimiter({ perSecond: 1, burst: 2, maxBuckets: 10, now: () => now })!;
   take("busy");
@@ -51,4 +52,29 @@ Deno.test("memory is bounded: idle buckets are dropped first", () => {
   assert.equal(take("x"), 1);
   now += 1000;
   assert.equal(take("x"), undefined);
+});
+
+Deno.test("the buckets are counted in the memory budget, and given back as they go", () => {
+  const budget = createMemoryBudget(1024 * 1024);
+  const take = createRateLimiter({ perSecond: 1, burst: 1, maxBuckets: 4, budget })!;
+  take("a");
+  const one = budget.heldBy("cache");
+  assert.ok(one >= "a".length * 2 + 64, `${one}`);
+  for (const s of ["b", "c", "d"]) take(s);
+  assert.equal(budget.heldBy("cache"), 4 * one);
+  // A fifth subject: the least recently seen ("a") goes, and its bytes with it.
+  take("e");
+  assert.equal(take.tracked(), 4);
+  assert.equal(budget.heldBy("cache"), 4 * one);
+  assert.equal(take("e"), 1, "e's bucket is kept: empty");
+  assert.equal(take("a"), undefined, "a's was forgotten: a new, full one");
+});
+
+Deno.test("a bucket the budget has no room for limits nothing, and is not kept", () => {
+  const budget = createMemoryBudget(64);
+  const take = createRateLimiter({ perSecond: 1, burst: 1, budget })!;
+  assert.equal(take("a"), undefined);
+  assert.equal(take("a"), undefined);
+  assert.equal(take.tracked(), 0);
+  assert.equal(budget.held, 0);
 });
