@@ -10,8 +10,10 @@
  *
  * - memory: at most {@link maxCountedClients} client_ids are counted per window, each with a
  *   count and the context of its first failure (the RPC, and the address, user agent and peer cut
- *   to {@link maxContextText} characters and copied, so that no request's headers are kept alive):
- *   a few MB at most. Failures beyond them add to one catch-all count;
+ *   to {@link maxContextText} characters and copied, so that no request's headers are kept alive),
+ *   and each counted in the process's memory budget (`cache` share) until its window is written:
+ *   a few MB at most. Failures beyond them, or that the budget has no room for, add to one
+ *   catch-all count;
  * - rows: at most one per client per window and replica, and one more for everything of no project
  *   (below). A flush looks up each client's project once (through the registry, cached).
  *
@@ -36,7 +38,7 @@
 import type { Client } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { type AuditContext, auditContextFrom } from "../../lib/audit/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
-import { idKind, type Logger } from "../../lib/platform/mod.ts";
+import { idKind, type Lease, type Logger, type MemoryBudget } from "../../lib/platform/mod.ts";
 import {
   type CallOf,
   clientResource,
@@ -71,6 +73,8 @@ export interface AuthFailureOptions {
   log: Logger;
   /** Most client_ids counted per window (default {@link maxCountedClients}). */
   maxClients?: number;
+  /** The process's memory budget, which the counts are held in. */
+  budget?: MemoryBudget | undefined;
 }
 
 /** Counts failed client authentications, and writes their summaries. */
@@ -102,8 +106,16 @@ interface Window {
   byClient: Map<string, Count>;
   /** Failures of ids that are not of the registry's form. */
   malformed: Count | undefined;
-  /** Failures past the bound of client_ids. */
+  /** Failures past the bound of client_ids, or that the memory budget had no room for. */
   overLimit: Count | undefined;
+  /** The bytes its counts hold in the memory budget, until it is written. */
+  lease: Lease | undefined;
+}
+
+/** What a client's count is held as: its context's characters (two bytes each) and the objects. */
+function countBytes(count: Count): number {
+  const { sub, method, sourceIp, userAgent, peer } = count.first;
+  return 2 * (sub.length + method.length + sourceIp.length + userAgent.length + peer.length) + 512;
 }
 
 /**
@@ -123,6 +135,7 @@ export function createAuthFailures(options: AuthFailureOptions): AuthFailures {
     byClient: new Map(),
     malformed: undefined,
     overLimit: undefined,
+    lease: options.budget?.take(0, ["cache"]),
   });
   let window = open();
   let flushing = false;
@@ -184,10 +197,18 @@ export function createAuthFailures(options: AuthFailureOptions): AuthFailures {
         return;
       }
       const counted = window.byClient.get(clientId);
-      if (counted) counted.failures++;
-      else if (window.byClient.size < maxClients) {
-        window.byClient.set(clientId, add(undefined, clientId, call));
-      } else window.overLimit = add(window.overLimit, "", call);
+      if (counted) {
+        counted.failures++;
+        return;
+      }
+      if (window.byClient.size < maxClients) {
+        const count = add(undefined, clientId, call);
+        if (window.lease?.grow(countBytes(count)) ?? true) {
+          window.byClient.set(clientId, count);
+          return;
+        }
+      }
+      window.overLimit = add(window.overLimit, "", call);
     },
 
     async flush() {
@@ -252,6 +273,7 @@ export function createAuthFailures(options: AuthFailureOptions): AuthFailures {
         log.warn("failed client authentications not recorded", { error });
         return 0;
       } finally {
+        closed.lease?.release();
         flushing = false;
       }
     },

@@ -162,6 +162,7 @@ export const tokenService = defineService({
       lookupClient: (clientId) => registry.lookupClient(clientId),
       now,
       log,
+      budget,
     });
     const summaries = setInterval(() => {
       if (notReady() === undefined) void failures.flush();

@@ -39,6 +39,7 @@ import { bind, register } from "../../lib/rpc/mod.ts";
 import { createTestDatabase, rejection } from "../../lib/testing/mod.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { createAuthFailures } from "./auth_failures.ts";
+import { createMemoryBudget } from "../../lib/platform/mod.ts";
 import { deriveCsrfKey } from "./authorization.ts";
 import { createAssertionVerifier, jwtBearerAssertionType } from "./client_assertion.ts";
 import { clientAuthentication, clientRules } from "./client_auth.ts";
@@ -506,6 +507,33 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       assert.equal(field(rest[0]!, "failures"), 101);
       assert.equal(field(rest[0]!, "over_limit"), 98);
     });
+
+    await t.step(
+      "the counts are held in the memory budget until written, and its room bounds them",
+      async () => {
+        const budget = createMemoryBudget(4096);
+        const held = createAuthFailures({
+          sql,
+          lookupClient: (id) => registry.lookupClient(id),
+          now: () => clock.now,
+          log,
+          budget,
+        });
+        const call = { header: new Headers(), method: TokenService.method.issueToken };
+        held.record(clientIds.generate().id, call);
+        const one = budget.heldBy("cache");
+        assert.ok(one > 512, `${one}`);
+        for (let i = 0; i < 100; i++) held.record(clientIds.generate().id, call);
+        assert.equal(held.counted(), Math.floor(4096 / one), "as many as the budget has room for");
+        assert.equal(budget.heldBy("cache"), held.counted() * one);
+        const before = (await only("authentication_failed", "-")).length;
+        assert.equal(await held.flush(), 1);
+        const rest = (await only("authentication_failed", "-")).slice(before);
+        assert.equal(field(rest[0]!, "failures"), 101);
+        assert.equal(field(rest[0]!, "over_limit"), 101 - Math.floor(4096 / one));
+        assert.equal(budget.held, 0, "a written window gives its bytes back");
+      },
+    );
 
     await t.step("ListEvents: filters", async () => {
       const list = (req: Record<string, unknown>, headers = admin) =>
