@@ -702,14 +702,23 @@ export function ifMatch(sql: Sql, column: string, etag: string | undefined): Fra
 }
 
 /**
- * {@link ifMatch} for a row of `alias` that expires (a secret, a key): its etag is lib/resource's
- * `expiringEtag` in SQL, by the service's clock (the write's time), not Postgres's: the row's
- * version, and the expiry's mark once `expires_at` is past.
+ * The SQL of a row's etag (lib/resource/etag.ts): `<schema>.etag(xmin)`, the schema's keyed digest
+ * of the row's version (its `opaque_etags` migration says why), of the row `alias` (none: the
+ * statement's one table). `schema` and `alias` are constants of the code.
  */
-export function ifExpiringMatch(sql: Sql, alias: string, write: Write): Fragment {
+export function etagOf(schema: string, alias?: string): string {
+  return `${plainName(schema)}.etag(${alias === undefined ? "" : `${plainName(alias)}.`}xmin)`;
+}
+
+/**
+ * {@link ifMatch} for a row of `alias` in `schema` that expires (a secret, a key): its etag is
+ * lib/resource's `expiringEtag` in SQL, by the service's clock (the write's time), not Postgres's:
+ * the row's version, and the expiry's mark once `expires_at` is past.
+ */
+export function ifExpiringMatch(sql: Sql, schema: string, alias: string, write: Write): Fragment {
   if (write.etag === undefined) return constant(sql, "");
   const a = plainName(alias);
-  return sql`and (${constant(sql, `${a}.xmin::text`)} || case when ${
+  return sql`and (${constant(sql, etagOf(schema, alias))} || case when ${
     constant(sql, `${a}.expires_at`)
   } <= ${write.audit.at} then ${expiredEtagSuffix} else '' end) = ${write.etag}`;
 }

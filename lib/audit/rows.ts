@@ -12,6 +12,7 @@ import {
   type AuditContext,
   type AuditedTable,
   constant,
+  etagOf,
   type Fragment,
   ifMatch,
   rowEvent,
@@ -41,7 +42,7 @@ export async function insertAudited<T extends object>(
       insert into ${constant(sql, rows.table)} ${
     insertion(sql, { ...values, created_at: at, updated_at: at })
   }
-      returning *, xmin::text as etag
+      returning *, ${constant(sql, etagOf(rows.schema))} as etag
     ),
     ${rowEvent(sql, rows, audit, resource, "created", "created", null, "created")}
     select * from created`;
@@ -71,7 +72,9 @@ export async function updateAudited<T extends object, C extends object>(
   const table = constant(sql, rows.table);
   const [row] = await run<T[]>`
     with prior as (
-      select *, xmin::text as etag from ${table} where ${where} for update
+      select *, ${
+    constant(sql, etagOf(rows.schema))
+  } as etag from ${table} where ${where} for update
     ),
     updated as (
       update ${table} t
@@ -79,7 +82,7 @@ export async function updateAudited<T extends object, C extends object>(
       from prior
       where t.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
         and ${differences(sql, "t", changes, columns)}
-      returning t.*, t.xmin::text as etag
+      returning t.*, ${constant(sql, etagOf(rows.schema, "t"))} as etag
     ),
     ${
     rowEvent(
@@ -122,7 +125,7 @@ export async function deleteAudited(
   const deleted = await run`
     with gone as (
       delete from ${constant(sql, rows.table)}
-      where ${where} ${ifMatch(sql, "xmin::text", write.etag)}
+      where ${where} ${ifMatch(sql, etagOf(rows.schema), write.etag)}
       returning *
     ),
     tombstone as (${leaves}),

@@ -5,7 +5,10 @@
  * The version is the row's `xmin`, the id of the transaction that wrote it: Postgres changes it on
  * every write of the row and on nothing else, so it needs no column, no trigger and no write of
  * its own (Npgsql and EF Core use it the same way), and a conditional write is one statement:
- * `... where xmin::text = $etag`. It is opaque to callers: compared, never parsed.
+ * `... where <schema>.etag(xmin) = $etag`. The etag is not the `xmin` itself, a counter of the
+ * whole database that would tell a caller how much everyone else writes, but a keyed digest of it
+ * (16 hex digits; each schema's `opaque_etags` migration, lib/audit's `etagOf`). It is opaque to
+ * callers: compared, never parsed.
  *
  * A resource whose representation also depends on the clock (a client secret's or key's `status`
  * turns from `active` to `expired` at its `expires_at`, with no write of its row) carries its row's
@@ -48,7 +51,7 @@ export function preconditionFailed(message: string): ConnectError {
 }
 
 /**
- * An etag that no resource ever has (a version is decimal digits, then perhaps `-expired`), yet a
+ * An etag that no resource ever has (an etag is hex digits, then perhaps `-expired`), yet a
  * well-formed one: a write conditional on it makes every check the write makes (the caller's
  * rights, the resource's existence) and then fails ABORTED. The gateway sends it for a condition
  * it found false.
@@ -59,7 +62,7 @@ export const noVersion = "!";
 export const expiredEtagSuffix = "-expired";
 
 /**
- * The etag of a resource that expires: its row's version (`xmin`), followed by
+ * The etag of a resource that expires: its row's etag, followed by
  * {@link expiredEtagSuffix} from `expiresAt` on by the service's clock (`now`, ms since the epoch;
  * expired is `expiresAt <= now`, the rule by which such a resource stops being live). The
  * repositories write the same rule in SQL, for a delete's condition.

@@ -107,12 +107,12 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
     },
     async get(space, id) {
       const [row] = await sql<JourneyRow[]>`
-        select *, xmin::text as etag from core.journeys where id = ${id} and space = ${space}`;
+        select *, core.etag(xmin) as etag from core.journeys where id = ${id} and space = ${space}`;
       return row;
     },
     async list(space, filter, limit, after) {
       return await sql<JourneyRow[]>`
-        select *, xmin::text as etag from core.journeys
+        select *, core.etag(xmin) as etag from core.journeys
         where space = ${space}
           ${filter.parentId === undefined ? sql`` : sql`and parent_id = ${filter.parentId}`}
           ${filter.active === undefined ? sql`` : sql`and active = ${filter.active}`}
@@ -163,7 +163,7 @@ export function createJourneyRepository(sql: Sql): JourneyRepository {
           select
             exists (select 1 from core.journeys c where c.parent_id = j.id) as children,
             exists (select 1 from core.units u where u.journey_id = j.id) as units,
-            j.xmin::text as etag
+            core.etag(j.xmin) as etag
           from core.journeys j
           where j.id = ${id} and j.space = ${space}
           for update`;

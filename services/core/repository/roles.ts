@@ -82,12 +82,12 @@ export function createRoleRepository(sql: Sql): RoleRepository {
     },
     async get(space, id) {
       const [row] = await sql<RoleRow[]>`
-        select *, xmin::text as etag from core.roles where id = ${id} and space = ${space}`;
+        select *, core.etag(xmin) as etag from core.roles where id = ${id} and space = ${space}`;
       return row;
     },
     async list(space, resourceType, limit, after) {
       return await sql<RoleRow[]>`
-        select *, xmin::text as etag from core.roles
+        select *, core.etag(xmin) as etag from core.roles
         where space = ${space}
           ${resourceType === undefined ? sql`` : sql`and resource_type = ${resourceType}`}
           ${after === undefined ? sql`` : sql`and id > ${after}`}

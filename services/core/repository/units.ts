@@ -119,12 +119,12 @@ export function createUnitRepository(sql: Sql): UnitRepository {
     },
     async get(space, id) {
       const [row] = await sql<UnitRow[]>`
-        select *, xmin::text as etag from core.units where id = ${id} and space = ${space}`;
+        select *, core.etag(xmin) as etag from core.units where id = ${id} and space = ${space}`;
       return row;
     },
     async list(journeyId, filter, limit, after) {
       return await sql<UnitRow[]>`
-        select *, xmin::text as etag from core.units
+        select *, core.etag(xmin) as etag from core.units
         where journey_id = ${journeyId}
           ${filter.status === undefined ? sql`` : sql`and status = ${filter.status}`}
           ${filter.assignee === undefined ? sql`` : sql`and assignee = ${filter.assignee}`}

@@ -157,7 +157,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
               expires_at: key.expires_at,
             })
           }
-            returning *, xmin::text as etag
+            returning *, oauth.etag(xmin) as etag
             ),
             ${keyEvent(sql, options.write, projectId, key.client_id, key.id, false)}
             select id, client_id, kid, algorithm, jwk, created_at, expires_at, last_used_at, etag
@@ -173,7 +173,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
     async list(projectId, clientId) {
       const rows = await sql<(ClientKeyRow & { id: string | null })[]>`
         select k.id, c.id as client_id, k.kid, k.algorithm, k.jwk, k.created_at, k.expires_at,
-          k.last_used_at, k.xmin::text as etag
+          k.last_used_at, oauth.etag(k.xmin) as etag
         from oauth.clients c
         left join oauth.client_keys k on k.client_id = c.id
         where c.id = ${clientId} and c.project_id = ${projectId}
@@ -184,7 +184,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
     async get(projectId, clientId, id) {
       const [row] = await sql<ClientKeyRow[]>`
         select k.id, k.client_id, k.kid, k.algorithm, k.jwk, k.created_at, k.expires_at,
-          k.last_used_at, k.xmin::text as etag
+          k.last_used_at, oauth.etag(k.xmin) as etag
         from oauth.client_keys k join oauth.clients c on c.id = k.client_id
         where k.id = ${id} and k.client_id = ${clientId} and c.project_id = ${projectId}`;
       return row;
@@ -196,7 +196,7 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
           using oauth.clients c
           where k.id = ${id} and k.client_id = ${clientId}
             and c.id = k.client_id and c.project_id = ${projectId}
-            ${ifExpiringMatch(sql, "k", write)}
+            ${ifExpiringMatch(sql, "oauth", "k", write)}
           returning k.*
         ),
         ${keyEvent(sql, write, projectId, clientId, id, true)}
@@ -210,11 +210,11 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
     },
     async clientWithKeys(clientId, now) {
       const [row] = await sql<(ClientRow & { keys: ClientKeyRow[] })[]>`
-        select c.*, c.xmin::text as etag, coalesce((
+        select c.*, oauth.etag(c.xmin) as etag, coalesce((
           select json_agg(json_build_object(
             'id', k.id, 'client_id', k.client_id, 'kid', k.kid, 'algorithm', k.algorithm,
             'jwk', k.jwk, 'created_at', k.created_at, 'expires_at', k.expires_at,
-            'last_used_at', k.last_used_at, 'etag', k.xmin::text
+            'last_used_at', k.last_used_at, 'etag', oauth.etag(k.xmin)
           ) order by k.id)
           from oauth.client_keys k
           where k.client_id = c.id and (k.expires_at is null or k.expires_at > ${now})

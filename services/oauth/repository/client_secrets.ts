@@ -174,7 +174,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
           }, "select")
         }
             from held where held.live < ${options.maxLive} and held.total < ${options.maxAll}
-            returning *, xmin::text as etag
+            returning *, oauth.etag(xmin) as etag
           ),
           ${secretEvent(sql, options.write.audit, projectId, secret.client_id, secret.id, false)}
           select held.live, held.total, id, client_id, secret_hint, created_at, expires_at,
@@ -190,7 +190,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
     async list(projectId, clientId) {
       const rows = await sql<(ClientSecretRow & { client_exists: boolean })[]>`
         select s.id, c.id as client_id, s.secret_hint, s.created_at, s.expires_at, s.last_used_at,
-          s.xmin::text as etag
+          oauth.etag(s.xmin) as etag
         from oauth.clients c
         left join oauth.client_secrets s on s.client_id = c.id
         where c.id = ${clientId} and c.project_id = ${projectId}
@@ -205,7 +205,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
           using oauth.clients c
           where s.id = ${id} and s.client_id = ${clientId}
             and c.id = s.client_id and c.project_id = ${projectId}
-            ${ifExpiringMatch(sql, "s", write)}
+            ${ifExpiringMatch(sql, "oauth", "s", write)}
           returning s.*
         ),
         ${secretEvent(sql, write.audit, projectId, clientId, id, true)}
@@ -223,7 +223,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
       // column cost verification about 5% more, measured in process). The rule of `live`, written
       // out: a fragment is a query object built per call, on the hottest path there is.
       const rows = await sql<(ClientRow & SecretColumns)[]>`
-        select c.*, c.xmin::text as etag, s.id as secret_id, encode(s.secret_hash, 'hex') as secret_hash,
+        select c.*, oauth.etag(c.xmin) as etag, s.id as secret_id, encode(s.secret_hash, 'hex') as secret_hash,
           s.expires_at as secret_expires_at, s.last_used_at as secret_last_used_at
         from oauth.clients c
         left join (

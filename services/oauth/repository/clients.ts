@@ -171,18 +171,18 @@ export function createClientRepository(sql: Sql): ClientRepository {
     },
     async get(projectId, id) {
       const [row] = await sql<ClientRow[]>`
-        select *, xmin::text as etag from oauth.clients
+        select *, oauth.etag(xmin) as etag from oauth.clients
         where id = ${id} and project_id = ${projectId}`;
       return row;
     },
     async find(id) {
       const [row] = await sql<ClientRow[]>`
-        select *, xmin::text as etag from oauth.clients where id = ${id}`;
+        select *, oauth.etag(xmin) as etag from oauth.clients where id = ${id}`;
       return row;
     },
     async list(projectId, limit, after) {
       return await sql<ClientRow[]>`
-        select *, xmin::text as etag from oauth.clients
+        select *, oauth.etag(xmin) as etag from oauth.clients
         where project_id = ${projectId} ${after === undefined ? sql`` : sql`and id > ${after}`}
         order by id
         limit ${limit + 1}`;
@@ -219,7 +219,7 @@ export function createClientRepository(sql: Sql): ClientRepository {
         // Locked first, as a secret's or key's creation locks it: the delete's statement starts
         // after, so it sees (and records) every credential the client has.
         const [row] = await tx<{ etag: string }[]>`
-          select xmin::text as etag from oauth.clients
+          select oauth.etag(xmin) as etag from oauth.clients
           where id = ${id} and project_id = ${projectId}
           for update`;
         if (!row) return false;

@@ -111,7 +111,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
   // version returned (the latest: a locking read waits for a concurrent writer and reads its row).
   const prior = (projectId: string) =>
     sql`prior as (
-      select *, xmin::text as etag from oauth.configs where project_id = ${projectId} for update
+      select *, oauth.etag(xmin) as etag from oauth.configs where project_id = ${projectId} for update
     )`;
   /**
    * The configuration written, or the one there when the write changed nothing (every column
@@ -127,7 +127,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
   const repo: ConfigRepository = {
     async get(projectId) {
       const [row] = await sql<ConfigRow[]>`
-        select *, xmin::text as etag from oauth.configs where project_id = ${projectId}`;
+        select *, oauth.etag(xmin) as etag from oauth.configs where project_id = ${projectId}`;
       return row;
     },
     async update(projectId, changes, write) {
@@ -143,7 +143,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
               from prior
               where c.project_id = prior.project_id ${ifMatch(sql, "prior.etag", write.etag)}
                 and ${differences(sql, "c", stored(changes), columns)}
-              returning c.*, c.xmin::text as etag
+              returning c.*, oauth.etag(c.xmin) as etag
             ),
             ${event(projectId, write)}
             ${result(write.etag)}`;
@@ -162,7 +162,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
         assignments(sql, stored(changes), columns)
       }, updated_at = now()
           where ${differences(sql, "configs", stored(changes), columns)}
-          returning *, xmin::text as etag
+          returning *, oauth.etag(xmin) as etag
         ),
         ${event(projectId, write)}
         ${result(undefined)}`;
@@ -177,7 +177,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
         changed as (
           insert into oauth.configs ${insertion(sql, values)}
           on conflict (project_id) do nothing
-          returning *, xmin::text as etag
+          returning *, oauth.etag(xmin) as etag
         ),
         ${event(projectId, write)}
         select * from changed`;

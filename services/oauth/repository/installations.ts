@@ -138,7 +138,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
       for (let attempt = 1;; attempt++) {
         const [row] = await sql<InstallationRow[]>`
           with prior as (
-            select *, xmin::text as etag from oauth.installations
+            select *, oauth.etag(xmin) as etag from oauth.installations
             where project_id = ${consent.project_id} and account_id = ${consent.account_id}
               and status <> 'revoked'
             for update
@@ -157,7 +157,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
               authorized_by_id = excluded.authorized_by_id,
               authorized_at = now()
             where installations.id in (select id from prior)
-            returning *, xmin::text as etag
+            returning *, oauth.etag(xmin) as etag
           ),
           ${installationEvent(sql, write, "consent")}
           select * from changed`;
@@ -172,17 +172,17 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
     },
     async get(accountId, id) {
       const [row] = await sql<InstallationRow[]>`
-        select *, xmin::text as etag from oauth.installations where id = ${id} and account_id = ${accountId}`;
+        select *, oauth.etag(xmin) as etag from oauth.installations where id = ${id} and account_id = ${accountId}`;
       return row;
     },
     async getInProject(projectId, id) {
       const [row] = await sql<InstallationRow[]>`
-        select *, xmin::text as etag from oauth.installations where id = ${id} and project_id = ${projectId}`;
+        select *, oauth.etag(xmin) as etag from oauth.installations where id = ${id} and project_id = ${projectId}`;
       return row;
     },
     async list(accountId, projectId, limit, after) {
       return await sql<InstallationRow[]>`
-        select *, xmin::text as etag from oauth.installations
+        select *, oauth.etag(xmin) as etag from oauth.installations
         where account_id = ${accountId}
           ${projectId === undefined ? sql`` : sql`and project_id = ${projectId}`}
           ${after === undefined ? sql`` : sql`and id > ${after}`}
@@ -192,7 +192,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
     async revoke(accountId, id, write) {
       const [row] = await sql<{ id: string; etag: string; revoked: boolean }[]>`
         with prior as (
-          select *, xmin::text as etag from oauth.installations
+          select *, oauth.etag(xmin) as etag from oauth.installations
           where id = ${id} and account_id = ${accountId} and status <> 'revoked'
           for update
         ),
@@ -205,7 +205,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
         ${installationEvent(sql, write, "revoke")}
         select id, null as etag, true as revoked from changed
         union all
-        select id, xmin::text, false from oauth.installations
+        select id, oauth.etag(xmin), false from oauth.installations
         where id = ${id} and account_id = ${accountId}
         limit 1`;
       // Revoking a revoked installation changes nothing and succeeds, whatever the etag.
