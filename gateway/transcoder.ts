@@ -57,7 +57,7 @@ import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader } from "../lib/platform/mod.ts";
 import { wireSizeOf } from "../lib/rpc/mod.ts";
-import { isEtag, noVersion } from "../lib/resource/mod.ts";
+import { anyVersion, isEtag, noVersion } from "../lib/resource/mod.ts";
 import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage, repeatedMember } from "./json_codec.ts";
@@ -518,10 +518,12 @@ export function createTranscoder(
     if (ifMatch === undefined && ifNoneMatch === undefined) return;
     // A write that creates when there is nothing (the config's) takes "only if absent" as a field.
     const createOnly = route.method.input.fields.find((f) => f.name === "create_only");
-    if (ifNoneMatch === undefined && (ifMatch !== "*" || !createOnly)) {
+    if (ifNoneMatch === undefined) {
       if (ifMatch === "*") {
-        // Any current version: the write itself is refused (404) when there is none.
-        target.etag = "";
+        // Any current version, decided by the write itself and not by a read before it, which a
+        // concurrent change could make stale: a write that would create takes `anyVersion` (it
+        // then updates only), any other none (it is refused, 404, when there is nothing).
+        target.etag = createOnly ? anyVersion : "";
         return;
       }
       const tags = strongTags(ifMatch!);

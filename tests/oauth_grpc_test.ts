@@ -76,7 +76,7 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
       "an etag never creates the config (ABORTED); create_only creates it only once",
       async () => {
         // No config yet: an etag names no version of it (AIP-154: ABORTED), and nothing is made.
-        for (const etag of ["12345", "!"]) {
+        for (const etag of ["12345", "!", "*"]) {
           const err = await grpcFailure(client.call(rpc.updateOAuthConfig, {
             projectId: "g1",
             config: { applicationName: "Conditional", etag },
@@ -112,6 +112,13 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
         const now = await client.call(rpc.getOAuthConfig, { projectId: "g1" }, admin);
         assert.equal(now.config?.applicationName, "Created once");
         assert.equal(now.config?.etag, made.config?.etag, "unchanged");
+        // `*`: whatever its version, it is updated (`If-Match: *`, decided by the write itself).
+        const any = await client.call(rpc.updateOAuthConfig, {
+          projectId: "g1",
+          config: { applicationName: "Any version", etag: "*" },
+        }, admin);
+        assert.equal(any.config?.applicationName, "Any version");
+        assert.notEqual(any.config?.etag, made.config?.etag);
       },
     );
 

@@ -199,6 +199,19 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         assert.equal(changed.status, 200, changed.text);
         assert.equal(changed.body.application_name, "Changed");
         assert.equal(await events(), 2);
+        // If-Match: * holds for whatever version is there, also one that changes meanwhile: the
+        // write decides it, not a read before it. Each of these PATCHes is a 200.
+        const anyVersion = await Promise.all(
+          ["Any 1", "Any 2", "Any 3"].map((name) =>
+            api("PATCH", path, {
+              token: owner,
+              headers: { "if-match": "*" },
+              json: { application_name: name },
+            })
+          ),
+        );
+        assert.deepEqual(anyVersion.map((r) => r.status), [200, 200, 200], anyVersion[0]!.text);
+        assert.equal(await events(), 5);
       },
     );
 

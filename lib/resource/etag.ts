@@ -58,6 +58,14 @@ export function preconditionFailed(message: string): ConnectError {
  */
 export const noVersion = "!";
 
+/**
+ * The etag of a write conditional on any current version (`If-Match: *`, RFC 9110 13.1.1) where
+ * the same write without one would create the resource (a project's config): it updates what is
+ * there, whatever its version, and creates nothing. The gateway sends it; where a write without an
+ * etag never creates, `If-Match: *` is sent as no etag (the write finds nothing: NOT_FOUND).
+ */
+export const anyVersion = "*";
+
 /** What {@link expiringEtag} adds to the row's version once the resource has expired. */
 export const expiredEtagSuffix = "-expired";
 

@@ -7,6 +7,7 @@
 
 export { enumName, enumNumber } from "./enums.ts";
 export {
+  anyVersion,
   etagField,
   etagMismatch,
   etagMismatchReason,

@@ -67,7 +67,7 @@ import {
 } from "../../lib/audit/mod.ts";
 import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
-import { enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
+import { anyVersion, enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
 import { invalidArgument, type Logger, notFound } from "../../lib/platform/mod.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
 import { ids } from "./ids.ts";
@@ -85,6 +85,7 @@ import {
   type ConfigChanges,
   type ConfigRow,
   createConfigRepository,
+  noCurrentConfig,
   type ScopeRow,
 } from "./repository/configs.ts";
 import { createInstallationRepository, type InstallationRow } from "./repository/installations.ts";
@@ -449,6 +450,15 @@ export function createOAuthRegistry(
       }
       // A write with an etag updates that version only: it never creates (RFC 9110 13.1.1);
       // create_only only creates.
+      if (write.etag === anyVersion) {
+        // Any current version: an update of what is there, whatever its version.
+        const row = await configs.update(req.projectId, changes as ConfigChanges, {
+          audit: write.audit,
+        });
+        if (!row) throw noCurrentConfig(req.projectId);
+        deps.onConfigChanged?.(req.projectId);
+        return { config: toConfig(row) };
+      }
       if (typeof changes.application_name === "string" && write.etag === undefined) {
         const created = changes as ConfigChanges & { application_name: string };
         const row = req.createOnly

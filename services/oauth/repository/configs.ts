@@ -7,6 +7,7 @@
 import { changes as diff, eventCte, ifMatch, rowJson, type Write } from "../../../lib/audit/mod.ts";
 import { assignments, differences, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { etagMismatch, preconditionFailed } from "../../../lib/resource/mod.ts";
+import type { ConnectError } from "@connectrpc/connect";
 
 /** One declared scope, as the `scopes` jsonb column holds it. */
 export interface ScopeRow {
@@ -200,13 +201,18 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
     if (row ? columns === 0 && row.etag !== write.etag : await repo.get(projectId)) {
       throw etagMismatch("OAuth config");
     }
-    // No configuration at all: no etag is its version (RFC 9110 13.1.1: If-Match is false
-    // without a current representation), and a conditional write never creates.
-    if (!row) {
-      throw preconditionFailed(
-        `The project ${projectId} has no OAuth config, so no etag is current; create it without one`,
-      );
-    }
+    if (!row) throw noCurrentConfig(projectId);
   }
   return repo;
+}
+
+/**
+ * ABORTED: a write conditional on a version of a project's config, when it has none. No etag is
+ * its version (RFC 9110 13.1.1: If-Match is false without a current representation), and a
+ * conditional write never creates.
+ */
+export function noCurrentConfig(projectId: string): ConnectError {
+  return preconditionFailed(
+    `The project ${projectId} has no OAuth config, so no etag is current; create it without one`,
+  );
 }

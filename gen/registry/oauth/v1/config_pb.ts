@@ -145,7 +145,9 @@ export type OAuthConfig = Message<"registry.oauth.v1.OAuthConfig"> & {
    * read back (or the HTTP `If-Match` header) to update only if nothing changed meanwhile: a stale
    * one is ABORTED with a google.rpc.ErrorInfo of reason ETAG_MISMATCH (HTTP 412) and changes
    * nothing. On a project that has no configuration yet it is ABORTED the same way (there is no
-   * version for it to name) and creates nothing: leave it empty to create.
+   * version for it to name) and creates nothing: leave it empty to create. `*` (what the gateway
+   * sends for `If-Match: *`) stands for any current version: the configuration there is updated
+   * whatever its version, and none is created (ABORTED when there is none).
    *
    * @generated from field: string etag = 15;
    */
