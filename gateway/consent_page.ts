@@ -98,6 +98,16 @@ export interface PageOptions {
   referrer?: "no-referrer" | "same-origin";
 }
 
+/**
+ * The answer to a `HEAD`: `res`'s status and headers, with the length of the body a `GET` gets as
+ * its `Content-Length`, and no body (RFC 9110 9.3.2).
+ */
+export async function headOf(res: Response): Promise<Response> {
+  const headers = new Headers(res.headers);
+  headers.set("content-length", String((await res.arrayBuffer()).byteLength));
+  return new Response(null, { status: res.status, headers });
+}
+
 /** A page of the gateway: HTML in the shared layout, no script, under a strict CSP. */
 export async function htmlPage(
   title: string,

@@ -26,7 +26,7 @@
  */
 
 import { signToken } from "../lib/policy/mod.ts";
-import { errorPage, escapeHtml, htmlPage } from "./consent_page.ts";
+import { errorPage, escapeHtml, headOf, htmlPage } from "./consent_page.ts";
 
 /** The page's path. */
 export const devSignInPath = "/dev/sign-in";
@@ -262,8 +262,6 @@ export function createDevSignIn(options: DevSignInOptions): DevSignIn {
     }
     const returnTo = returnToPath(url.searchParams.get("return_to"));
     const res = returnTo === undefined ? await badReturnTo() : await signInPage(returnTo);
-    return req.method === "HEAD"
-      ? new Response(null, { status: res.status, headers: res.headers })
-      : res;
+    return req.method === "HEAD" ? await headOf(res) : res;
   };
 }

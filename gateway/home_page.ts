@@ -7,7 +7,7 @@
  * @module
  */
 
-import { escapeHtml, htmlPage } from "./consent_page.ts";
+import { escapeHtml, headOf, htmlPage } from "./consent_page.ts";
 import { docsPath } from "./docs_page.ts";
 import { methodNotAllowed } from "./http_errors.ts";
 
@@ -85,8 +85,6 @@ ${
       res = await htmlPage("OAuth client registry", body, { extraStyle });
     }
     res.headers.set("vary", "Accept");
-    return req.method === "HEAD"
-      ? new Response(null, { status: res.status, headers: res.headers })
-      : res;
+    return req.method === "HEAD" ? await headOf(res) : res;
   };
 }

@@ -42,7 +42,8 @@ import { guardSettings, serveGuarded } from "../lib/transport/mod.ts";
 import { createLogger } from "../lib/platform/mod.ts";
 import { createMetrics, registerBudgetMetrics } from "../lib/platform/mod.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
-import { errorResponse } from "./http_errors.ts";
+import { errorResponse, methodNotAllowed } from "./http_errors.ts";
+import { headOf } from "./consent_page.ts";
 import { createRateLimiter } from "./rate_limit.ts";
 import {
   type Backend,
@@ -228,6 +229,24 @@ export function startGateway(
     return (await Promise.all(checks)).every(Boolean);
   }
 
+  /** The gateway's own operational endpoints, answered as to a GET; undefined for other paths. */
+  async function operations(path: string) {
+    switch (path) {
+      case "/healthz":
+        return { response: Response.json({ status: "ok" }), route: "/healthz" };
+      case "/metrics":
+        return { response: await metrics.response(), route: "/metrics" };
+      case "/readyz": {
+        const response = (await ready())
+          ? Response.json({ status: "ready" })
+          : Response.json({ status: "not ready" }, { status: 503 });
+        return { response, route: "/readyz" };
+      }
+      default:
+        return undefined;
+    }
+  }
+
   async function route(
     req: Request,
     url: URL,
@@ -248,19 +267,13 @@ export function startGateway(
     if (homePage) return { response: homePage, route: "/" };
     const signIn = await devSignIn?.(req, url);
     if (signIn) return { response: signIn, route: devSignInPath };
-    if (req.method === "GET") {
-      if (url.pathname === "/healthz") {
-        return { response: Response.json({ status: "ok" }), route: "/healthz" };
+    const own = await operations(url.pathname);
+    if (own) {
+      if (req.method === "HEAD") own.response = await headOf(own.response);
+      else if (req.method !== "GET") {
+        own.response = methodNotAllowed(req.method, ["GET", "HEAD"]);
       }
-      if (url.pathname === "/metrics") {
-        return { response: await metrics.response(), route: "/metrics" };
-      }
-      if (url.pathname === "/readyz") {
-        const response = (await ready())
-          ? Response.json({ status: "ready" })
-          : Response.json({ status: "not ready" }, { status: 503 });
-        return { response, route: "/readyz" };
-      }
+      return own;
     }
     return {
       response: errorResponse(404, Code.NotFound, `No route for ${url.pathname}`),

@@ -872,6 +872,9 @@ export function serveOpenApi(document: unknown): (req: Request, url: URL) => Pro
     if (match !== null && match.split(",").some((t) => t.trim() === tag || t.trim() === "*")) {
       return new Response(null, { status: 304, headers });
     }
-    return new Response(req.method === "HEAD" ? null : body, { headers });
+    // A HEAD's Content-Length is the GET's (RFC 9110 9.3.2), not its own empty body's.
+    return new Response(req.method === "HEAD" ? null : body, {
+      headers: { ...headers, "content-length": String(body.byteLength) },
+    });
   };
 }

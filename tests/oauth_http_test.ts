@@ -425,6 +425,18 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       const wrong = await api("PUT", "/v1/projects/p1/clients", { token: admin, json: {} });
       assertError(wrong, 405, "unimplemented");
       assert.equal(wrong.headers.get("allow"), "POST, GET, HEAD");
+      // The gateway's own documents and endpoints too: a HEAD's Content-Length is the GET's.
+      for (const path of ["/", "/openapi.json", "/healthz", "/readyz"]) {
+        const get = await fetch(`${stack.gatewayUrl}${path}`);
+        const body = new Uint8Array(await get.arrayBuffer());
+        const head = await fetch(`${stack.gatewayUrl}${path}`, { method: "HEAD" });
+        assert.equal(head.status, get.status, path);
+        assert.equal(await head.text(), "");
+        assert.equal(head.headers.get("content-length"), String(body.byteLength), path);
+      }
+      const posted = await api("POST", "/healthz", { token: admin, json: {} });
+      assertError(posted, 405, "unimplemented");
+      assert.equal(posted.headers.get("allow"), "GET, HEAD");
     });
 
     await t.step("If-Match on GET and POST: evaluated, 412 when false", async () => {
