@@ -254,6 +254,17 @@ export function startGateway(
     traceparent: string,
     clientAddress: string,
   ) {
+    // A method no resource here takes is 501, not a resource's 405 (RFC 9110 15.6.2, 15.5.6).
+    if (!knownMethods.has(req.method)) {
+      return {
+        response: errorResponse(
+          501,
+          Code.Unimplemented,
+          `The method ${req.method} is not supported`,
+        ),
+        route: "unmatched",
+      };
+    }
     if (url.pathname.startsWith("/v1/")) {
       return await transcode(req, url, { requestId, traceparent, clientAddress });
     }

@@ -434,6 +434,10 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         assert.equal(await head.text(), "");
         assert.equal(head.headers.get("content-length"), String(body.byteLength), path);
       }
+      // A method no resource takes: 501, on a resource's path as on any other.
+      for (const path of ["/v1/projects/p1/clients", "/", "/oauth2/token"]) {
+        assertError(await api("BREW", path, { token: admin }), 501, "unimplemented");
+      }
       const posted = await api("POST", "/healthz", { token: admin, json: {} });
       assertError(posted, 405, "unimplemented");
       assert.equal(posted.headers.get("allow"), "GET, HEAD");
