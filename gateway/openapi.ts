@@ -598,6 +598,10 @@ function operation(
 
   const headers: Json = { "X-Request-Id": requestIdHeader };
   if (route.httpMethod === "POST") {
+    headers.Location = {
+      description: "The path of what was created: this collection's path and the new id.",
+      schema: { type: "string" },
+    };
     headers["Idempotent-Replayed"] = {
       description: "`true` when this is the stored outcome of an earlier request with the same " +
         "`Idempotency-Key`.",

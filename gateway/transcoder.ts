@@ -464,6 +464,11 @@ export function createTranscoder(
       if (credentials.get(route)!.some((f) => isFieldSet(out, f))) {
         headers["cache-control"] = "no-store";
       }
+      if (route.httpMethod === "POST") {
+        // What was created is this collection's item of its id (RFC 9110 15.3.2, 10.2.2).
+        const id = (out as { id?: unknown }).id;
+        if (typeof id === "string" && id !== "") headers.location = `${url.pathname}/${id}`;
+      }
       return Response.json(encodeMessage(schema, out), {
         status: route.httpMethod === "POST" ? 201 : 200,
         headers,

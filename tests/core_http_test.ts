@@ -101,6 +101,7 @@ Deno.test("the gateway serves the core area end to end", async (t) => {
       assert.deepEqual(Object.keys(res.body), roleKeys);
       assert.equal(res.body.object, "role");
       assert.match(res.body.id, /^role_[0-9a-z]{26}$/);
+      assert.equal(res.headers.get("location"), `/v1/core/roles/${res.body.id}`);
       assert.equal(res.body.description, null);
       assert.deepEqual(res.body.permissions, ["units.read", "journeys.read"]);
       assert.match(res.body.created_at, timestamp);

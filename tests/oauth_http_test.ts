@@ -554,6 +554,10 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       assert.equal(res.body.type, "web");
       assert.equal(res.body.status, "active");
       assert.match(res.body.created_at, timestamp);
+      // Location: where the created client is read.
+      assert.equal(res.headers.get("location"), `/v1/projects/p1/clients/${res.body.id}`);
+      const read = await api("GET", res.headers.get("location")!, { token: admin });
+      assert.equal(read.body.id, res.body.id);
       clientId = res.body.id;
       const minimal = await api("POST", "/v1/projects/p1/clients", {
         token: admin,
