@@ -640,11 +640,19 @@ function operation(
     const schema = route.responseBody !== undefined
       ? schemas.field(route.responseBody, "response")
       : schemas.message(route.method.output, "response");
+    const content = { "application/json": { schema: withoutNull(schema) } };
     responses[route.httpMethod === "POST" ? "201" : "200"] = {
       description: route.httpMethod === "POST" ? "Created." : "OK.",
       headers,
-      content: { "application/json": { schema: withoutNull(schema) } },
+      content,
     };
+    // A POST whose answer says whether it created (a consent) is 200 when it updated.
+    if (
+      route.httpMethod === "POST" && route.method.output.fields.some((f) => f.name === "created")
+    ) {
+      const { Location: _, ...updated } = headers;
+      responses["200"] = { description: "Updated what was there.", headers: updated, content };
+    }
   }
   for (const status of errorsOf(route)) {
     responses[status] = { $ref: `#/components/responses/${errorStatuses[status]!.name}` };

@@ -464,13 +464,17 @@ export function createTranscoder(
       if (credentials.get(route)!.some((f) => isFieldSet(out, f))) {
         headers["cache-control"] = "no-store";
       }
-      if (route.httpMethod === "POST") {
+      // A POST creates, unless its answer says it updated what was there (`created: false`, a
+      // consent given again).
+      const created = route.httpMethod === "POST" &&
+        (message as { created?: unknown }).created !== false;
+      if (created) {
         // What was created is this collection's item of its id (RFC 9110 15.3.2, 10.2.2).
         const id = (out as { id?: unknown }).id;
         if (typeof id === "string" && id !== "") headers.location = `${url.pathname}/${id}`;
       }
       return Response.json(encodeMessage(schema, out), {
-        status: route.httpMethod === "POST" ? 201 : 200,
+        status: created ? 201 : 200,
         headers,
       });
     } catch (error) {

@@ -484,14 +484,19 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
                 { projectId: "consent", scopes },
                 await meta(token),
               );
-              return res.installation!;
+              return { ...res.installation!, created: res.created };
             }
             const res = await api("POST", "/v1/installations", {
               token: await token,
               json: { project_id: "consent", scopes },
             });
-            ok(res, 201, "consent");
-            return { id: res.body.id as string, principalId: res.body.principal_id as string };
+            // 201 from the one that created it, 200 from those that updated it.
+            ok(res, res.status === 201 ? 201 : 200, "consent");
+            return {
+              id: res.body.id as string,
+              principalId: res.body.principal_id as string,
+              created: res.status === 201,
+            };
           };
           // Each consent's event names the installation there and shows as old values the version
           // it replaced: in the order they were written, each event's old values are the last's new.
@@ -519,6 +524,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
           consents += first.length;
           assert.equal(new Set(first.map((r) => r.id)).size, 1, "one installation id");
           assert.equal(new Set(first.map((r) => r.principalId)).size, 1, "one principal");
+          assert.equal(first.filter((r) => r.created).length, 1, "one said it created it");
           await trail(first[0]!.id);
           // Revoked, then consented to again at once: exactly one new live installation.
           ok(
@@ -529,6 +535,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
           const second = await Promise.all(Array.from({ length: 20 }, (_, i) => consent(i)));
           consents += second.length;
           assert.equal(new Set(second.map((r) => r.id)).size, 1);
+          assert.equal(second.filter((r) => r.created).length, 1);
           assert.notEqual(second[0]!.id, first[0]!.id);
           await trail(second[0]!.id);
           const rows = await db<{ status: string; scopes: string[] }[]>`

@@ -1018,6 +1018,7 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         assert.equal(res.status, 201, res.text);
         assert.deepEqual(Object.keys(res.body), installationKeys);
         assert.match(res.body.id, /^ins_[0-9a-z]{26}$/);
+        assert.equal(res.headers.get("location"), `/v1/installations/${res.body.id}`);
         assert.equal(res.body.account_id, "acc-7");
         assert.equal(res.body.authorized_by_id, "user-7");
         assert.equal(res.body.application_name, "Demo");
@@ -1031,7 +1032,9 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           token: user,
           json: { project_id: "p1", scopes: ["openid"] },
         });
-        assert.equal(again.status, 201);
+        // The live installation updated, none created: 200, no Location.
+        assert.equal(again.status, 200, again.text);
+        assert.equal(again.headers.get("location"), null);
         assert.equal(again.body.id, installationId);
         assert.equal(again.body.principal_id, res.body.principal_id);
         // Consenting again adds to the scopes it holds (the union); it takes none away.

@@ -302,7 +302,7 @@ Deno.test("remembered and incremental consent, prompt, declared scopes", async (
         project_id: "rc2",
         scopes: ["c", "a"],
       }, user);
-      assert.equal(again.status, 201, again.text);
+      assert.equal(again.status, 200, again.text); // updated, not created
       assert.equal(again.body.id, res.body.id);
       assert.deepEqual(again.body.scopes, ["a", "b", "c"]);
       // Undeclared project: the page shows names.

@@ -107,6 +107,12 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
           headers,
         });
         assert.equal(first.installation?.projectId, "p");
+        assert.equal(first.created, true);
+        const again = await api.consentInstallation({ projectId: "p", scopes: ["openid"] }, {
+          headers: user,
+        });
+        assert.equal(again.created, false, "the live installation, updated");
+        assert.equal(again.installation?.id, first.installation?.id);
         await api.updateOAuthConfig({
           projectId: "p",
           config: { audience: Audience.INTERNAL },

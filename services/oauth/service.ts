@@ -817,10 +817,11 @@ export function createOAuthRegistry(
       // The policy read the config to check the audience; read again only without it (tests).
       const config = ctx.values.get(consentConfigKey) ?? await configs.get(input.projectId);
       if (!config) throw noConfig(input.projectId);
+      const id = ids.installation.generate().uuid;
       let row;
       try {
         row = await installations.consent({
-          id: ids.installation.generate().uuid,
+          id,
           project_id: input.projectId,
           account_id: caller.accountId,
           principal_id: ids.principal.generate().id,
@@ -839,7 +840,8 @@ export function createOAuthRegistry(
         }
         throw error;
       }
-      return { installation: toInstallation(row) };
+      // A new installation has the id this consent drew; a live one kept its own.
+      return { installation: toInstallation(row), created: row.id === id };
     },
 
     async getInstallation(req, ctx) {
