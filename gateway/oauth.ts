@@ -289,7 +289,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     req: Request,
     endpoint: { route: string; known: ReadonlySet<string>; browsers: boolean },
     c: { requestId: string; traceparent: string },
-    answer: (params: Map<string, string>, client: ClientCredentials) => Promise<Response>,
+    answer: (params: Form, client: ClientCredentials) => Promise<Response>,
   ): Promise<{ response: Response; route: string }> {
     const { route } = endpoint;
     if (req.method === "OPTIONS" && endpoint.browsers) {
@@ -547,6 +547,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         return { response: await authorize(req, url, c), route: oauthPaths.authorize };
       case oauthPaths.token:
         return await form(req, endpoints.token, c, async (params, client) => {
+          // This server takes one audience, an installation (RFC 8693 2.2.2: a target it cannot
+          // issue for is invalid_target).
+          if (
+            params.repeated.has("audience") &&
+            params.get("grant_type") === "urn:ietf:params:oauth:grant-type:token-exchange"
+          ) {
+            throw new OAuthHttpError(400, "invalid_target", "Name one installation in audience");
+          }
           const fields = Object.fromEntries(
             Object.entries(tokenParams).map(([name, field]) => [field, params.get(name) ?? ""]),
           ) as Record<(typeof tokenParams)[keyof typeof tokenParams], string>;
@@ -675,14 +683,25 @@ function missing(name: string): OAuthHttpError {
 }
 
 /**
- * The form's parameters. RFC 6749 3.2: a form body only, each parameter at most once; a parameter
- * sent without a value counts as omitted. An error names a parameter only when it is `known`.
+ * The parameters that may come more than once: resource indicators (RFC 8707 2) and a token
+ * exchange's audiences (RFC 8693 2.1). Each is read as its first value; {@link Form.repeated}
+ * says which came more than once.
+ */
+const repeatable = new Set(["resource", "audience"]);
+
+/** A form's parameters, and which {@link repeatable} ones came more than once. */
+type Form = Map<string, string> & { repeated: ReadonlySet<string> };
+
+/**
+ * The form's parameters. RFC 6749 3.2: a form body only, each parameter at most once (but the
+ * {@link repeatable} ones); a parameter sent without a value counts as omitted. An error names a
+ * parameter only when it is `known`.
  */
 async function readForm(
   req: Request,
   budget: MemoryBudget,
   known: ReadonlySet<string>,
-): Promise<Map<string, string>> {
+): Promise<Form> {
   const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/x-www-form-urlencoded") {
     throw new OAuthHttpError(
@@ -733,9 +752,14 @@ async function readForm(
       throw new OAuthHttpError(400, "invalid_request", "The request body could not be read");
     }
     const text = new TextDecoder("utf-8", { fatal: false }).decode(joined(chunks, size));
-    const params = new Map<string, string>();
+    const repeated = new Set<string>();
+    const params: Form = Object.assign(new Map<string, string>(), { repeated });
     for (const [name, value] of new URLSearchParams(text)) {
       if (value === "") continue;
+      if (params.has(name) && repeatable.has(name)) {
+        repeated.add(name);
+        continue;
+      }
       // RFC 6749 3.1 and 3.2: a parameter MUST NOT be sent twice, and one the endpoint does not
       // know MUST be ignored, however often it comes (node-oidc-provider rejects only repeats of
       // the parameters it reads, too).

@@ -476,8 +476,19 @@ export function oauthOpenApiPaths(): Record<string, Json> {
           subject_token: string("Token exchange: the token to exchange."),
           subject_token_type: string("Token exchange: its type URN."),
           actor_token: string("Token exchange: the acting party's token."),
-          audience: string("Token exchange: the target audience."),
-          resource: string("Token exchange: the target resource."),
+          // Repeatable (RFC 8693 2.1, RFC 8707 2): an array of a form is its field repeated.
+          audience: {
+            type: "array",
+            items: { type: "string" },
+            description: "Token exchange: the installation's id. One only: more is " +
+              "`invalid_target`.",
+          },
+          resource: {
+            type: "array",
+            items: { type: "string" },
+            description: "Resource indicators (RFC 8707): not taken. Ignored, but by a token " +
+              "exchange, which refuses them (`invalid_target`).",
+          },
           requested_token_type: string("Token exchange: the type wanted."),
         }, ["grant_type"]),
         responses: {

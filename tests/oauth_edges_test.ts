@@ -397,6 +397,25 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
           );
           if (description) assert.equal(body.error_description, description, what);
         }
+        // Resource indicators (RFC 8707 2) and a token exchange's audiences (RFC 8693 2.1) may
+        // come more than once: a client_credentials grant ignores its resources; an exchange
+        // names one installation, so two audiences are a target it cannot issue for.
+        const resources = await post(
+          "/oauth2/token",
+          "grant_type=client_credentials&resource=https%3A%2F%2Fa.example&resource=https%3A%2F%2Fb.example",
+          { authorization: basic },
+        );
+        assert.equal(resources.status, 200, await resources.clone().text());
+        await resources.body?.cancel();
+        const audiences = await post(
+          "/oauth2/token",
+          `grant_type=${
+            encodeURIComponent("urn:ietf:params:oauth:grant-type:token-exchange")
+          }&audience=ins_a&audience=ins_b&subject_token=x`,
+          { authorization: basic },
+        );
+        assert.equal(audiences.status, 400);
+        assert.equal((await audiences.json()).error, "invalid_target");
         // A scope that was not granted is refused without being quoted.
         const granted = await allow(spa, "http://localhost:5173/cb");
         const tokens = await oauth.processAuthorizationCodeResponse(

@@ -238,13 +238,19 @@ export function createOpenApiChecker(document: Json): {
       return refuses(pointer, parsed, "body");
     }
     if (type === "application/x-www-form-urlencoded") {
-      // A field the form describes may come once; one it does not is ignored however often it
-      // comes (RFC 6749 3.2, gateway/oauth.ts).
+      // A field the form describes may come once, or as often as it likes when it is an array
+      // (OpenAPI's default for a form: each item a field of its own); one it does not describe
+      // is ignored however often it comes (RFC 6749 3.2, gateway/oauth.ts).
       const described = resolve(body.content[type].schema)?.properties ?? {};
-      const form: Record<string, string> = {};
+      const form: Record<string, string | string[]> = {};
       for (const [name, value] of new URLSearchParams(req.body)) {
         if (value === "") continue; // omitted, as RFC 6749 3.2 reads it (gateway/oauth.ts too)
-        if (name in form && Object.hasOwn(described, name)) return `form ${name} is repeated`;
+        const field = Object.hasOwn(described, name) ? resolve(described[name]) : undefined;
+        if (field?.type === "array") {
+          form[name] = [...(form[name] ?? []), value];
+          continue;
+        }
+        if (name in form && field !== undefined) return `form ${name} is repeated`;
         form[name] = value;
       }
       return refuses(pointer, form, "form");

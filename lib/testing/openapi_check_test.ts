@@ -130,5 +130,8 @@ Deno.test("a request is refused where the document refuses it, and only there", 
   assert.match(refused(verdict("POST", "/oauth2/token", twice, form))!, /form scope is repeated/);
   const unknown = "grant_type=client_credentials&foo=1&foo=2";
   assert.equal(refused(verdict("POST", "/oauth2/token", unknown, form)), undefined);
+  // An array field is its field repeated (resource indicators, RFC 8707).
+  const resources = "grant_type=client_credentials&resource=a&resource=b";
+  assert.equal(refused(verdict("POST", "/oauth2/token", resources, form)), undefined);
   assert.equal(verdict("GET", "/v2/nothing"), "unchecked");
 });

@@ -188,7 +188,8 @@ export type IssueTokenRequest = Message<"registry.token.v1.IssueTokenRequest"> &
   subjectTokenType: string;
 
   /**
-   * Token exchange: the installation to act as (its id).
+   * Token exchange: the installation to act as (its id). The form may repeat `audience` (RFC
+   * 8693 2.1); this server takes one, and the gateway answers more than one `invalid_target`.
    *
    * @generated from field: string audience = 10;
    */
@@ -209,7 +210,9 @@ export type IssueTokenRequest = Message<"registry.token.v1.IssueTokenRequest"> &
   actorToken: string;
 
   /**
-   * Token exchange: a `resource` indicator (RFC 8707), which this server does not take.
+   * A `resource` indicator (RFC 8707; the form may repeat it, and the gateway passes the first),
+   * which this server does not take: a token exchange refuses it (`invalid_target`), the other
+   * grants ignore it.
    *
    * @generated from field: string resource = 13;
    */
