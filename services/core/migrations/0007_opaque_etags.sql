@@ -1,8 +1,9 @@
--- A resource's etag is a keyed digest of its row's `xmin`, not the `xmin` itself (a counter of the
--- whole database, which would tell a caller how much everyone else writes): the same function as
--- the registry's schema has, with a key of its own (services/oauth/migrations/0016_opaque_etags.sql
--- says how it is made and why). Etags read before no longer match: a write under one is refused as
--- stale.
+-- A resource's etag was its row's `xmin` as text: the id of the transaction that last wrote it,
+-- a counter of the whole database, which told a caller how much everyone else writes. It is now a
+-- keyed digest of the `xmin` (the first 8 bytes, in hex, of the SHA-256 of a key of this schema
+-- and the version), one immutable expression that Postgres inlines, with the key drawn here and
+-- part of its text (lib/audit's `etagOf` says how statements use it). Etags read before no longer
+-- match: a write under one is refused as stale.
 do $migration$
 begin
   execute format(
