@@ -229,23 +229,15 @@ export function startGateway(
     return (await Promise.all(checks)).every(Boolean);
   }
 
-  /** The gateway's own operational endpoints, answered as to a GET; undefined for other paths. */
-  async function operations(path: string) {
-    switch (path) {
-      case "/healthz":
-        return { response: Response.json({ status: "ok" }), route: "/healthz" };
-      case "/metrics":
-        return { response: await metrics.response(), route: "/metrics" };
-      case "/readyz": {
-        const response = (await ready())
-          ? Response.json({ status: "ready" })
-          : Response.json({ status: "not ready" }, { status: 503 });
-        return { response, route: "/readyz" };
-      }
-      default:
-        return undefined;
-    }
-  }
+  /** The gateway's own operational endpoints, by path: their answer to a GET. */
+  const operations: Record<string, () => Promise<Response>> = {
+    "/healthz": () => Promise.resolve(Response.json({ status: "ok" })),
+    "/metrics": () => metrics.response(),
+    "/readyz": async () =>
+      (await ready())
+        ? Response.json({ status: "ready" })
+        : Response.json({ status: "not ready" }, { status: 503 }),
+  };
 
   async function route(
     req: Request,
@@ -278,13 +270,19 @@ export function startGateway(
     if (homePage) return { response: homePage, route: "/" };
     const signIn = await devSignIn?.(req, url);
     if (signIn) return { response: signIn, route: devSignInPath };
-    const own = await operations(url.pathname);
-    if (own) {
-      if (req.method === "HEAD") own.response = await headOf(own.response);
-      else if (req.method !== "GET") {
-        own.response = methodNotAllowed(req.method, ["GET", "HEAD"]);
+    const operation = Object.hasOwn(operations, url.pathname)
+      ? operations[url.pathname]!
+      : undefined;
+    if (operation) {
+      // Another method is refused before anything is asked (a readiness check asks every backend).
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        return { response: methodNotAllowed(req.method, ["GET", "HEAD"]), route: url.pathname };
       }
-      return own;
+      const response = await operation();
+      return {
+        response: req.method === "HEAD" ? await headOf(response) : response,
+        route: url.pathname,
+      };
     }
     return {
       response: errorResponse(404, Code.NotFound, `No route for ${url.pathname}`),

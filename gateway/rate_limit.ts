@@ -7,8 +7,9 @@
  *
  * Memory is bounded and counted: the buckets are kept in a bounded cache (lib/platform), at most
  * `maxBytes` of them (2 MiB: about 12,000 callers with UUID subjects, each counted as its subject's
- * bytes and a bucket's), in the process's memory budget. The least recently seen go first when it is full: a bucket not seen for a while is the
- * likeliest to have refilled, and one that has holds nothing a new one would not. A subject whose
+ * bytes and a bucket's), in the process's memory budget. The least recently seen go first when it
+ * is full: a bucket not seen for a while is the likeliest to have refilled, and one that has holds
+ * nothing a new one would not. A subject whose
  * bucket cannot be kept (the budget is full of requests) is not limited for that request: the
  * budget refuses what would not fit anyway.
  *
