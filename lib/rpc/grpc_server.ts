@@ -46,6 +46,7 @@ import {
   type Binding,
   cancelled,
   createRouter,
+  deadlineExceeded,
   invokeUnary,
   messageCostFactor,
   requestFault,
@@ -236,6 +237,7 @@ async function handle(
   const lease = budget.take(0, req.holders);
   if (!lease) return trailersOnly(res, req, overBudget());
   let onCancel: (() => void) | undefined;
+  let deadline: ReturnType<typeof setTimeout> | undefined;
   try {
     let body: AsyncIterable<Uint8Array> = budgeted(
       req.body,
@@ -254,6 +256,13 @@ async function handle(
     const cancel = new AbortController();
     onCancel = () => cancel.abort(cancelled);
     req.signal.addEventListener("abort", onCancel, { once: true });
+    // The deadline ends the call DEADLINE_EXCEEDED however the handler ends, as gRPC's own servers
+    // do: connect-es aborts the handler's signal at the deadline but answers OK when the handler
+    // then returns normally (a stream that ends once its signal aborts, as a watch does).
+    const timeout = parseTimeout(header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER);
+    if (timeout.timeoutMs !== undefined) {
+      deadline = setTimeout(() => cancel.abort(deadlineExceeded), timeout.timeoutMs);
+    }
     const ureq: UniversalServerRequest = {
       httpVersion: "2.0",
       method,
@@ -275,6 +284,7 @@ async function handle(
     if (responseBody instanceof Uint8Array) throw new Error("a gRPC response body is a stream");
     if (responseBody) {
       for await (const chunk of responseBody) {
+        if (cancel.signal.reason === deadlineExceeded) break;
         if (!headersSent) {
           headersSent = true;
           res.headers(fields(responseHeaders, [...baseHeaders]));
@@ -285,6 +295,7 @@ async function handle(
       }
     }
     const trailer = ures.trailer instanceof Headers ? ures.trailer : new Headers(ures.trailer);
+    if (cancel.signal.reason === deadlineExceeded) setTrailerStatus(trailer, deadlineExceeded);
     const status = trailer.get("grpc-status");
     if (status !== null && status !== "0") {
       const error = requestFault(Number(status), decodeMessage(trailer.get("grpc-message") ?? ""));
@@ -299,6 +310,7 @@ async function handle(
     trailersOnly(res, req, err);
   } finally {
     if (onCancel) req.signal.removeEventListener("abort", onCancel);
+    clearTimeout(deadline);
     lease.release();
   }
 }

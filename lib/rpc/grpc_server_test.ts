@@ -32,6 +32,7 @@ import {
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.ts";
 import { bindGrpc, serveGrpc } from "./grpc_server.ts";
+import { createH2Client } from "../transport/mod.ts";
 import type { Binding } from "./router.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { createReflectionImpl } from "./reflection.ts";
@@ -263,11 +264,47 @@ Deno.test("a client deadline or cancel aborts a streaming handler", async () => 
     assert.equal(cancelled.code, status.CANCELLED);
     assert.equal(cancelled.responses.length, 1);
     for (let i = 0; i < 50 && ended.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
-    // Both handlers were aborted; which reason the deadline shows depends on transit time.
+    // Both handlers were aborted; which reason the deadline shows depends on which side's timer
+    // fires first (the client's reset, or the server's deadline).
     assert.equal(ended.length, 2);
     assert.ok(ended.includes(Code.Canceled));
     assert.ok(ended.every((c) => c === Code.Canceled || c === Code.DeadlineExceeded));
   });
+});
+
+Deno.test("past its deadline a call answers DEADLINE_EXCEEDED, however its handler ends", async () => {
+  // The handlers see the deadline abort their signal and then end normally: a watch that stops, a
+  // check that answers after all. The status is still DEADLINE_EXCEEDED, decided by the server:
+  // the raw client below sends `grpc-timeout` and keeps no timer of its own.
+  const abortedSignal = (signal: AbortSignal) =>
+    new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+  const watch: HealthImpl["watch"] = async function* (_req, ctx) {
+    yield { status: Status.SERVING };
+    await abortedSignal(ctx.signal);
+  };
+  const check: HealthImpl["check"] = async (_req, ctx) => {
+    await abortedSignal(ctx.signal);
+    return { status: Status.SERVING };
+  };
+  const server = serveGrpc([health({ watch, check })], { port: 0, hostname: "127.0.0.1" });
+  const client = createH2Client({ hostname: "127.0.0.1", port: server.port });
+  try {
+    for (const method of [Health.method.watch, Health.method.check]) {
+      const res = await client.request([
+        [":method", "POST"],
+        [":path", pathOf(method)],
+        ["content-type", "application/grpc"],
+        ["te", "trailers"],
+        ["grpc-timeout", "20m"],
+      ], new Uint8Array(5));
+      const fields = res.trailers.length > 0 ? res.trailers : res.headers;
+      const grpcStatus = fields.find(([name]) => name === "grpc-status")?.[1];
+      assert.equal(grpcStatus, String(status.DEADLINE_EXCEEDED), method.name);
+    }
+  } finally {
+    client.close();
+    await server.close(0);
+  }
 });
 
 Deno.test("client streaming (the reflection method re-declared as client-streaming)", async () => {

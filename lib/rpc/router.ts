@@ -182,7 +182,11 @@ export interface UnaryOutcome {
 
 /** What a call's signal aborts with when its caller goes away (one instance: no stack each time). */
 export const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
-const deadlineExceeded = new ConnectError("the operation timed out", Code.DeadlineExceeded);
+/** What a call's signal aborts with at its deadline; the call's status, however its handler ends. */
+export const deadlineExceeded = new ConnectError(
+  "the operation timed out",
+  Code.DeadlineExceeded,
+);
 
 /**
  * Invokes a well-formed unary call as connect-es's handlers invoke it (its interceptors, its
@@ -192,7 +196,9 @@ const deadlineExceeded = new ConnectError("the operation timed out", Code.Deadli
  * 4,669 req/s against the hand-written server's 8,780): the gRPC handler's pipeline of async generators that split,
  * parse, serialize and join one message, and in both protocols three AbortControllers, three
  * Headers copies and an aborted signal's DOMException per call. The context's signal aborts when
- * the caller goes away (CANCELED) or at the deadline (DEADLINE_EXCEEDED).
+ * the caller goes away (CANCELED) or at the deadline (DEADLINE_EXCEEDED); a call past its deadline
+ * answers DEADLINE_EXCEEDED even when its handler returns a result after all, as gRPC's own servers
+ * do (connect-es would answer OK).
  *
  * Returns undefined, having run nothing, when the request message does not parse: the adapter
  * then hands the call to connect-es's handler, which answers it as it answers every malformed call.
@@ -233,6 +239,7 @@ export async function invokeUnary(
   };
   try {
     const output = await invokeUnaryImplementation(spec, context, input, interceptors);
+    if (controller.signal.reason === deadlineExceeded) throw deadlineExceeded;
     return {
       header: context.responseHeader,
       trailer: context.responseTrailer,
