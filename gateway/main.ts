@@ -14,7 +14,7 @@
  */
 
 import { Code } from "@connectrpc/connect";
-import { createOAuthEndpoints } from "./oauth.ts";
+import { createOAuthEndpoints, guardErrorBodyFor } from "./oauth.ts";
 import { createDevSignIn, devSignInPath } from "./dev_sign_in.ts";
 import { createHomePage } from "./home_page.ts";
 import openApiDocument from "../gen/openapi/openapi.json" with { type: "json" };
@@ -305,6 +305,7 @@ export function startGateway(
     budget,
     // A body over the size limit is answered 413 by the transcoder, without being read.
     admit: (length) => length > defaultMaxBodyBytes || budget.admits(length * bodyCostFactor),
+    errorBodyFor: guardErrorBodyFor,
   }, async (req, info) => {
     const started = performance.now();
     const url = new URL(req.url);

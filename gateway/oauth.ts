@@ -64,6 +64,7 @@ import {
   oauthPaths,
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
+import type { ErrorBody } from "../lib/transport/mod.ts";
 import { createCors } from "./cors.ts";
 import { methodNotAllowed } from "./http_errors.ts";
 import { createDevicePage, devicePageParams } from "./device_page.ts";
@@ -194,6 +195,31 @@ function errorAnswer(e: OAuthHttpError): Response {
     e.headers,
   );
 }
+
+/** The endpoints that take a form and answer in RFC 6749's JSON (5.2). */
+const formPaths: ReadonlySet<string> = new Set([
+  oauthPaths.token,
+  oauthPaths.introspect,
+  oauthPaths.revoke,
+  oauthPaths.deviceAuthorization,
+  oauthPaths.par,
+]);
+
+/**
+ * The body of the answers the public port's guard gives itself (a chunked body 411, a malformed
+ * head 400, a head over its limit 431, a body past the memory budget 503) when the request is one
+ * to a form endpoint: RFC 6749's `{"error", "error_description"}`, `invalid_request` or
+ * `temporarily_unavailable`, so that an OAuth client reads every answer of its endpoint alike.
+ */
+export function guardErrorBodyFor(path: string): ErrorBody | undefined {
+  return formPaths.has(path) ? oauthGuardBody : undefined;
+}
+
+const oauthGuardBody: ErrorBody = (code, message) =>
+  JSON.stringify({
+    error: code === "unavailable" ? "temporarily_unavailable" : "invalid_request",
+    error_description: oauthDescription(message),
+  });
 
 /**
  * The metadata and the JWK Set are public documents that a browser app reads first (oauth4webapi's

@@ -471,6 +471,54 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
     );
 
     await t.step(
+      "the public port's own refusals on a form endpoint answer in RFC 6749's JSON too",
+      async () => {
+        // Raw TCP: fetch sends no chunked body, and no head this large.
+        const { hostname, port } = new URL(gateway);
+        const answer = async (head: string) => {
+          const conn = await Deno.connect({ hostname, port: Number(port) });
+          try {
+            await conn.write(new TextEncoder().encode(head));
+            let text = "";
+            const buffer = new Uint8Array(4096);
+            for (;;) {
+              const n = await conn.read(buffer).catch(() => null);
+              if (n === null) break;
+              text += new TextDecoder().decode(buffer.subarray(0, n));
+            }
+            return {
+              status: Number(text.slice(9, 12)),
+              body: JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)),
+            };
+          } finally {
+            conn.close();
+          }
+        };
+        const chunked = (target: string) =>
+          `POST ${target} HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n` +
+          "content-type: application/x-www-form-urlencoded\r\n\r\n5\r\nscope\r\n0\r\n\r\n";
+        for (
+          const path of ["/oauth2/token", "/oauth2/revoke?x=1", `${gateway}/oauth2/introspect`]
+        ) {
+          const res = await answer(chunked(path));
+          assert.equal(res.status, 411, path);
+          assert.equal(res.body.error, "invalid_request", path);
+          assert.match(res.body.error_description, descriptionChars);
+          assert.match(res.body.error_description, /Content-Length/);
+        }
+        const large = await answer(
+          `POST /oauth2/par HTTP/1.1\r\nhost: x\r\nx-filler: ${"a".repeat(70_000)}\r\n\r\n`,
+        );
+        assert.equal(large.status, 431);
+        assert.equal(large.body.error, "invalid_request");
+        // Elsewhere the gateway's own shape, as before.
+        const api = await answer(chunked("/v1/projects/ep1/clients"));
+        assert.equal(api.status, 411);
+        assert.equal(api.body.error.code, "invalid_argument");
+      },
+    );
+
+    await t.step(
       "branding is a plain support address and https links without userinfo",
       async () => {
         const before = (await call("GET", "/v1/projects/ep1/config")).body;

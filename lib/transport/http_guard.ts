@@ -137,6 +137,11 @@ export interface GuardOptions {
   admit?: (contentLength: number) => boolean;
   /** The body of the guard's own answers (default: the gateway's shape). */
   errorBody?: ErrorBody;
+  /**
+   * The body of the guard's answer to a request of this path, when it is not `errorBody` (the
+   * OAuth endpoints answer in RFC 6749's shape). Called only for a request the guard answers.
+   */
+  errorBodyFor?: (path: string) => ErrorBody | undefined;
 }
 
 /** Why connections were closed or turned away by the guard, counted since the start. */
@@ -271,6 +276,8 @@ export class RequestFraming {
   refusal: Refusal | undefined;
   /** Where in the bytes last fed the head still incomplete began (0: in earlier bytes). */
   headStart = 0;
+  /** The path of the request-target of the last head that ended or was refused ("" unknown). */
+  path = "";
 
   /** Which deadline applies: the first head (from the accept), between requests, a head, a body. */
   get phase(): Phase {
@@ -330,7 +337,10 @@ export class RequestFraming {
     this.#headBytes += stop - start;
     this.#tail = tail;
     if (end === -1) {
-      if (this.#headBytes > maxHeadBytes) this.#refuse("head-too-large");
+      if (this.#headBytes > maxHeadBytes) {
+        this.path = pathOf(latin1.decode(this.#head[0]!.subarray(0, 8192)));
+        this.#refuse("head-too-large");
+      }
       return stop;
     }
     this.#endHead();
@@ -339,6 +349,7 @@ export class RequestFraming {
 
   #endHead(): void {
     const head = latin1.decode(concat(this.#head));
+    this.path = pathOf(head);
     this.#head = [];
     this.#headBytes = 0;
     this.#tail = 0;
@@ -380,6 +391,23 @@ export class RequestFraming {
     this.state = State.Refused;
     this.refusal = refusal;
     this.#head = [];
+  }
+}
+
+/**
+ * The path of a head's request-target (origin form, or absolute form), without its query; "" when
+ * the request line is not there or not one.
+ */
+function pathOf(head: string): string {
+  const start = head.indexOf(" ") + 1;
+  const end = head.indexOf(" ", start);
+  if (start === 0 || end === -1 || head.lastIndexOf("\n", end) !== -1) return "";
+  const target = head.slice(start, end);
+  if (target.startsWith("/")) return target.split("?", 1)[0]!;
+  try {
+    return new URL(target).pathname;
+  } catch {
+    return "";
   }
 }
 
@@ -544,6 +572,15 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
   const maxConnections = options.maxConnections ?? 4096;
   const maxPerAddress = options.maxConnectionsPerAddress ?? Math.ceil(maxConnections / 2);
   const refused = answers(options.errorBody ?? gatewayErrorBody);
+  // The answers in another shape, by path: built once for each shape.
+  const answersBy = new Map<ErrorBody, ReturnType<typeof answers>>();
+  const refusedFor = (path: string) => {
+    const shape = path === "" ? undefined : options.errorBodyFor?.(path);
+    if (shape === undefined) return refused;
+    let shaped = answersBy.get(shape);
+    if (!shaped) answersBy.set(shape, shaped = answers(shape));
+    return shaped;
+  };
   const limits = {
     headers: options.headersTimeoutMs ?? 10_000,
     idle: options.idleTimeoutMs ?? 75_000,
@@ -718,7 +755,8 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
           // Answered here: no byte of this request goes on. An answer of an earlier request on
           // the connection still being written is cut (only pipelining clients can meet that).
           turnedAway = true;
-          await writeAll(client, refused[refusal ?? "memory"]).catch(() => {});
+          const answer = refusedFor(g.framing.path)[refusal ?? "memory"];
+          await writeAll(client, answer).catch(() => {});
           g.linger();
           continue;
         }

@@ -488,6 +488,42 @@ Deno.test("serveGuarded answers a head with Transfer-Encoding 411 itself; no byt
   }
 });
 
+Deno.test("serveGuarded shapes its own answers by the request's path when told to", async () => {
+  const shaped = (code: string, message: string) => JSON.stringify({ shaped: code, message });
+  const server = serveGuarded({
+    port: 0,
+    hostname: "127.0.0.1",
+    admit: (length) => length < 1000,
+    errorBodyFor: (path) => path === "/shaped" ? shaped : undefined,
+  }, () => new Response("ok"));
+  const conns: Deno.Conn[] = [];
+  try {
+    const port = server.addr.port;
+    const bodyOf = async (head: string) => {
+      const conn = await connectAndSend(port, head);
+      conns.push(conn);
+      const text = await readAnswer(conn);
+      return JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
+    };
+    const chunked = "Transfer-Encoding: chunked\r\n\r\n";
+    for (const target of ["/shaped", "/shaped?a=b", "http://x/shaped"]) {
+      assert.equal(
+        (await bodyOf(`POST ${target} HTTP/1.1\r\n${chunked}`)).shaped,
+        "invalid_argument",
+      );
+    }
+    const memory = await bodyOf("POST /shaped HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+    assert.equal(memory.shaped, "unavailable");
+    for (const target of ["/shaped/more", "/other", "shaped", "/shaped\r\nX: /shaped"]) {
+      const body = await bodyOf(`POST ${target} HTTP/1.1\r\n${chunked}`);
+      assert.equal(body.error?.code, "invalid_argument", target);
+    }
+  } finally {
+    for (const c of conns) c.close();
+    await server.shutdown();
+  }
+});
+
 Deno.test("serveGuarded closes a body below the minimum rate past its grace, and never cuts a fast one", async () => {
   const server = serveGuarded(
     { port: 0, hostname: "127.0.0.1", bodyGraceMs: 300, minBodyBytesPerSecond: 1000 },

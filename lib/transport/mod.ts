@@ -23,4 +23,10 @@ export {
   serveH2,
 } from "./h2_server.ts";
 export { type HeaderField, HpackDecoder, hpackEncode } from "./hpack.ts";
-export { connectErrorBody, type GuardConfig, guardSettings, serveGuarded } from "./http_guard.ts";
+export {
+  connectErrorBody,
+  type ErrorBody,
+  type GuardConfig,
+  guardSettings,
+  serveGuarded,
+} from "./http_guard.ts";
