@@ -33,6 +33,7 @@ import {
 } from "../platform/mod.ts";
 import { concat } from "../transport/mod.ts";
 import {
+  dropDistantDeadline,
   invokeUnary,
   messageCostFactor,
   requestFault,
@@ -137,6 +138,7 @@ async function serveCall(
       const answer = await answerUnary(unary, req, header, chunks);
       if (answer) return answer;
     }
+    dropDistantDeadline(header);
     const res = await handler({
       httpVersion: "1.1",
       method: req.method,

@@ -47,6 +47,7 @@ import {
   cancelled,
   createRouter,
   deadlineExceeded,
+  dropDistantDeadline,
   invokeUnary,
   messageCostFactor,
   requestFault,
@@ -259,6 +260,7 @@ async function handle(
     // The deadline ends the call DEADLINE_EXCEEDED however the handler ends, as gRPC's own servers
     // do: connect-es aborts the handler's signal at the deadline but answers OK when the handler
     // then returns normally (a stream that ends once its signal aborts, as a watch does).
+    dropDistantDeadline(header);
     const timeout = parseTimeout(header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER);
     if (timeout.timeoutMs !== undefined) {
       deadline = setTimeout(() => cancel.abort(deadlineExceeded), timeout.timeoutMs);

@@ -32,7 +32,7 @@ import {
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.ts";
 import { bindGrpc, serveGrpc } from "./grpc_server.ts";
-import { createH2Client } from "../transport/mod.ts";
+import { createH2Client, type H2Client } from "../transport/mod.ts";
 import type { Binding } from "./router.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { createReflectionImpl } from "./reflection.ts";
@@ -272,10 +272,29 @@ Deno.test("a client deadline or cancel aborts a streaming handler", async () => 
   });
 });
 
+/**
+ * Calls `method` with an empty message and `grpc-timeout` from a raw HTTP/2 client, which keeps
+ * no timer of its own (a gRPC client ends the call at its deadline itself); returns `grpc-status`.
+ */
+async function rawStatus(
+  client: H2Client,
+  method: DescMethod,
+  timeout: string,
+): Promise<string | undefined> {
+  const res = await client.request([
+    [":method", "POST"],
+    [":path", pathOf(method)],
+    ["content-type", "application/grpc"],
+    ["te", "trailers"],
+    ["grpc-timeout", timeout],
+  ], new Uint8Array(5));
+  const fields = res.trailers.length > 0 ? res.trailers : res.headers;
+  return fields.find(([name]) => name === "grpc-status")?.[1];
+}
+
 Deno.test("past its deadline a call answers DEADLINE_EXCEEDED, however its handler ends", async () => {
   // The handlers see the deadline abort their signal and then end normally: a watch that stops, a
-  // check that answers after all. The status is still DEADLINE_EXCEEDED, decided by the server:
-  // the raw client below sends `grpc-timeout` and keeps no timer of its own.
+  // check that answers after all. The status is still DEADLINE_EXCEEDED, decided by the server.
   const abortedSignal = (signal: AbortSignal) =>
     new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
   const watch: HealthImpl["watch"] = async function* (_req, ctx) {
@@ -290,16 +309,39 @@ Deno.test("past its deadline a call answers DEADLINE_EXCEEDED, however its handl
   const client = createH2Client({ hostname: "127.0.0.1", port: server.port });
   try {
     for (const method of [Health.method.watch, Health.method.check]) {
-      const res = await client.request([
-        [":method", "POST"],
-        [":path", pathOf(method)],
-        ["content-type", "application/grpc"],
-        ["te", "trailers"],
-        ["grpc-timeout", "20m"],
-      ], new Uint8Array(5));
-      const fields = res.trailers.length > 0 ? res.trailers : res.headers;
-      const grpcStatus = fields.find(([name]) => name === "grpc-status")?.[1];
+      const grpcStatus = await rawStatus(client, method, "20m");
       assert.equal(grpcStatus, String(status.DEADLINE_EXCEEDED), method.name);
+    }
+  } finally {
+    client.close();
+    await server.close(0);
+  }
+});
+
+Deno.test("a deadline further away than a timer can wait does not end the call at once", async () => {
+  // 99,999,999 hours (the longest grpc-timeout) and 600 hours are past 2^31 - 1 ms, the longest
+  // timer: armed as it is, such a timer fires at once. The handlers take a moment, so that a
+  // deadline that fired at once would be seen.
+  const moment = () => new Promise((r) => setTimeout(r, 20));
+  let remaining: number | undefined;
+  const watch: HealthImpl["watch"] = async function* () {
+    await moment();
+    yield { status: Status.SERVING };
+  };
+  const check: HealthImpl["check"] = async (_req, ctx) => {
+    await moment();
+    remaining = ctx.timeoutMs();
+    return { status: Status.SERVING };
+  };
+  const server = serveGrpc([health({ watch, check })], { port: 0, hostname: "127.0.0.1" });
+  const client = createH2Client({ hostname: "127.0.0.1", port: server.port });
+  try {
+    for (const timeout of ["99999999H", "600H"]) {
+      for (const method of [Health.method.watch, Health.method.check]) {
+        assert.equal(await rawStatus(client, method, timeout), "0", `${method.name} ${timeout}`);
+      }
+      // The handler still sees how far away its deadline is.
+      assert.ok(remaining !== undefined && remaining > 2 ** 31, `${remaining}`);
     }
   } finally {
     client.close();

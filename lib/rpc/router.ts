@@ -26,6 +26,8 @@ import {
   invokeUnaryImplementation,
   type UniversalHandler,
 } from "@connectrpc/connect/protocol";
+import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
+import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
 
 const answerKey = createContextKey<unknown>(undefined, { description: "answer" });
 
@@ -180,6 +182,30 @@ export interface UnaryOutcome {
   error?: ConnectError;
 }
 
+/**
+ * The longest delay a timer takes: 2^31 - 1 ms (about 24.8 days). A longer one fires at once (with
+ * a TimeoutOverflowWarning on stderr), so a deadline further away arms no timer: the call runs as
+ * one without a deadline, which it cannot tell apart within a process's life.
+ */
+export const maxTimerMs = 2 ** 31 - 1;
+
+/**
+ * Drops a deadline header (`grpc-timeout`, `connect-timeout-ms`) further away than
+ * {@link maxTimerMs} before connect-es's handlers read it: they arm a timer of that length, which
+ * would fire at once and end the call DEADLINE_EXCEEDED (a stock client's deadline of a month on a
+ * watch did). A malformed header stays, for connect-es to refuse.
+ */
+export function dropDistantDeadline(header: Headers): void {
+  const grpc = header.get("grpc-timeout");
+  if (grpc !== null && (parseGrpcTimeout(grpc, Infinity).timeoutMs ?? 0) > maxTimerMs) {
+    header.delete("grpc-timeout");
+  }
+  const connect = header.get("connect-timeout-ms");
+  if (connect !== null && (parseConnectTimeout(connect, Infinity).timeoutMs ?? 0) > maxTimerMs) {
+    header.delete("connect-timeout-ms");
+  }
+}
+
 /** What a call's signal aborts with when its caller goes away (one instance: no stack each time). */
 export const cancelled = new ConnectError("the call was cancelled", Code.Canceled);
 /** What a call's signal aborts with at its deadline; the call's status, however its handler ends. */
@@ -221,7 +247,7 @@ export async function invokeUnary(
   else call.signal.addEventListener("abort", onAbort, { once: true });
   const { timeoutMs } = call;
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-  const timer = timeoutMs === undefined
+  const timer = timeoutMs === undefined || timeoutMs > maxTimerMs
     ? undefined
     : setTimeout(() => controller.abort(deadlineExceeded), timeoutMs);
   const context: HandlerContext = {

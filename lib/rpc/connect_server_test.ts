@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import {
+  Health,
+  HealthCheckResponse_ServingStatus as Status,
+} from "../../gen/grpc/health/v1/health_pb.ts";
+import { createMemoryBudget } from "../platform/mod.ts";
+import { connectRoutes } from "./connect_server.ts";
+import { bindGrpc } from "./grpc_server.ts";
+import { createRouter } from "./router.ts";
+
+Deno.test("a Connect deadline further away than a timer can wait does not end the call at once", async () => {
+  // connect-timeout-ms of 10 digits, past 2^31 - 1 ms, the longest timer: armed as it is, such a
+  // timer fires at once. The handlers take a moment, so that a deadline that fired at once would
+  // be seen.
+  // They listen to their signal, as every handler here does (a query is cancelled with it).
+  const moment = async (signal: AbortSignal) => {
+    await new Promise((r) => setTimeout(r, 20));
+    signal.throwIfAborted();
+  };
+  const routes = connectRoutes(
+    createRouter([bindGrpc(Health, {
+      async check(_req, ctx) {
+        await moment(ctx.signal);
+        return { status: Status.SERVING };
+      },
+      async *watch(_req, ctx) {
+        await moment(ctx.signal);
+        yield { status: Status.SERVING };
+      },
+    })], { interceptors: [], maxMessageBytes: 1024, protocols: "http" }),
+    { maxMessageBytes: 1024, budget: createMemoryBudget(1024 * 1024) },
+  );
+  const call = (
+    method: string,
+    contentType: string,
+    body: Uint8Array<ArrayBuffer>,
+    timeout: string,
+  ) => {
+    const path = `/${Health.typeName}/${method}`;
+    return routes.get(path)!(
+      new Request(`http://localhost${path}`, {
+        method: "POST",
+        headers: { "content-type": contentType, "connect-timeout-ms": timeout },
+        body,
+      }),
+      "127.0.0.1",
+    );
+  };
+  const json = new TextEncoder().encode("{}");
+  const enveloped = new Uint8Array([0, 0, 0, 0, json.length, ...json]);
+  for (const timeout of ["9999999999", "2600000000"]) {
+    const unary = await call("Check", "application/json", json, timeout);
+    assert.equal(unary.status, 200, `Check ${timeout}`);
+    assert.deepEqual(await unary.json(), { status: "SERVING" });
+    const stream = await call("Watch", "application/connect+json", enveloped, timeout);
+    assert.equal(stream.status, 200);
+    const bytes = new Uint8Array(await stream.arrayBuffer());
+    // Messages, each a flag byte and a 4-byte length; the last (flag 2) ends the stream.
+    const messages: { flags: number; text: string }[] = [];
+    for (let at = 0; at < bytes.length;) {
+      const length = new DataView(bytes.buffer, at + 1, 4).getUint32(0);
+      messages.push({
+        flags: bytes[at]!,
+        text: new TextDecoder().decode(bytes.subarray(at + 5, at + 5 + length)),
+      });
+      at += 5 + length;
+    }
+    assert.deepEqual(messages, [
+      { flags: 0, text: '{"status":"SERVING"}' },
+      { flags: 2, text: "{}" },
+    ], `Watch ${timeout}`);
+  }
+});
