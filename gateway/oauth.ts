@@ -6,11 +6,12 @@
  * - `GET /oauth2/authorize` (RFC 6749 4.1.1): the consent page (./consent_page.ts) for the user
  *   signed in with the `session` cookie (the platform token), and `POST /oauth2/authorize`, the
  *   page's form: Allow or Deny, answered with a redirect to the client (303). Without a valid
- *   session: a redirect to LOGIN_URL with `return_to` (a path when LOGIN_URL is on the issuer's
- *   origin, as `deno task start`'s development sign-in page is; else the whole URL), or a page
- *   saying so; with `prompt=none`, or a pushed request's `request_uri` (whose pushed `prompt`
- *   counts, RFC 9126 4), StartAuthorization asked without a user first, which answers
- *   `login_required` to the client for `prompt=none`. A remembered consent is a redirect with the code at once
+ *   session, StartAuthorization is asked without a user first: it checks the request (an unknown
+ *   client or redirect URI is the error page, another fault goes back to the client) and answers
+ *   `login_required` to the client for `prompt=none` (a pushed request's pushed `prompt` counts,
+ *   RFC 9126 4); a request that passes is a redirect to LOGIN_URL with `return_to` (a path when
+ *   LOGIN_URL is on the issuer's origin, as `deno task start`'s development sign-in page is; else
+ *   the whole URL), or a page saying so. A remembered consent is a redirect with the code at once
  *   (302), no page. The token service decides everything (StartAuthorization, DecideAuthorization);
  *   the gateway renders HTML, because a page is not RPC-shaped and the gateway is where HTTP is
  *   spoken;
@@ -405,11 +406,10 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   }
 
   /**
-   * `GET /oauth2/authorize?prompt=none` (or with a pushed request's request_uri, whose prompt
-   * only the token service knows) without a (valid) session: StartAuthorization asked with no
-   * user, which answers `login_required` to a checked client's redirect URI for `prompt=none`
-   * (or refuses to redirect, as it does for any request: the error page), and UNAUTHENTICATED
-   * otherwise: the user is sent to sign in.
+   * `GET /oauth2/authorize` without a (valid) session: StartAuthorization asked with no user,
+   * which checks the request as for a user (an unknown client or redirect URI: the error page; any
+   * other fault: back to the client's redirect URI), answers `login_required` there for
+   * `prompt=none`, and UNAUTHENTICATED otherwise: the user is sent to sign in.
    */
   async function withoutSession(
     req: Request,
@@ -477,14 +477,16 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       }
     }
     const session = cookieValue(req.headers.get("cookie"), sessionCookie);
-    // prompt=none (OpenID Connect Core 3.1.2.1) never shows a page, the sign-in page included:
-    // without a session the token service answers `login_required` to the client, once it has
-    // checked the client and the redirect URI (asked without a user). A pushed request's prompt is
-    // the pushed one, which only the token service knows: it is asked too, and it starts the
-    // request's time for the sign-in (./services/token/pushed.ts); UNAUTHENTICATED from it sends
-    // the user to sign in.
-    const askWithoutUser = req.method === "GET" &&
-      (pushed || (params.get("prompt") ?? "").split(" ").includes("none"));
+    // Without a session, the request is checked before the user is asked to sign in, as Google
+    // and node-oidc-provider do: the token service is asked without a user, so that an unknown
+    // client or a redirect URI not registered is an error page at once (never a sign-in that
+    // leads to one), and a faulty request with a good client and redirect URI goes back to the
+    // client with its error (RFC 6749 4.1.2.1); prompt=none (OpenID Connect Core 3.1.2.1), which
+    // never shows a page, the sign-in page included, is answered `login_required`. A pushed
+    // request's prompt is the pushed one, which only the token service knows, and asking starts
+    // the request's time for the sign-in (./services/token/pushed.ts). UNAUTHENTICATED from it
+    // sends the user to sign in. The form's POST needs a session of its own.
+    const askWithoutUser = req.method === "GET";
     if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
       if (askWithoutUser) return await withoutSession(req, url, params, c);
       return await notSignedIn(req, url);

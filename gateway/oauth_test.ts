@@ -1,11 +1,13 @@
 /**
- * The authorization endpoint's answers that need no token service: a user without a session is
- * sent to LOGIN_URL (or told to sign in), and a request with a repeated parameter is refused on a
- * page. The token service is a transport that fails the test if it is called.
+ * The authorization endpoint's answers to a user without a session, and to a request with a
+ * repeated parameter: the token service is a transport that answers StartAuthorization as it does
+ * without a user (UNAUTHENTICATED for a request that passes its checks, an OAuth refusal for one
+ * that does not), or fails the test if it is called.
  */
 
 import assert from "node:assert/strict";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
 import { createLogger, createMemoryBudget } from "../lib/platform/mod.ts";
 import { cookieValue, createOAuthEndpoints } from "./oauth.ts";
 
@@ -14,9 +16,22 @@ const unreachable: Transport = {
   stream: () => Promise.reject(new ConnectError("the token service was called", Code.Internal)),
 };
 
-function endpoints(loginUrl?: string) {
+/** The token service asked without a user: `refusal`, or UNAUTHENTICATED (the request passes). */
+function withoutUser(asked: string[], refusal?: ConnectError): Transport {
+  return {
+    unary: (method, _signal, _timeout, header) => {
+      asked.push(`${method.name} ${new Headers(header).get("authorization") ?? "no user"}`);
+      return Promise.reject(
+        refusal ?? new ConnectError("The user is not signed in", Code.Unauthenticated),
+      );
+    },
+    stream: unreachable.stream,
+  };
+}
+
+function endpoints(loginUrl?: string, transport: Transport = withoutUser([])) {
   return createOAuthEndpoints({
-    transport: unreachable,
+    transport,
     issuer: "https://auth.example.com",
     rpcTimeoutMs: 1000,
     budget: createMemoryBudget(1024 * 1024),
@@ -63,6 +78,27 @@ Deno.test("authorize without a session, LOGIN_URL on the issuer's origin: return
     to.searchParams.get("return_to"),
     "/oauth2/authorize?response_type=code&client_id=cli_x&state=s",
   );
+});
+
+Deno.test("authorize without a session: the request is checked first, without a user", async () => {
+  const asked: string[] = [];
+  const passes = await answer(
+    endpoints("https://login.example.com/signin", withoutUser(asked)),
+    new Request(authorizeUrl),
+  );
+  assert.equal(passes.status, 302);
+  assert.deepEqual(asked, ["StartAuthorization no user"]);
+  // An unknown client: the error page at once, never the sign-in.
+  const unknown = new ConnectError("The client is not known", Code.InvalidArgument, undefined, [
+    { desc: ErrorInfoSchema, value: { reason: "invalid_client", domain: "oauth2" } },
+  ]);
+  const refused = await answer(
+    endpoints("https://login.example.com/signin", withoutUser([], unknown)),
+    new Request(authorizeUrl),
+  );
+  assert.equal(refused.status, 400);
+  assert.equal(refused.headers.get("location"), null);
+  assert.match(await refused.text(), /cannot be completed/);
 });
 
 Deno.test("authorize without a session and no LOGIN_URL: a page says to sign in", async () => {

@@ -555,7 +555,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       assert.ok(next.status === 200 || next.status === 302, `${next.status}`);
     });
 
-    await t.step("no session: a page says to sign in", async () => {
+    await t.step("no session: the request is checked, then a page says to sign in", async () => {
       const { challenge } = await pkce();
       const none = await authorizeGet(request(web, "https://app.example.com/cb", challenge), "");
       assert.equal(none.status, 401);
@@ -566,6 +566,27 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       );
       assert.equal(bad.status, 401);
       await bad.body?.cancel();
+      // Checked before anyone signs in: an unregistered redirect URI or an unknown client is the
+      // error page, never redirected; a faulty request of a good client goes back to it.
+      const refusals: [string, string][] = [
+        [web, "https://evil.example/cb"],
+        ["cli_unknown", "https://app.example.com/cb"],
+      ];
+      for (const [client, redirect] of refusals) {
+        const refused = await authorizeGet(request(client, redirect, challenge), "");
+        assert.equal(refused.status, 400, `${client} ${redirect}`);
+        assert.equal(refused.headers.get("location"), null);
+        assert.match(await refused.text(), /cannot be completed/);
+      }
+      const implicit = await authorizeGet(
+        request(web, "https://app.example.com/cb", challenge, { response_type: "token" }),
+        "",
+      );
+      assert.equal(implicit.status, 302);
+      const back = new URL(implicit.headers.get("location")!);
+      assert.equal(back.origin + back.pathname, "https://app.example.com/cb");
+      assert.equal(back.searchParams.get("error"), "unsupported_response_type");
+      assert.equal(back.searchParams.get("state"), "st-123");
     });
 
     await t.step("an internal project takes consent only from its own users", async () => {

@@ -107,11 +107,37 @@ async function startRefused(env: Record<string, string>): Promise<string[]> {
 
 /**
  * The development sign-in page is on: `/` links it, the consent flow without a session leads to
- * it (LOGIN_URL), and its form gives a session the token service takes.
+ * it (LOGIN_URL) once the request is checked, and its form gives a session the token service
+ * takes.
  */
-async function assertDevSignIn(gateway: string): Promise<void> {
+async function assertDevSignIn(gateway: string, token: string): Promise<void> {
   assert.match(await (await fetch(`${gateway}/`)).text(), /href="\/dev\/sign-in"/);
-  const authorize = "/oauth2/authorize?response_type=code&client_id=cli_unknown";
+  const api = httpClient(gateway);
+  const config = await api("PATCH", "/v1/projects/signin/config", {
+    token,
+    json: { application_name: "Sign-in" },
+  });
+  assert.equal(config.status, 200, config.text);
+  const client = await api("POST", "/v1/projects/signin/clients", {
+    token,
+    json: { name: "Web app", type: "web", redirect_uris: ["https://app.example.com/callback"] },
+  });
+  assert.equal(client.status, 201, client.text);
+  const query = (clientId: string) =>
+    new URLSearchParams({
+      response_type: "code",
+      client_id: clientId,
+      redirect_uri: "https://app.example.com/callback",
+      code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+      code_challenge_method: "S256",
+    });
+  // An unknown client is refused before anyone is asked to sign in.
+  const unknown = await fetch(`${gateway}/oauth2/authorize?${query("cli_unknown")}`, {
+    redirect: "manual",
+  });
+  assert.equal(unknown.status, 400);
+  assert.match(await unknown.text(), /cannot be completed/);
+  const authorize = `/oauth2/authorize?${query(client.body.id)}`;
   const res = await fetch(`${gateway}${authorize}`, { redirect: "manual" });
   assert.equal(res.status, 302);
   assert.equal(
@@ -128,13 +154,13 @@ async function assertDevSignIn(gateway: string): Promise<void> {
   assert.equal(signedIn.headers.get("location"), authorize);
   const session = /^session=[^;]+/.exec(signedIn.headers.get("set-cookie") ?? "")?.[0];
   assert.ok(session, "a session cookie");
-  // Signed in: the token service looks at the request (an unknown client), no more sign-in.
+  // Signed in: the consent page, no more sign-in.
   const page = await fetch(`${gateway}${authorize}`, {
     redirect: "manual",
     headers: { cookie: session },
   });
-  assert.equal(page.status, 400);
-  assert.match(await page.text(), /cannot be completed/);
+  assert.equal(page.status, 200);
+  assert.match(await page.text(), /Sign-in/);
 }
 
 Deno.test("the embedded stack keeps its data across a restart", async () => {
@@ -149,7 +175,7 @@ Deno.test("the embedded stack keeps its data across a restart", async () => {
   try {
     const first = await start(env);
     assert.ok(first.banner.includes("database: embedded PGlite"), first.banner);
-    await assertDevSignIn(`http://127.0.0.1:${env.GATEWAY_PORT}`);
+    await assertDevSignIn(`http://127.0.0.1:${env.GATEWAY_PORT}`, first.token);
     const config = await api("PATCH", "/v1/projects/demo/config", {
       token: first.token,
       json: { application_name: "Demo" },
@@ -237,7 +263,7 @@ Deno.test("with DATABASE_URL, each component is a process and a dead one is rest
   const started = await start(env);
   try {
     assert.ok(started.banner.includes("one process per component"), started.banner);
-    await within(assertDevSignIn(gateway), 60_000, "development sign-in");
+    await within(assertDevSignIn(gateway, started.token), 60_000, "development sign-in");
     const supervisor = await childPid(started.child.pid, "tools/start.ts");
     const pid = await childPid(supervisor, "services/oauth/main.ts");
     // Started as the Dockerfile starts it: its flags, and its environment beside its settings.

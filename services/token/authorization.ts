@@ -262,7 +262,8 @@ async function check(
   }
   const authorization = ctx.requestHeader.get("authorization");
   if (authorization === null) {
-    // No session (the gateway asks only for prompt=none, OpenID Connect Core 3.1.2.6).
+    // No session: the gateway checks the request before the user signs in (OpenID Connect Core
+    // 3.1.2.6 for prompt=none).
     if (prompt.has("none")) return refuse("login_required", "The user is not signed in");
     throw new ConnectError("The user is not signed in", Code.Unauthenticated);
   }
