@@ -3,16 +3,29 @@
  * manifests run it (gateway/main.ts, whatever its settings) has none, and `/` links the reference
  * only; the development entry (tools/dev_gateway.ts, which start runs with DATABASE_URL) has it,
  * and the consent flow's "not signed in" leads to it and back with a session. The gateways run
- * without services: nothing here needs them.
+ * without the services; the token service is a stand-in that answers StartAuthorization as the
+ * real one answers a request that passes its checks: UNAUTHENTICATED without a user (the user is
+ * sent to sign in), and, with one, UNAVAILABLE (so that a session is seen to be passed on).
  */
 
 import assert from "node:assert/strict";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
+import { bindGrpc, serveGrpc } from "../lib/rpc/mod.ts";
 import { freePort, spawn } from "../lib/testing/mod.ts";
 
 const secret = "d".repeat(40);
 
 /** A gateway process on a free port, serving; `env` adds settings (given its base URL). */
 async function gateway(entry: string, env: (base: string) => Record<string, string>) {
+  const tokenService = serveGrpc([bindGrpc(TokenService, {
+    startAuthorization(_req, ctx) {
+      if (ctx.requestHeader.get("authorization") === null) {
+        throw new ConnectError("The user is not signed in", Code.Unauthenticated);
+      }
+      throw new ConnectError("The token service is away for this test", Code.Unavailable);
+    },
+  })], { port: 0, hostname: "127.0.0.1" });
   const port = freePort();
   const base = `http://127.0.0.1:${port}`;
   const proc = spawn(entry, {
@@ -23,7 +36,7 @@ async function gateway(entry: string, env: (base: string) => Record<string, stri
     // Nothing listens there: the services are not needed.
     OAUTH_REGISTRY_GRPC_URL: "http://127.0.0.1:1",
     CORE_GRPC_URL: "http://127.0.0.1:1",
-    TOKEN_SERVICE_GRPC_URL: "http://127.0.0.1:1",
+    TOKEN_SERVICE_GRPC_URL: `http://127.0.0.1:${tokenService.port}`,
     ISSUER_URL: base,
     ...env(base),
   });
@@ -34,6 +47,7 @@ async function gateway(entry: string, env: (base: string) => Record<string, stri
     async stop() {
       proc.child.kill("SIGTERM");
       await proc.child.status;
+      await tokenService.close(0);
     },
   };
 }
@@ -125,7 +139,8 @@ Deno.test("the development gateway: / links the sign-in page, and the consent fl
     assert.equal(signedIn.headers.get("location"), authorizePath);
     const cookie = signedIn.headers.get("set-cookie")!;
     assert.match(cookie, /^session=[\w-]+\.[\w-]+\.[\w-]+; /);
-    // With it, the authorization endpoint asks the token service (down here: 503), not LOGIN_URL.
+    // With it, the authorization endpoint asks the token service for the user (away: 503), and
+    // does not send the user to LOGIN_URL again.
     const again = await fetch(`${base}${authorizePath}`, {
       redirect: "manual",
       headers: { cookie: cookie.split(";")[0]! },
