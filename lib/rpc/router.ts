@@ -187,7 +187,7 @@ export interface UnaryOutcome {
  * a TimeoutOverflowWarning on stderr), so a deadline further away arms no timer: the call runs as
  * one without a deadline, which it cannot tell apart within a process's life.
  */
-export const maxTimerMs = 2 ** 31 - 1;
+const maxTimerMs = 2 ** 31 - 1;
 
 /**
  * Drops a deadline header (`grpc-timeout`, `connect-timeout-ms`) further away than

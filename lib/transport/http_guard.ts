@@ -276,7 +276,11 @@ export class RequestFraming {
   refusal: Refusal | undefined;
   /** Where in the bytes last fed the head still incomplete began (0: in earlier bytes). */
   headStart = 0;
-  /** The path of the request-target of the last head that ended or was refused ("" unknown). */
+  /**
+   * The path of the request-target of the last head that was refused or declared a body (one the
+   * caller may refuse for want of budget), "" when unknown: read only to shape a refusal, so
+   * taken only from those heads.
+   */
   path = "";
 
   /** Which deadline applies: the first head (from the accept), between requests, a head, a body. */
@@ -338,8 +342,7 @@ export class RequestFraming {
     this.#tail = tail;
     if (end === -1) {
       if (this.#headBytes > maxHeadBytes) {
-        this.path = pathOf(latin1.decode(this.#head[0]!.subarray(0, 8192)));
-        this.#refuse("head-too-large");
+        this.#refuse("head-too-large", latin1.decode(this.#head[0]!.subarray(0, 8192)));
       }
       return stop;
     }
@@ -349,11 +352,10 @@ export class RequestFraming {
 
   #endHead(): void {
     const head = latin1.decode(concat(this.#head));
-    this.path = pathOf(head);
     this.#head = [];
     this.#headBytes = 0;
     this.#tail = 0;
-    if (head.startsWith("PRI * HTTP/2.0")) return this.#refuse("bad-request");
+    if (head.startsWith("PRI * HTTP/2.0")) return this.#refuse("bad-request", head);
     let length: number | undefined;
     for (let at = head.indexOf("\n") + 1; at < head.length;) {
       let next = head.indexOf("\n", at);
@@ -361,20 +363,21 @@ export class RequestFraming {
       const colon = head.indexOf(":", at);
       if (colon > at && colon < next) {
         const name = head.slice(at, colon).trim().toLowerCase();
-        if (name === "transfer-encoding") return this.#refuse("length-required");
+        if (name === "transfer-encoding") return this.#refuse("length-required", head);
         if (name === "content-length") {
           const value = head.slice(colon + 1, next).trim();
           const n = Number(value);
           if (!/^\d+$/.test(value) || n > Number.MAX_SAFE_INTEGER) {
-            return this.#refuse("bad-request");
+            return this.#refuse("bad-request", head);
           }
-          if (length !== undefined && length !== n) return this.#refuse("bad-request");
+          if (length !== undefined && length !== n) return this.#refuse("bad-request", head);
           length = n;
         }
       }
       at = next + 1;
     }
     if (length !== undefined && length > 0) {
+      this.path = pathOf(head);
       this.state = State.Body;
       this.#length = this.#remaining = length;
       if (length > this.declared) this.declared = length;
@@ -387,7 +390,8 @@ export class RequestFraming {
     this.completed++;
   }
 
-  #refuse(refusal: Refusal): void {
+  #refuse(refusal: Refusal, head: string): void {
+    this.path = pathOf(head);
     this.state = State.Refused;
     this.refusal = refusal;
     this.#head = [];
