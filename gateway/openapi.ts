@@ -98,7 +98,8 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
   "413": { name: "PayloadTooLarge", description: "The request body exceeds 1 MiB." },
   "415": {
     name: "UnsupportedMediaType",
-    description: "The request body is not `application/json`, or is content-coded " +
+    description: "The request body is not `application/json` (UTF-8: a `charset` other " +
+      "than `utf-8` is refused), or is content-coded " +
       "(`Content-Encoding` other than `identity`: the answer's `Accept-Encoding: identity` " +
       "says so).",
   },

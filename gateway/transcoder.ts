@@ -108,6 +108,8 @@ export const bodyCostFactor = 5;
 export const defaultMaxBodyBytes = 1024 * 1024;
 
 const jsonContentType = /^application\/json\s*(;|$)/i;
+/** A `charset` parameter of a media type (RFC 9110 8.3.1), its value possibly quoted. */
+const charsetParameter = /;\s*charset\s*=\s*(?:"([^"]*)"|([^\s;]*))/i;
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 class HttpError extends Error {
@@ -211,6 +213,16 @@ function parseJson(req: Request, bytes: Uint8Array): unknown {
   const type = req.headers.get("content-type") ?? "";
   if (!jsonContentType.test(type)) {
     throw new HttpError(415, Code.InvalidArgument, "The request body must be application/json");
+  }
+  // JSON is UTF-8 (RFC 8259 8.1): a body labelled with another charset is refused, not read as
+  // UTF-8 regardless (as body-parser and Spring answer it: 415).
+  const charset = charsetParameter.exec(type);
+  if (charset && (charset[1] ?? charset[2] ?? "").toLowerCase() !== "utf-8") {
+    throw new HttpError(
+      415,
+      Code.InvalidArgument,
+      "The request body must be UTF-8 JSON (charset=utf-8, or no charset)",
+    );
   }
   let text: string;
   try {

@@ -273,6 +273,9 @@ const notJson = fc.constantFrom(
   "*/*",
   " ",
   "application/ json",
+  "application/json; charset=utf-16",
+  'application/json;charset="ISO-8859-1"',
+  "application/json; charset=",
 );
 
 /** A path segment that is not a valid percent-encoding. */

@@ -396,6 +396,25 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       });
       assert.equal(identity.status, 200, identity.text);
       assert.equal(identity.body.application_name, "Demo");
+      // JSON is UTF-8 (RFC 8259 8.1): another charset is refused, not read as UTF-8 regardless;
+      // utf-8 itself in any case and quoted is taken.
+      for (const type of ["application/json; charset=utf-16", "application/json;charset=latin1"]) {
+        const res = await api("PATCH", path, {
+          token: admin,
+          raw: json,
+          headers: { "content-type": type },
+        });
+        assertError(res, 415, "invalid_argument");
+        assert.match(res.body.error.message, /UTF-8/);
+      }
+      for (const type of ['application/json; charset="UTF-8"', "application/json;charset=utf-8"]) {
+        const res = await api("PATCH", path, {
+          token: admin,
+          raw: json,
+          headers: { "content-type": type },
+        });
+        assert.equal(res.status, 200, res.text);
+      }
     });
 
     await t.step("HEAD is GET without the body, on every resource and list", async () => {
