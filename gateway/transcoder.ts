@@ -302,12 +302,19 @@ async function buildRequest(
       throw invalid([], "The query string has a malformed percent-encoding");
     }
   }
+  // Each parameter is named once in the violations, however often it came: an unknown one as
+  // unknown, a known one given twice or more as repeated.
   const seen = new Set<string>();
+  const repeated = new Set<string>();
   for (const [key, raw] of url.searchParams) {
     const field = route.method.input.fields.find((f) => f.name === key);
+    const known = field && !bound.has(key) && route.body.kind === "none" && key !== "etag";
     if (seen.has(key)) {
-      violations.push({ field: key, description: "must be given at most once" });
-    } else if (!field || bound.has(key) || route.body.kind !== "none" || key === "etag") {
+      if (known && !repeated.has(key)) {
+        repeated.add(key);
+        violations.push({ field: key, description: "must be given at most once" });
+      }
+    } else if (!known) {
       // A delete's etag comes from If-Match (the precondition header), never the query.
       violations.push({ field: key, description: "unknown query parameter" });
     } else {

@@ -796,6 +796,22 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           field,
         );
       }
+      // Each parameter is named once, however often it came.
+      const many = await api(
+        "GET",
+        "/v1/projects/p2/clients?sort=a&sort=b&limit=1&limit=2&limit=3",
+        {
+          token: admin,
+        },
+      );
+      assert.equal(many.status, 400);
+      assert.deepEqual(
+        many.body.error.details,
+        [
+          { field: "sort", description: "unknown query parameter" },
+          { field: "limit", description: "must be given at most once" },
+        ],
+      );
       const hundred = await api("GET", "/v1/projects/p2/clients?limit=100", { token: admin });
       assert.equal(hundred.status, 200);
       const one = await api("GET", "/v1/projects/p2/clients?limit=1", { token: admin });
