@@ -40,6 +40,7 @@ import {
   type H2Response,
   type H2Server,
   type HeaderField,
+  release,
   serveH2,
 } from "../transport/mod.ts";
 import {
@@ -345,6 +346,9 @@ async function answerUnary(
     signal,
   });
   if (outcome === undefined) return false;
+  // The call has run: its message was decoded into strings and numbers (no request type of ours
+  // has a `bytes` field; unknown fields, which view the buffer, are never read after the call).
+  release(envelope);
   const { output, trailer } = outcome;
   if (output === undefined) {
     setTrailerStatus(trailer, outcome.error);
@@ -435,6 +439,7 @@ async function* budgeted(
         if (filled + take > message.length) {
           const grown = new Uint8Array(Math.min(size, Math.max(message.length * 2, filled + take)));
           grown.set(message.subarray(0, filled));
+          release(message);
           message = grown;
         }
         message.set(chunk.subarray(offset, offset + take), filled);
@@ -446,6 +451,8 @@ async function* budgeted(
           yield whole;
         }
       }
+      // Copied out, and the HTTP/2 server keeps no reference to a chunk it handed over.
+      release(chunk);
     }
     // A cut-short message is handed on as far as it came: connect-es calls it incomplete.
     if (message !== undefined) yield message.subarray(0, filled);

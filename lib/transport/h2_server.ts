@@ -168,7 +168,11 @@ export interface H2Request {
   readonly streamId: number;
   /** Header fields in order, pseudo-headers (`:method`, `:path`...) included. */
   readonly headers: readonly HeaderField[];
-  /** The request body, chunk by chunk; ends at END_STREAM; throws if the stream is reset. */
+  /**
+   * The request body, chunk by chunk; ends at END_STREAM; throws if the stream is reset. Each chunk
+   * is handed over: the server keeps no reference to it, so a reader done with it may free it
+   * (`release` of ./bytes.ts).
+   */
   readonly body: AsyncIterable<Uint8Array>;
   /** Aborts when the stream ends, the peer resets it or the connection goes away. */
   readonly signal: AbortSignal;

@@ -6,7 +6,7 @@
  * @module
  */
 
-export { concat } from "./bytes.ts";
+export { concat, release } from "./bytes.ts";
 export {
   createH2Client,
   type H2Client,
