@@ -32,7 +32,10 @@
  * once the call has run). Measured alone (h2load, 16 connections x 100 streams of 1 MiB
  * CreateClient messages for 8 s against one oauth-registry, its VmHWM, 4 runs each): 148-200 MiB
  * before, 152-169 MiB after; with 8 MiB semi-spaces (and 80 MiB of old space) 228-264 MiB before,
- * 192-203 after.
+ * 192-203 after. Even so, 8 MiB was not worth its memory: against 2 MiB, both freeing buffers,
+ * the gateway's rates (`deno task bench:compare`, 8 rounds of 5 s) were create client 1.09x, get
+ * client 0.99x, a grant 1.05x, an introspection 1.04x (each round's ratio from 0.87 to 1.55), for
+ * 192-214 MiB under the flood against 152-169.
  */
 export const heapLimitFlag = "--v8-flags=--max-old-space-size=96,--max-semi-space-size=2";
 
