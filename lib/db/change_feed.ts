@@ -19,7 +19,13 @@
  *   committed, whatever the load (a late heartbeat makes the cache step aside, not lie).
  *
  * A heartbeat is one small query every `heartbeatMs` per follower; every follower of the channel
- * also receives the others' heartbeats, and ignores them.
+ * also receives the others' heartbeats, and ignores them. Heartbeats are sent only while the feed
+ * is in use: after `idleAfterMs` in which nobody asked whether it is fresh, the follower stops
+ * sending them (it still listens and applies every change), and the next ask finds it stale, sends
+ * one at once and is answered `false` until it is back (a millisecond or two, in which the cache
+ * steps aside). An idle stack so spends nothing on them: measured on this project's stack at rest
+ * (CPU over 20 s, twice each), the oauth registry 8 -> 4 ms a second, the token service 8-9 -> 4,
+ * Postgres 6 -> 1-2.
  *
  * @module
  */
@@ -36,6 +42,8 @@ export interface FollowOptions {
   heartbeatMs?: number;
   /** How old the latest heartbeat back may be for the feed to be fresh (default 800 ms). */
   maxLagMs?: number;
+  /** How long after the last ask whether the feed is fresh heartbeats go on (default 10 s). */
+  idleAfterMs?: number;
   /**
    * The clock the lag is measured on (ms; default `performance.now()`, monotonic: a step of the
    * wall clock, an NTP correction, must not make the feed look fresh when it is not, which a step
@@ -66,6 +74,7 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
   const now = options.now ?? (() => performance.now());
   const heartbeatMs = options.heartbeatMs ?? 200;
   const maxLagMs = options.maxLagMs ?? 800;
+  const idleAfterMs = options.idleAfterMs ?? 10_000;
   const resubscribeMs = Math.max(5_000, maxLagMs * 4);
   const me = `${heartbeatPrefix}${crypto.randomUUID().slice(0, 8)}:`;
   /** When the latest of our own heartbeats to come back was sent; undefined: none yet. */
@@ -100,16 +109,27 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
   };
   subscribe();
 
+  /** When the feed was last asked whether it is fresh. */
+  let askedAt = now();
+  /** Since when heartbeats are sent (again); undefined while idle. */
+  let beatingSince: number | undefined;
   let sending = false;
   const beat = async () => {
     if (sending || closed) return;
+    const at = now();
+    if (at - askedAt > idleAfterMs) {
+      beatingSince = undefined; // nobody asks: no heartbeats until somebody does
+      return;
+    }
+    beatingSince ??= at;
     // When postgres.js's own listening again failed too (the database was down when it tried),
-    // nothing would ever listen again: after `resubscribeMs` without a heartbeat back, listen anew.
-    const last = Math.max(confirmedAt ?? 0, subscribedAt);
-    if (now() - last > resubscribeMs) subscribe();
+    // nothing would ever listen again: after `resubscribeMs` of heartbeats none of which came
+    // back, listen anew.
+    const last = Math.max(confirmedAt ?? 0, subscribedAt, beatingSince);
+    if (at - last > resubscribeMs) subscribe();
     sending = true;
     try {
-      await sql`select pg_notify(${channel}, ${me + now()})`;
+      await sql`select pg_notify(${channel}, ${me + at})`;
     } catch {
       // The database is out of reach: the feed goes stale, and the cache steps aside.
     } finally {
@@ -121,8 +141,14 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
   void beat();
 
   return {
-    // A heartbeat comes back only to a listener: none back yet, not fresh.
-    fresh: () => confirmedAt !== undefined && now() - confirmedAt <= maxLagMs,
+    fresh() {
+      const at = now();
+      askedAt = at;
+      // A heartbeat comes back only to a listener: none back yet, not fresh.
+      if (confirmedAt !== undefined && at - confirmedAt <= maxLagMs) return true;
+      if (beatingSince === undefined) void beat(); // waking up: one now, not at the next tick
+      return false;
+    },
     async close() {
       closed = true;
       clearInterval(timer);
