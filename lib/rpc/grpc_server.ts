@@ -346,9 +346,8 @@ async function answerUnary(
     signal,
   });
   if (outcome === undefined) return false;
-  // The call has run: its message was decoded into strings and numbers (no request type of ours
-  // has a `bytes` field; unknown fields, which view the buffer, are never read after the call).
-  release(envelope);
+  // The call has run: a request of a type without `bytes` fields holds no view of its message.
+  if (route.bytesFree) release(envelope);
   const { output, trailer } = outcome;
   if (output === undefined) {
     setTrailerStatus(trailer, outcome.error);

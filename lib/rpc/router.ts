@@ -6,7 +6,13 @@
  * @module
  */
 
-import { type DescService, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  type DescMessage,
+  type DescService,
+  fromBinary,
+  ScalarType,
+  toBinary,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -106,6 +112,39 @@ export interface UnaryRoute {
   spec: Extract<MethodImplSpec, { kind: "unary" }>;
   /** The interceptors of its router, outermost first. */
   interceptors: Interceptor[];
+  /**
+   * Whether its request type has no `bytes` field at any depth ({@link holdsBytes}): a request
+   * decoded from a message then holds no view of that message (but in unknown fields, which
+   * nothing reads once the call has run), so the message may be freed when the call is over.
+   */
+  bytesFree: boolean;
+}
+
+/**
+ * Whether messages of `desc` may have a `bytes` field, in themselves or in a message they hold
+ * (Protobuf-ES decodes those as views of the bytes it read, not copies).
+ */
+export function holdsBytes(desc: DescMessage, seen = new Set<DescMessage>()): boolean {
+  if (seen.has(desc)) return false;
+  seen.add(desc);
+  return desc.fields.some((f) => {
+    switch (f.fieldKind) {
+      case "scalar":
+        return f.scalar === ScalarType.BYTES;
+      case "message":
+        return holdsBytes(f.message, seen);
+      case "list":
+        return f.listKind === "scalar"
+          ? f.scalar === ScalarType.BYTES
+          : f.listKind === "message" && holdsBytes(f.message, seen);
+      case "map":
+        return f.mapKind === "scalar"
+          ? f.scalar === ScalarType.BYTES
+          : f.mapKind === "message" && holdsBytes(f.message, seen);
+      default:
+        return false;
+    }
+  });
 }
 
 /**
@@ -134,7 +173,11 @@ export function createRouter(bindings: readonly Binding[], options: RouterOption
   for (const [service, impl] of register(router, bindings)) {
     for (const spec of Object.values(createServiceImplSpec(service, impl).methods)) {
       if (spec.kind !== "unary") continue;
-      unary.set(createMethodUrl("/", spec.method), { spec, interceptors: options.interceptors });
+      unary.set(createMethodUrl("/", spec.method), {
+        spec,
+        interceptors: options.interceptors,
+        bytesFree: !holdsBytes(spec.method.input),
+      });
     }
   }
   return { handlers: router.handlers, unary };
