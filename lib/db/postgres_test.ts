@@ -258,3 +258,90 @@ Deno.test("connect(): a connection lost during postgres.js's array-types query d
     await serving;
   }
 });
+
+Deno.test("connect(): queries spread over the pool's connections, and a transaction keeps its own", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { max: 3, applicationName: "lanes-test" });
+  try {
+    // Three at once take three connections; twenty at once never take more.
+    const pids = async (n: number) =>
+      new Set(
+        (await Promise.all(
+          Array.from({ length: n }, () => sql`select pg_backend_pid() as pid, pg_sleep(0.05)`),
+        )).map(([row]) => row!.pid),
+      );
+    assert.equal((await pids(3)).size, 3);
+    assert.equal((await pids(20)).size, 3);
+    // While a transaction is open, other queries go to the other connections: they are answered
+    // before it ends, and none of them sees its uncommitted row.
+    await sql`create table lanes (id int)`;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => finish = resolve);
+    let inside!: () => void;
+    const opened = new Promise<void>((resolve) => inside = resolve);
+    const tx = sql.begin(async (tx) => {
+      await tx`insert into lanes values (1)`;
+      inside();
+      await finished;
+      return (await tx`select pg_backend_pid() as pid`)[0]!.pid;
+    });
+    await opened;
+    const outside = await Promise.all(
+      Array.from(
+        { length: 10 },
+        () => sql`select pg_backend_pid() as pid, (select count(*)::int from lanes) as n`,
+      ),
+    );
+    assert.deepEqual(outside.map(([row]) => row!.n), Array(10).fill(0));
+    finish();
+    const txPid = await tx;
+    assert.ok(outside.every(([row]) => row!.pid !== txPid));
+    assert.deepEqual([...await sql`select count(*)::int as n from lanes`], [{ n: 1 }]);
+    // The helpers that make no query, unsafe and notify work through the pool as well.
+    assert.deepEqual([...await sql.unsafe("select $1::int as x", [7])], [{ x: 7 }]);
+    assert.deepEqual([...await sql`select ${sql.json({ a: 1 })}::jsonb as j`], [{ j: { a: 1 } }]);
+    assert.deepEqual([...await sql`select ${sql("id")} from lanes`], [{ id: 1 }]);
+    let heard!: (value: string) => void;
+    const notified = new Promise<string>((resolve) => heard = resolve);
+    await sql.listen("lanes_test", (value) => heard(value));
+    await sql.notify("lanes_test", "hello");
+    assert.equal(await notified, "hello");
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("postgres.js's own pool queue still grows with every query it serves (why connect() uses pools of one connection)", async () => {
+  // The queue as postgres.js 3.4.9's pool uses it for its idle connections while more are idle
+  // than busy: take the first, look for it in this queue again on its way to the busy queue (not
+  // found), and put it back when its query is done. When this fails, postgres.js has fixed its
+  // queue, and connect() can go back to one pool of `max` connections.
+  const { default: Queue } = await import(
+    new URL("../../node_modules/postgres/src/queue.js", import.meta.url).href
+  ) as {
+    default: (initial: unknown[]) => {
+      readonly length: number;
+      shift(): unknown;
+      remove(x: unknown): unknown;
+      push(x: unknown): unknown;
+    };
+  };
+  // The queue copies its first members with `slice`, which makes an array of this class: the
+  // queue's own array, watched.
+  class Watched extends Array<unknown> {
+    static last: unknown[] = [];
+    constructor(length = 0) {
+      super(length);
+      Watched.last = this;
+    }
+  }
+  const idle = Queue(Watched.from(["a", "b", "c"]));
+  for (let i = 0; i < 1000; i++) {
+    const c = idle.shift();
+    assert.equal(idle.remove(c), null);
+    idle.push(c);
+  }
+  assert.equal(idle.length, 3);
+  assert.ok(Watched.last.length > 1000, `its array holds ${Watched.last.length} slots`);
+});
