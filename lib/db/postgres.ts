@@ -84,9 +84,11 @@ interface RoutedQuery {
  * 50,000 (`bench/pool_drift.ts`), and the array holds 8 bytes a query that it never gives back. A
  * pool of one connection never has two in a queue, so each of its queues empties at every shift.
  *
- * A query is sent, when it runs, to the lane with the fewest queries in flight, the next lane in
- * turn among equals, as postgres.js's pool takes an idle connection first and pipelines on a busy
- * one only when none is idle. A lane with an open transaction (or a reserved connection) is chosen
+ * A query is sent, when it runs, to the lane with the fewest queries in flight, as postgres.js's
+ * pool takes an idle connection first and pipelines on a busy one only when none is idle; among
+ * equals, to the first, so that under a light load a few connections do the work and the others
+ * are closed after a minute idle (postgres.js's pool took its idle connections in turn, which kept
+ * them all open). A lane with an open transaction (or a reserved connection) is chosen
  * only when every lane has one, as its connection answers nothing else until the transaction
  * ends: a query sent there would wait for it, and for good if the transaction waits for that
  * query. Queries are made by the first lane's `Sql` and handed to the chosen lane's handler
@@ -100,14 +102,11 @@ function lanes(n: number, open: () => Sql): Sql {
   // Each lane's handler, from a query made and never run.
   const handlers = pools.map((pool) => (pool`select 1` as unknown as RoutedQuery).handler);
   const inFlight = new Array<number>(n).fill(0);
-  let next = 0;
   const pick = (): number => {
-    let best = next;
-    for (let k = 1; k < n && inFlight[best]! > 0; k++) {
-      const i = (next + k) % n;
+    let best = 0;
+    for (let i = 1; i < n && inFlight[best]! > 0; i++) {
       if (inFlight[i]! < inFlight[best]!) best = i;
     }
-    next = (best + 1) % n;
     return best;
   };
   const dispatch = (query: RoutedQuery) => {

@@ -259,7 +259,7 @@ Deno.test("connect(): a connection lost during postgres.js's array-types query d
   }
 });
 
-Deno.test("connect(): queries spread over the pool's connections, and a transaction keeps its own", async () => {
+Deno.test("connect(): queries spread over the pool's connections when they must, and a transaction keeps its own", async () => {
   const db = await createTestDatabase();
   const sql = connect(db.url, { max: 3, applicationName: "lanes-test" });
   try {
@@ -272,6 +272,10 @@ Deno.test("connect(): queries spread over the pool's connections, and a transact
       );
     assert.equal((await pids(3)).size, 3);
     assert.equal((await pids(20)).size, 3);
+    // One at a time, they take the same connection: the others are left to close when idle.
+    const one = new Set<number>();
+    for (let i = 0; i < 6; i++) one.add((await sql`select pg_backend_pid() as pid`)[0]!.pid);
+    assert.equal(one.size, 1);
     // While a transaction is open, other queries go to the other connections: they are answered
     // before it ends, and none of them sees its uncommitted row.
     await sql`create table lanes (id int)`;
