@@ -62,7 +62,11 @@ export function connect(url: string, options: ConnectOptions): Sql {
     // would keep a service unready long after its database is back.
     backoff: () => 0.05 + Math.random() * 0.05,
   };
-  return lanes(options.max ?? 10, () => postgres(url, { ...settings, max: 1 }));
+  const first = postgres(url, { ...settings, max: 1 });
+  // The other lanes take the first's parsed options, as the connections of one postgres.js pool
+  // share theirs: the array types that a connection fetches (to send and read arrays) are then
+  // every lane's, as soon as one has them.
+  return lanes(options.max ?? 10, (i) => i === 0 ? first : postgres(first.options as never));
 }
 
 /** What the lanes use of a postgres.js query, which its type definitions leave out. */
@@ -96,8 +100,8 @@ interface RoutedQuery {
  * (`json`, identifiers, row lists) are the first lane's, and so are `listen`, which opens a
  * connection of its own, and `options` (whose `max` is 1).
  */
-function lanes(n: number, open: () => Sql): Sql {
-  const pools = Array.from({ length: n }, open);
+function lanes(n: number, open: (lane: number) => Sql): Sql {
+  const pools = Array.from({ length: n }, (_, i) => open(i));
   const first = pools[0]!;
   // Each lane's handler, from a query made and never run.
   const handlers = pools.map((pool) => (pool`select 1` as unknown as RoutedQuery).handler);
