@@ -575,9 +575,11 @@ Deno.test("a frozen backend: every gateway request gets its JSON error within th
 });
 
 Deno.test("SIGTERM to a service with 30 requests in flight: all of them complete, then it exits 0", async () => {
-  // A pool as large as the load, so that every request waits inside the database, where the
-  // test can count it: in flight for sure.
-  const stack = await startStack({ env: { DB_POOL_MAX: "30" } });
+  // A pool larger than the load, so that every request waits inside the database, where the test
+  // can count it: in flight for sure. Larger, because a query goes to a busy connection (to wait
+  // behind its query there, here behind the lock) when none is free, and the service's own
+  // background queries take a connection now and then.
+  const stack = await startStack({ env: { DB_POOL_MAX: "40" } });
   const db = postgres(stack.databaseUrl, { max: 2, onnotice: () => {} });
   let release = () => {};
   try {
