@@ -301,6 +301,12 @@ Deno.test("connect(): queries spread over the pool's connections when they must,
     const txPid = await tx;
     assert.ok(outside.every(([row]) => row!.pid !== txPid));
     assert.deepEqual([...await sql`select count(*)::int as n from lanes`], [{ n: 1 }]);
+    // A reserved connection is one lane's, and the others answer meanwhile.
+    const reserved = await sql.reserve();
+    const reservedPid = (await reserved`select pg_backend_pid() as pid`)[0]!.pid;
+    const meanwhile = await sql`select pg_backend_pid() as pid`;
+    assert.notEqual(meanwhile[0]!.pid, reservedPid);
+    reserved.release();
     // The helpers that make no query, unsafe and notify work through the pool as well.
     assert.deepEqual([...await sql.unsafe("select $1::int as x", [7])], [{ x: 7 }]);
     assert.deepEqual([...await sql`select ${sql.json({ a: 1 })}::jsonb as j`], [{ j: { a: 1 } }]);
