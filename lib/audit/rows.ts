@@ -56,8 +56,11 @@ export async function insertAudited<T extends object>(
  * such row or the etag is not its (the caller tells the two apart). The row is locked first, so
  * the event's old values are the version the update replaces. A write that would change none of
  * the columns (each already holds its value) writes nothing: no event, and the row is returned as
- * it was, its etag and `updated_at` unchanged. In a transaction, pass its `run` and the pool as
- * `sql` (lib/audit's fragments are made once per pool).
+ * it was, its etag and `updated_at` unchanged. Nor does it lock: a row that the statement's
+ * snapshot finds already so is answered from that read (the write takes effect as of the snapshot,
+ * where it is a no-op), since a row lock is itself a write, with a transaction id and a WAL record
+ * to flush at commit, and retries of one request would queue on it. In a transaction, pass its
+ * `run` and the pool as `sql` (lib/audit's fragments are made once per pool).
  */
 export async function updateAudited<T extends object, C extends object>(
   sql: Sql,
@@ -70,11 +73,17 @@ export async function updateAudited<T extends object, C extends object>(
 ): Promise<T | undefined> {
   const columns = Object.keys(changes) as (keyof C & string)[];
   const table = constant(sql, rows.table);
+  const etag = constant(sql, etagOf(rows.schema));
   const [row] = await run<T[]>`
-    with prior as (
-      select *, ${
-    constant(sql, etagOf(rows.schema))
-  } as etag from ${table} where ${where} for update
+    with unchanged as (
+      select *, ${etag} as etag from ${table} u
+      where ${where} ${ifMatch(sql, etagOf(rows.schema, "u"), write.etag)}
+        and not ${differences(sql, "u", changes, columns)}
+    ),
+    prior as (
+      select *, ${etag} as etag from ${table}
+      where ${where} and not exists (select from unchanged)
+      for update
     ),
     updated as (
       update ${table} t
@@ -97,6 +106,8 @@ export async function updateAudited<T extends object, C extends object>(
       columns,
     )
   }
+    select * from unchanged
+    union all
     select * from updated
     union all
     select * from prior

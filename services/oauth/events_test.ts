@@ -321,6 +321,50 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
     );
 
     await t.step(
+      "a PATCH that changes nothing is answered while another transaction holds the row",
+      async () => {
+        const c = await newClient();
+        const uuid = ids.client.toUuid(c.id)!;
+        /** Whether `name` set on `c` waits for a row lock held meanwhile by another transaction. */
+        const waitsForLock = async (name: string) => {
+          const holder = await svc.sql.reserve();
+          try {
+            await holder`begin`;
+            await holder`select from oauth.clients where id = ${uuid} for update`;
+            const [held] = await holder<{ pid: number }[]>`select pg_backend_pid() as pid`;
+            let answered = false;
+            const patch = api.updateClient({
+              projectId: "p",
+              clientId: c.id,
+              client: { name },
+              updateMask: { paths: ["name"] },
+            }, { headers: admin }).finally(() => answered = true);
+            // Whichever comes first: the answer, or a backend that waits for the holder's lock.
+            let waited = false;
+            while (!answered && !waited) {
+              const [row] = await svc.sql<{ n: number }[]>`
+                select count(*)::int as n from pg_stat_activity
+                where ${held!.pid}::int = any(pg_blocking_pids(pid))`;
+              waited = row!.n > 0;
+            }
+            await holder`rollback`;
+            return { waited, client: (await patch).client! };
+          } finally {
+            holder.release();
+          }
+        };
+        const same = await waitsForLock(c.name);
+        assert.equal(same.waited, false, "a no-op takes no lock");
+        assert.equal(same.client.etag, c.etag);
+        // The check can tell: a real change waits for the lock, then writes.
+        const renamed = await waitsForLock("renamed");
+        assert.equal(renamed.waited, true, "a change locks the row");
+        assert.notEqual(renamed.client.etag, c.etag);
+        assert.equal(renamed.client.name, "renamed");
+      },
+    );
+
+    await t.step(
       "WatchEvents: from a cursor, every event once and in order, as they commit",
       async () => {
         const start = (await events()).at(-1)!.seq;
