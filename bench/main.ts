@@ -481,7 +481,7 @@ const ops: Op[] = [
   },
   {
     // The same body again and again: after its first, a patch that finds nothing to change and
-    // writes nothing (a read under the row's lock), as a client's retries are.
+    // writes nothing (a plain read of the row, which it does not lock), as a client's retries are.
     name: "patch client, no change",
     kind: "write",
     paths: {
