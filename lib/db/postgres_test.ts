@@ -263,15 +263,23 @@ Deno.test("connect(): queries spread over the pool's connections when they must,
   const db = await createTestDatabase();
   const sql = connect(db.url, { max: 3, applicationName: "lanes-test" });
   try {
-    // Three at once take three connections; twenty at once never take more.
-    const pids = async (n: number) =>
+    const read = () => sql`select pg_backend_pid() as pid, pg_sleep(0.05)`;
+    // Not a plain read, to the pool (its text does not start with select): as a write is sent.
+    const write = () => sql`with w as (select pg_backend_pid() as pid, pg_sleep(0.05)) table w`;
+    const pids = async (n: number, query: typeof read) =>
       new Set(
-        (await Promise.all(
-          Array.from({ length: n }, () => sql`select pg_backend_pid() as pid, pg_sleep(0.05)`),
-        )).map(([row]) => row!.pid),
+        (await Promise.all(Array.from({ length: n }, query))).map(([row]) => row!.pid),
       );
-    assert.equal((await pids(3)).size, 3);
-    assert.equal((await pids(20)).size, 3);
+    // Plain reads share a connection two at a time, so that a backend finds the next one waiting:
+    // three at once take two connections. Other queries take an idle one while there is one.
+    assert.equal((await pids(3, read)).size, 2);
+    assert.equal((await pids(3, write)).size, 3);
+    // Twenty at once never take more than the pool.
+    assert.equal((await pids(20, read)).size, 3);
+    assert.equal((await pids(20, write)).size, 3);
+    // A read does not wait behind a write while another connection is idle.
+    const [[w], [r]] = await Promise.all([write(), read()]);
+    assert.notEqual(w!.pid, r!.pid);
     // One at a time, they take the same connection: the others are left to close when idle.
     const one = new Set<number>();
     for (let i = 0; i < 6; i++) one.add((await sql`select pg_backend_pid() as pid`)[0]!.pid);
