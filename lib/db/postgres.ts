@@ -24,6 +24,8 @@ export interface ConnectOptions {
   max?: number;
   /** The `application_name` the server sees. */
   applicationName: string;
+  /** Milliseconds on a monotonic clock (default `performance.now`); tests set their own. */
+  now?: () => number;
 }
 
 /**
@@ -66,7 +68,11 @@ export function connect(url: string, options: ConnectOptions): Sql {
   // The other lanes take the first's parsed options, as the connections of one postgres.js pool
   // share theirs: the array types that a connection fetches (to send and read arrays) are then
   // every lane's, as soon as one has them.
-  return lanes(options.max ?? 10, (i) => i === 0 ? first : postgres(first.options as never));
+  return lanes(
+    options.max ?? 10,
+    (i) => i === 0 ? first : postgres(first.options as never),
+    options.now ?? (() => performance.now()),
+  );
 }
 
 /** What the lanes use of a postgres.js query, which its type definitions leave out. */
@@ -78,6 +84,12 @@ interface RoutedQuery {
 
 /** How many plain reads a lane may hold in flight while another lane is idle. */
 const readDepth = 2;
+/**
+ * How long (ms) a lane's current query may have run for a read to be sent behind it: a read by id
+ * takes tenths of a millisecond, but a page of 100 or a cache's reload more, and a read behind
+ * one would wait for all of it.
+ */
+const readBehindMs = 1;
 
 const plainReads = new WeakMap<readonly string[], boolean>();
 const locking = /\bfor\s+(?:no\s+key\s+)?(?:update|share|key\s+share)\b/i;
@@ -118,8 +130,9 @@ function isPlainRead(query: RoutedQuery): boolean {
  * equals, to the first, so that under a light load a few connections do the work and the others
  * are closed after a minute idle (postgres.js's pool took its idle connections in turn, which kept
  * them all open). A plain read (`isPlainRead`) is the exception: it goes to the first lane that
- * holds only reads and fewer than `readDepth`, so that a backend finishing one read finds the next
- * waiting instead of sleeping and being woken for it. A wakeup costs Postgres more than a read by
+ * holds only reads, fewer than `readDepth`, the current one begun less than `readBehindMs` ago, so
+ * that a backend finishing one read finds the next waiting instead of sleeping and being woken for
+ * it. A wakeup costs Postgres more than a read by
  * id: GETs of a client through the gateway, whose reads reach the registry one by one, took 0.80
  * to 0.83 backend wakeups and 0.067 to 0.094 ms of Postgres CPU a read, against 0.54 to 0.57 and
  * 0.043 to 0.061 over gRPC; with reads two deep, 0.58 to 0.62 and 0.063 to 0.082
@@ -133,7 +146,7 @@ function isPlainRead(query: RoutedQuery): boolean {
  * (`json`, identifiers, row lists) are the first lane's, and so are `listen`, which opens a
  * connection of its own, and `options` (whose `max` is 1).
  */
-function lanes(n: number, open: (lane: number) => Sql): Sql {
+function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
   const pools = Array.from({ length: n }, (_, i) => open(i));
   const first = pools[0]!;
   // Each lane's handler, from a query made and never run.
@@ -149,10 +162,19 @@ function lanes(n: number, open: (lane: number) => Sql): Sql {
     }
     return best;
   };
-  /** For a plain read: the first lane with only reads in flight, fewer than `readDepth`. */
+  // When each lane's current query started: when it was sent to an idle lane, or when the one
+  // before it on that connection was answered.
+  const since = new Array<number>(n).fill(0);
+  /**
+   * For a plain read: the first lane that is idle, or holds only reads, fewer than `readDepth`,
+   * the current one started less than `readBehindMs` ago.
+   */
   const pickForRead = (): number => {
+    const t = now();
     for (let i = 0; i < n; i++) {
-      if (inFlight[i]! < readDepth && writing[i] === 0) return i;
+      const queries = inFlight[i]!;
+      if (queries === 0) return i;
+      if (queries < readDepth && writing[i] === 0 && t - since[i]! < readBehindMs) return i;
     }
     return pick(1);
   };
@@ -160,10 +182,10 @@ function lanes(n: number, open: (lane: number) => Sql): Sql {
     const read = isPlainRead(query);
     const i = read ? pickForRead() : pick(1);
     const w = read ? 0 : 1;
-    inFlight[i]!++;
+    if (inFlight[i]!++ === 0) since[i] = now();
     writing[i]! += w;
     const done = () => {
-      inFlight[i]!--;
+      if (--inFlight[i]! > 0) since[i] = now();
       writing[i]! -= w;
     };
     // The base `then`: the query's own runs it, and it is running already.

@@ -261,7 +261,8 @@ Deno.test("connect(): a connection lost during postgres.js's array-types query d
 
 Deno.test("connect(): queries spread over the pool's connections when they must, and a transaction keeps its own", async () => {
   const db = await createTestDatabase();
-  const sql = connect(db.url, { max: 3, applicationName: "lanes-test" });
+  // The pool's clock stands still: every query has just begun, whatever the machine's load.
+  const sql = connect(db.url, { max: 3, applicationName: "lanes-test", now: () => 0 });
   try {
     const read = () => sql`select pg_backend_pid() as pid, pg_sleep(0.05)`;
     // Not a plain read, to the pool (its text does not start with select): as a write is sent.
@@ -325,6 +326,44 @@ Deno.test("connect(): queries spread over the pool's connections when they must,
     await sql.notify("lanes_test", "hello");
     assert.equal(await notified, "hello");
   } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("connect(): a read goes behind another read only while that one has run less than 1 ms", async () => {
+  const db = await createTestDatabase();
+  let clock = 0;
+  const sql = connect(db.url, { max: 4, applicationName: "lanes-test", now: () => clock });
+  const holder = await sql.reserve(); // the first connection, held until the end
+  try {
+    // Reads that wait until the holder lets them: a shared lock that its exclusive one blocks.
+    await holder`select pg_advisory_lock(42)`;
+    const waiting = async (n: number) => {
+      for (;;) {
+        const [row] = await holder<{ n: number }[]>`
+          select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`;
+        if (row!.n === n) return;
+      }
+    };
+    const blocked = () => sql`select pg_backend_pid() as pid, pg_advisory_xact_lock_shared(42)`;
+    const pid = () => sql`select pg_backend_pid() as pid`;
+    const first = blocked().then(([row]) => row!.pid);
+    await waiting(1);
+    const behind = pid().then(([row]) => row!.pid); // at once: behind the first
+    // postgres.js sends a query a microtask after it is awaited: the clock moves after that.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    clock += 1;
+    const second = blocked().then(([row]) => row!.pid); // the first's connection holds two
+    await waiting(2);
+    clock += 1;
+    const beside = pid().then(([row]) => row!.pid); // the second has run 1 ms: not behind it
+    await holder`select pg_advisory_unlock(42)`;
+    assert.equal(await behind, await first);
+    assert.notEqual(await beside, await second);
+    assert.notEqual(await beside, await first);
+  } finally {
+    holder.release();
     await sql.end();
     await db.drop();
   }
