@@ -325,20 +325,17 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
       async () => {
         const c = await newClient();
         const uuid = ids.client.toUuid(c.id)!;
-        /** Whether `name` set on `c` waits for a row lock held meanwhile by another transaction. */
-        const waitsForLock = async (name: string) => {
+        /** Whether `call` waits for the lock that `lock` takes meanwhile in another transaction. */
+        const waitsForLock = async <T>(lock: "client" | "config", call: () => Promise<T>) => {
           const holder = await svc.sql.reserve();
           try {
             await holder`begin`;
-            await holder`select from oauth.clients where id = ${uuid} for update`;
+            await (lock === "client"
+              ? holder`select from oauth.clients where id = ${uuid} for update`
+              : holder`select from oauth.configs where project_id = 'p' for update`);
             const [held] = await holder<{ pid: number }[]>`select pg_backend_pid() as pid`;
             let answered = false;
-            const patch = api.updateClient({
-              projectId: "p",
-              clientId: c.id,
-              client: { name },
-              updateMask: { paths: ["name"] },
-            }, { headers: admin }).finally(() => answered = true);
+            const answer = call().finally(() => answered = true);
             // Whichever comes first: the answer, or a backend that waits for the holder's lock.
             let waited = false;
             while (!answered && !waited) {
@@ -348,19 +345,44 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
               waited = row!.n > 0;
             }
             await holder`rollback`;
-            return { waited, client: (await patch).client! };
+            return { waited, answer: await answer };
           } finally {
             holder.release();
           }
         };
-        const same = await waitsForLock(c.name);
+        const rename = (name: string) => () =>
+          api.updateClient({
+            projectId: "p",
+            clientId: c.id,
+            client: { name },
+            updateMask: { paths: ["name"] },
+          }, { headers: admin });
+        const same = await waitsForLock("client", rename(c.name));
         assert.equal(same.waited, false, "a no-op takes no lock");
-        assert.equal(same.client.etag, c.etag);
+        assert.equal(same.answer.client!.etag, c.etag);
         // The check can tell: a real change waits for the lock, then writes.
-        const renamed = await waitsForLock("renamed");
+        const renamed = await waitsForLock("client", rename("renamed"));
         assert.equal(renamed.waited, true, "a change locks the row");
-        assert.notEqual(renamed.client.etag, c.etag);
-        assert.equal(renamed.client.name, "renamed");
+        assert.notEqual(renamed.answer.client!.etag, c.etag);
+        assert.equal(renamed.answer.client!.name, "renamed");
+        // The project's config alike, through its create-or-update path (application_name given)
+        // and its update path.
+        const config = (config: { applicationName?: string; supportEmail?: string }) => () =>
+          api.updateOAuthConfig({ projectId: "p", config }, { headers: admin });
+        const current = (await api.getOAuthConfig({ projectId: "p" }, { headers: admin })).config!;
+        assert.ok(current.supportEmail, "set by a step before");
+        for (
+          const same of [{ applicationName: current.applicationName }, {
+            supportEmail: current.supportEmail!,
+          }]
+        ) {
+          const { waited, answer } = await waitsForLock("config", config(same));
+          assert.equal(waited, false, `a no-op takes no lock: ${Object.keys(same)}`);
+          assert.equal(answer.config!.etag, current.etag);
+        }
+        const changed = await waitsForLock("config", config({ applicationName: "Changed" }));
+        assert.equal(changed.waited, true, "a change locks the row");
+        assert.equal(changed.answer.config!.applicationName, "Changed");
       },
     );
 

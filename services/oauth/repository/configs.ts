@@ -110,9 +110,30 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
     });
   // Locked, so that `prior` is the version replaced, or, when the write would change nothing, the
   // version returned (the latest: a locking read waits for a concurrent writer and reads its row).
-  const prior = (projectId: string) =>
+  // After `unchanged`, only when that found nothing.
+  const prior = (projectId: string, afterUnchanged = false) =>
     sql`prior as (
-      select *, oauth.etag(xmin) as etag from oauth.configs where project_id = ${projectId} for update
+      select *, oauth.etag(xmin) as etag from oauth.configs
+      where project_id = ${projectId} ${
+      afterUnchanged ? sql`and not exists (select from unchanged)` : sql``
+    }
+      for update
+    )`;
+  /**
+   * The configuration as the statement's snapshot has it, when every column given already holds
+   * its value (and `etag`, if any, is its): the write is a no-op, answered without the lock, which
+   * is a write of its own (see lib/audit/rows.ts's `updateAudited`).
+   */
+  const unchanged = (
+    projectId: string,
+    changes: ConfigChanges,
+    columns: (keyof ConfigChanges)[],
+    etag: string | undefined,
+  ) =>
+    sql`unchanged as (
+      select *, oauth.etag(xmin) as etag from oauth.configs u
+      where project_id = ${projectId} ${ifMatch(sql, "oauth.etag(u.xmin)", etag)}
+        and not ${differences(sql, "u", stored(changes), columns)}
     )`;
   /**
    * The configuration written, or the one there when the write changed nothing (every column
@@ -120,7 +141,9 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
    * any, is its.
    */
   const result = (etag: string | undefined) =>
-    sql`select * from changed
+    sql`select * from unchanged
+      union all
+      select * from changed
       union all
       select * from prior where not exists (select from changed) ${
       ifMatch(sql, "prior.etag", etag)
@@ -136,7 +159,8 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       const [row] = columns.length === 0
         ? await repo.get(projectId).then((r) => r ? [r] : [])
         : await sql<ConfigRow[]>`
-            with ${prior(projectId)},
+            with ${unchanged(projectId, changes, columns, write.etag)},
+            ${prior(projectId, true)},
             changed as (
               update oauth.configs c set ${
           assignments(sql, stored(changes), columns)
@@ -156,9 +180,11 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       const columns = Object.keys(changes) as (keyof ConfigChanges)[];
       const values = { audience: "external", ...stored(changes), project_id: projectId };
       const [row] = await sql<ConfigRow[]>`
-        with ${prior(projectId)},
+        with ${unchanged(projectId, changes, columns, undefined)},
+        ${prior(projectId, true)},
         changed as (
-          insert into oauth.configs ${insertion(sql, values)}
+          insert into oauth.configs ${insertion(sql, values, "select")}
+          where not exists (select from unchanged)
           on conflict (project_id) do update set ${
         assignments(sql, stored(changes), columns)
       }, updated_at = now()
