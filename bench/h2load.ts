@@ -6,7 +6,31 @@
  * @module
  */
 
+import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { ensurePackages, packages } from "../tools/debian.ts";
+
+/** What to send, without how much: a {@link LoadSpec} less its load. */
+export type LoadTarget = Omit<LoadSpec, "concurrency" | "seconds" | "warmupSeconds">;
+
+/** A unary gRPC call to `address` (host:port) over HTTP/2, the request framed once. */
+export function grpcTarget<I extends DescMessage>(
+  address: string,
+  method: { parent: { typeName: string }; name: string; input: I },
+  request: MessageInitShape<I>,
+  headers: Record<string, string>,
+): LoadTarget {
+  const bytes = toBinary(method.input, create(method.input, request));
+  const body = new Uint8Array(5 + bytes.length);
+  new DataView(body.buffer).setUint32(1, bytes.length);
+  body.set(bytes, 5);
+  return {
+    urls: [`http://${address}/${method.parent.typeName}/${method.name}`],
+    method: "POST",
+    body,
+    headers: { "content-type": "application/grpc", te: "trailers", ...headers },
+    h1: false,
+  };
+}
 
 /** One load run. */
 export interface LoadSpec {

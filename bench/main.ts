@@ -26,7 +26,7 @@
  * @module
  */
 
-import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
@@ -36,7 +36,7 @@ import { idKind } from "../lib/platform/mod.ts";
 import { httpClient } from "../lib/testing/mod.ts";
 import { spawn, startStack } from "../lib/testing/mod.ts";
 import { parseCommandLine, positiveNumber, usageError } from "../tools/cli.ts";
-import { ensureH2load, h2load, type LoadResult, type LoadSpec } from "./h2load.ts";
+import { ensureH2load, grpcTarget, h2load, type LoadResult, type LoadTarget } from "./h2load.ts";
 import { followEvents } from "../tools/watch_events.ts";
 import { ensurePeer, startPeer } from "./peer.ts";
 import { uniqueLoad, type UniqueLoadSpec } from "./unique_load.ts";
@@ -215,25 +215,13 @@ const h1 = (
   headers: { ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
   h1: true,
 });
-function grpc<I extends DescMessage>(
+const grpc = <I extends DescMessage>(
   address: string,
   method: { parent: { typeName: string }; name: string; input: I },
   request: MessageInitShape<I>,
-): Target {
-  const bytes = toBinary(method.input, create(method.input, request));
-  const body = new Uint8Array(5 + bytes.length);
-  new DataView(body.buffer).setUint32(1, bytes.length);
-  body.set(bytes, 5);
-  return {
-    urls: [`http://${address}/${method.parent.typeName}/${method.name}`],
-    method: "POST",
-    body,
-    headers: { "content-type": "application/grpc", te: "trailers", ...auth },
-    h1: false,
-  };
-}
+): Target => grpcTarget(address, method, request, auth);
 
-type Target = Omit<LoadSpec, "concurrency" | "seconds" | "warmupSeconds">;
+type Target = LoadTarget;
 /** Requests sent once each (./unique_load.ts), for what h2load cannot repeat. */
 type UniqueTarget = { unique: Omit<UniqueLoadSpec, "concurrency" | "seconds" | "warmupSeconds"> };
 type Path = "gateway" | "grpc" | "reference" | "peer";

@@ -14,12 +14,11 @@
  * @module
  */
 
-import { create, toBinary } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { idKind } from "../lib/platform/mod.ts";
 import { httpClient, spawn, startStack } from "../lib/testing/mod.ts";
-import { ensureH2load, h2load, type LoadSpec } from "./h2load.ts";
+import { ensureH2load, grpcTarget, h2load, type LoadTarget } from "./h2load.ts";
 
 await ensureH2load();
 const stack = await startStack({
@@ -49,29 +48,18 @@ try {
   await sql`insert into oauth.clients ${
     sql(ids.map((id, i) => ({ id: id.uuid, project_id: "bench", name: `r${i}`, type: "web" })))
   }`;
-  const get = OAuthRegistryService.method.getClient;
-  const message = toBinary(
-    get.input,
-    create(get.input, { projectId: "bench", clientId: ids[0]!.id }),
-  );
-  const body = new Uint8Array(5 + message.length);
-  new DataView(body.buffer).setUint32(1, message.length);
-  body.set(message, 5);
   const auth = { authorization: `Bearer ${token}` };
-  const paths: Record<string, Omit<LoadSpec, "concurrency" | "seconds" | "warmupSeconds">> = {
+  const paths: Record<string, LoadTarget> = {
     gateway: {
       urls: ids.map((id) => `${stack.gatewayUrl}/v1/projects/bench/clients/${id.id}`),
       method: "GET",
       headers: auth,
       h1: true,
     },
-    grpc: {
-      urls: [`http://${stack.oauthGrpc}/${get.parent.typeName}/${get.name}`],
-      method: "POST",
-      body,
-      headers: { "content-type": "application/grpc", te: "trailers", ...auth },
-      h1: false,
-    },
+    grpc: grpcTarget(stack.oauthGrpc, OAuthRegistryService.method.getClient, {
+      projectId: "bench",
+      clientId: ids[0]!.id,
+    }, auth),
     reference: {
       urls: ids.map((id) => `http://127.0.0.1:${refPort}/clients/${id.id}`),
       method: "GET",

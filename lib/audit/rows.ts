@@ -73,15 +73,10 @@ export async function updateAudited<T extends object, C extends object>(
 ): Promise<T | undefined> {
   const columns = Object.keys(changes) as (keyof C & string)[];
   const table = constant(sql, rows.table);
-  const etag = constant(sql, etagOf(rows.schema));
   const [row] = await run<T[]>`
-    with unchanged as (
-      select *, ${etag} as etag from ${table} u
-      where ${where} ${ifMatch(sql, etagOf(rows.schema, "u"), write.etag)}
-        and not ${differences(sql, "u", changes, columns)}
-    ),
+    with ${unchangedRow(sql, rows, where, changes, columns, write.etag)},
     prior as (
-      select *, ${etag} as etag from ${table}
+      select *, ${constant(sql, etagOf(rows.schema))} as etag from ${table}
       where ${where} and not exists (select from unchanged)
       for update
     ),
@@ -113,6 +108,29 @@ export async function updateAudited<T extends object, C extends object>(
     select * from prior
     where not exists (select from updated) ${ifMatch(sql, "prior.etag", write.etag)}`;
   return row;
+}
+
+/**
+ * The CTE `unchanged`: the row of `rows.table` that `where` finds, with its etag, as the statement's
+ * snapshot has it, when each of `columns` already holds its value in `changes` and `etag`, if
+ * given, is its; else nothing. A write that finds it is a no-op, answered from it without locking
+ * the row (see {@link updateAudited}); a lock that follows it belongs behind `not exists (select
+ * from unchanged)`. `where` names the table's columns unqualified.
+ */
+export function unchangedRow<C extends object>(
+  sql: Sql,
+  rows: Pick<AuditedRows, "table" | "schema">,
+  where: Fragment,
+  changes: C,
+  columns: readonly (keyof C & string)[],
+  etag: string | undefined,
+): Fragment {
+  const version = etagOf(rows.schema, "u");
+  return sql`unchanged as (
+    select *, ${constant(sql, version)} as etag from ${constant(sql, rows.table)} u
+    where ${where} ${ifMatch(sql, version, etag)}
+      and not ${differences(sql, "u", changes, columns)}
+  )`;
 }
 
 /**

@@ -132,14 +132,12 @@ function isPlainRead(query: RoutedQuery): boolean {
  * them all open). A plain read (`isPlainRead`) is the exception: it goes to the first lane that
  * holds only reads, fewer than `readDepth`, the current one begun less than `readBehindMs` ago, so
  * that a backend finishing one read finds the next waiting instead of sleeping and being woken for
- * it. A wakeup costs Postgres more than a read by
- * id: GETs of a client through the gateway, whose reads reach the registry one by one, took 0.80
+ * it. A wakeup costs Postgres more than a read by id: GETs of a client through the gateway, whose reads reach the registry one by one, took 0.80
  * to 0.83 backend wakeups and 0.067 to 0.094 ms of Postgres CPU a read, against 0.54 to 0.57 and
  * 0.043 to 0.061 over gRPC; with reads two deep, 0.58 to 0.62 and 0.063 to 0.082
  * (`bench/pg_wakeups.ts`). Anything else waits for its commit to reach the disk, and a query
- * behind it would wait too: with every query sent two deep, creates lost 12%.
- * A lane with an open transaction (or a reserved connection) is chosen
- * only when every lane has one, as its connection answers nothing else until the transaction
+ * behind it would wait too: with every query sent two deep, creates lost 12%. A lane with an open
+ * transaction (or a reserved connection) is chosen only when every lane has one, as its connection answers nothing else until the transaction
  * ends: a query sent there would wait for it, and for good if the transaction waits for that
  * query. Queries are made by the first lane's `Sql` and handed to the chosen lane's handler
  * (`query.handler`, which postgres.js calls when the query runs); helpers that make no query
@@ -154,10 +152,10 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
   const inFlight = new Array<number>(n).fill(0);
   // Queries in flight that are not plain reads, by lane.
   const writing = new Array<number>(n).fill(0);
-  /** The first lane with fewer than `depth` queries in flight, else the least busy. */
-  const pick = (depth: number): number => {
+  /** The first idle lane, else the least busy. */
+  const pick = (): number => {
     let best = 0;
-    for (let i = 1; i < n && inFlight[best]! >= depth; i++) {
+    for (let i = 1; i < n && inFlight[best]! > 0; i++) {
       if (inFlight[i]! < inFlight[best]!) best = i;
     }
     return best;
@@ -176,11 +174,11 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
       if (queries === 0) return i;
       if (queries < readDepth && writing[i] === 0 && t - since[i]! < readBehindMs) return i;
     }
-    return pick(1);
+    return pick();
   };
   const dispatch = (query: RoutedQuery) => {
     const read = isPlainRead(query);
-    const i = read ? pickForRead() : pick(1);
+    const i = read ? pickForRead() : pick();
     const w = read ? 0 : 1;
     if (inFlight[i]!++ === 0) since[i] = now();
     writing[i]! += w;
@@ -201,7 +199,7 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
   // more queries than any lane can have in flight.
   const holding = 1 << 20;
   const held = async <T>(use: (pool: Sql) => Promise<T>): Promise<T> => {
-    const i = pick(1);
+    const i = pick();
     inFlight[i]! += holding;
     try {
       return await use(pools[i]!);
@@ -232,7 +230,7 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
     // deno-lint-ignore no-explicit-any
     begin: (...args: unknown[]) => held((pool) => (pool.begin as any)(...args)),
     reserve: async () => {
-      const i = pick(1);
+      const i = pick();
       inFlight[i]! += holding;
       try {
         const reserved = await pools[i]!.reserve();

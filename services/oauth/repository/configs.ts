@@ -4,7 +4,14 @@
  * @module
  */
 
-import { changes as diff, eventCte, ifMatch, rowJson, type Write } from "../../../lib/audit/mod.ts";
+import {
+  changes as diff,
+  eventCte,
+  ifMatch,
+  rowJson,
+  unchangedRow,
+  type Write,
+} from "../../../lib/audit/mod.ts";
 import { assignments, differences, insertion, type Sql } from "../../../lib/db/mod.ts";
 import { etagMismatch, preconditionFailed } from "../../../lib/resource/mod.ts";
 import type { ConnectError } from "@connectrpc/connect";
@@ -119,22 +126,21 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
     }
       for update
     )`;
-  /**
-   * The configuration as the statement's snapshot has it, when every column given already holds
-   * its value (and `etag`, if any, is its): the write is a no-op, answered without the lock, which
-   * is a write of its own (see lib/audit/rows.ts's `updateAudited`).
-   */
+  /** The configuration, when the write would change nothing: answered without the lock. */
   const unchanged = (
     projectId: string,
     changes: ConfigChanges,
     columns: (keyof ConfigChanges)[],
     etag: string | undefined,
   ) =>
-    sql`unchanged as (
-      select *, oauth.etag(xmin) as etag from oauth.configs u
-      where project_id = ${projectId} ${ifMatch(sql, "oauth.etag(u.xmin)", etag)}
-        and not ${differences(sql, "u", stored(changes), columns)}
-    )`;
+    unchangedRow(
+      sql,
+      { table: "oauth.configs", schema: "oauth" },
+      sql`project_id = ${projectId}`,
+      stored(changes),
+      columns,
+      etag,
+    );
   /**
    * The configuration written, or the one there when the write changed nothing (every column
    * given already held its value: no event, the etag and `updated_at` unchanged) and `etag`, if
