@@ -69,11 +69,32 @@ class Task {
   async waitForStderr(pattern: RegExp, unless: RegExp): Promise<void> {
     while (!pattern.test(this.stderr)) {
       if (unless.test(this.stdout) || this.#ended) {
-        throw new Error(`no ${pattern} in stderr:\n${this.stdout}\n${this.stderr}`);
+        throw new Error(`no ${pattern} in stderr:\n${this.stdout}\n${this.stderr}\n${this.stuck}`);
       }
       await this.#changed.promise;
     }
   }
+
+  /**
+   * A guard against a hang, not a timing: every case here ends within seconds. After `ms`, what
+   * still runs in the task's process group is noted in {@link stuck} and the whole group killed,
+   * so that nothing is left holding the pipes.
+   */
+  stopAfter(ms: number): Disposable {
+    const timer = setTimeout(() => {
+      const ps = new Deno.Command("ps", { args: ["-e", "-o", "pgid=,pid=,stat=,etime=,args="] })
+        .outputSync();
+      const group = new TextDecoder().decode(ps.stdout).split("\n")
+        .filter((line) => line.trim().split(/\s+/)[0] === String(this.child.pid));
+      this.stuck = `still running after ${ms / 1000} s, then killed (pgid pid stat etime args):\n` +
+        group.join("\n");
+      Deno.kill(-this.child.pid, "SIGKILL");
+    }, ms);
+    return { [Symbol.dispose]: () => clearTimeout(timer) };
+  }
+
+  /** What {@link stopAfter} found still running, if it had to kill the group. */
+  stuck = "";
 
   /** Its exit status and all it wrote. */
   async result(): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -86,14 +107,8 @@ class Task {
 /** Runs a task to its end, stopping it if it runs on (which would be the bug under test). */
 async function run(args: string[], env: Record<string, string> = {}) {
   const task = new Task(args, env);
-  // A guard against a hang, not a timing: every case here ends within seconds. The whole group,
-  // so that nothing is left holding the pipes.
-  const guard = setTimeout(() => Deno.kill(-task.child.pid, "SIGKILL"), 120_000);
-  try {
-    return await task.result();
-  } finally {
-    clearTimeout(guard);
-  }
+  using _guard = task.stopAfter(120_000);
+  return await task.result();
 }
 
 /** stderr without deno task's own "Task name command" line. */
@@ -265,6 +280,7 @@ Deno.test("a stack that is not ready is not reported up: what is not ready and w
     DATABASE_URL: `postgres://postgres:not-printed@127.0.0.1:${dbPort}/postgres`,
     START_READY_TIMEOUT_S: "1",
   });
+  using _guard = task.stopAfter(120_000);
   try {
     await task.waitForStderr(/still waiting/, /Stack is up/);
     const lines = messages(task.stderr).filter((l) => l.startsWith("start: "));
@@ -288,6 +304,6 @@ Deno.test("a stack that is not ready is not reported up: what is not ready and w
     await task.result();
     await Deno.remove(dir, { recursive: true });
   }
-  // Ctrl-C (SIGTERM here) stops a stack that is still waiting.
-  assert.equal((await task.child.status).code, 0, task.stderr);
+  // Ctrl-C (SIGTERM here) stops a stack that is still waiting, every component on its own.
+  assert.equal((await task.child.status).code, 0, `${task.stderr}\n${task.stuck}`);
 });

@@ -128,7 +128,8 @@ common.ISSUER_URL ||= gatewayUrl;
 const signInUrl = `${common.ISSUER_URL.replace(/\/$/, "")}${devSignInPath}`;
 common.LOGIN_URL ||= signInUrl;
 
-let stack: { stop(): Promise<void> };
+/** Stops the stack; resolves to whether every component stopped on its own. */
+let stack: { stop(): Promise<boolean> };
 let database: string;
 let probes: Probe[];
 if (databaseUrl) {
@@ -167,7 +168,9 @@ if (databaseUrl) {
       },
     },
   ]);
-  stack = supervisor;
+  // A component drains for up to SHUTDOWN_GRACE_MS, then closes its pool in up to 5 s.
+  const killAfterMs = (Number(Deno.env.get("SHUTDOWN_GRACE_MS")) || 10_000) + 10_000;
+  stack = { stop: async () => (await supervisor.stop(killAfterMs)).length === 0 };
   probes = [
     { name: "oauth-registry", url: oauthUrl, databaseUrl },
     { name: "core", url: coreUrl, databaseUrl },
@@ -178,7 +181,8 @@ if (databaseUrl) {
   const pgdata = new URL("pgdata/", dataDir!);
   database = `embedded PGlite in ${pgdata.pathname} (one process, one connection)`;
   try {
-    stack = await runEmbedded({ pgdata, env: common, ports });
+    const embedded = await runEmbedded({ pgdata, env: common, ports });
+    stack = { stop: () => embedded.stop().then(() => true) };
   } catch (error) {
     fail(`the embedded stack did not start: ${(error as Error)?.message ?? error}`);
   }
@@ -196,11 +200,11 @@ const stop = async () => {
   stopping = true;
   // deno-lint-ignore no-console
   console.error("start: stopping...");
-  await stack.stop();
+  const clean = await stack.stop();
   lock?.release();
   // deno-lint-ignore no-console
   console.error("start: stopped");
-  Deno.exit(0);
+  Deno.exit(clean ? 0 : 1);
 };
 Deno.addSignalListener("SIGINT", stop);
 Deno.addSignalListener("SIGTERM", stop);

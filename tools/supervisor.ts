@@ -31,8 +31,12 @@ export interface ComponentState {
 
 /** The supervisor of {@link supervise}. */
 export interface Supervisor {
-  /** Sends SIGTERM to every process and waits for them; none is restarted after. */
-  stop(): Promise<void>;
+  /**
+   * Sends SIGTERM to every process and waits for them; none is restarted after. One still running
+   * `killAfterMs` later is killed (SIGKILL), as Kubernetes does after a pod's grace period, and
+   * named in a line on stderr; resolves to the names of those killed.
+   */
+  stop(killAfterMs: number): Promise<string[]>;
   /** What became of the component named `name`. */
   state(name: string): ComponentState;
 }
@@ -76,7 +80,7 @@ export function supervise(components: Component[]): Supervisor {
     }
   });
   return {
-    async stop() {
+    async stop(killAfterMs) {
       stopping = true;
       stopped.resolve();
       for (const child of running.values()) {
@@ -84,7 +88,20 @@ export function supervise(components: Component[]): Supervisor {
           child.kill("SIGTERM");
         } catch { /* already gone */ }
       }
+      const killed: string[] = [];
+      const timer = setTimeout(() => {
+        for (const [name, child] of running) {
+          killed.push(name);
+          // deno-lint-ignore no-console
+          console.error(`start: ${name} did not stop within ${killAfterMs / 1000} s; killed`);
+          try {
+            child.kill("SIGKILL");
+          } catch { /* gone meanwhile */ }
+        }
+      }, killAfterMs);
       await Promise.all(loops);
+      clearTimeout(timer);
+      return killed;
     },
     state: (name) => ({ ...states.get(name)! }),
   };
