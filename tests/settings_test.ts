@@ -10,7 +10,9 @@ import assert from "node:assert/strict";
 import * as v from "valibot";
 import { gatewaySettings } from "../gateway/main.ts";
 import {
+  ConfigError,
   isDeclared,
+  readConfig,
   type Reader,
   type Setting,
   settings,
@@ -68,6 +70,38 @@ Deno.test("each component's schema reads exactly the settings declared for it, w
       );
     }
   }
+});
+
+Deno.test("a key or secret shorter than 32 characters is a setting's problem, said before anything starts", () => {
+  const schemas: Record<string, v.ObjectEntries> = {
+    "oauth-registry": serviceSettings(oauthRegistryService),
+    core: serviceSettings(coreService),
+    "token-service": serviceSettings(tokenService),
+    gateway: gatewaySettings,
+  };
+  const keys = ["AUTH_JWT_SECRET", "CLIENT_SECRET_HMAC_KEY", "TOKEN_KEY_ENCRYPTION_KEY"];
+  let checked = 0;
+  for (const [component, entries] of Object.entries(schemas)) {
+    for (const key of keys.filter((k) => k in entries)) {
+      const env = {
+        DATABASE_URL: "postgres://127.0.0.1/postgres",
+        ...Object.fromEntries(keys.map((name) => [name, "k".repeat(32)])),
+      };
+      assert.doesNotThrow(() => readConfig(component, v.object(entries), env));
+      for (const short of ["k".repeat(31), "short"]) {
+        assert.throws(
+          () => readConfig(component, v.object(entries), { ...env, [key]: short }),
+          (error: Error) =>
+            error instanceof ConfigError &&
+            error.message === `${component}: setting ${key}: must be at least 32 characters`,
+          `${component}: ${key} of ${short.length} characters`,
+        );
+      }
+      checked++;
+    }
+  }
+  // AUTH_JWT_SECRET in all four, the other two in their own service.
+  assert.equal(checked, 6);
 });
 
 /** The names of settings `pattern`'s first group finds in `text`. */

@@ -169,7 +169,7 @@ if (databaseUrl) {
     },
   ]);
   // A component drains for up to SHUTDOWN_GRACE_MS, then closes its pool in up to 5 s.
-  const killAfterMs = (Number(Deno.env.get("SHUTDOWN_GRACE_MS")) || 10_000) + 10_000;
+  const killAfterMs = (Number(common.SHUTDOWN_GRACE_MS) || 10_000) + 10_000;
   stack = { stop: async () => (await supervisor.stop(killAfterMs)).length === 0 };
   probes = [
     { name: "oauth-registry", url: oauthUrl, databaseUrl },

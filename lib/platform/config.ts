@@ -48,7 +48,6 @@ export const optionalString = v.pipe(
   v.transform((s) => (s === "" ? undefined : s)),
 );
 
-/** The log level setting. */
 /** A `true`/`false` setting with a default. */
 export function flag(fallback: boolean) {
   return v.optional(
@@ -61,6 +60,7 @@ export function flag(fallback: boolean) {
   );
 }
 
+/** The log level setting. */
 export const logLevel = v.optional(v.picklist(["debug", "info", "warn", "error"]), "info");
 
 /** Settings that cannot be used: its message has one line per problem. */
@@ -102,6 +102,18 @@ export function configErrorExitCode(error: unknown): number {
 
 /** A required non-empty string setting. */
 export const required = v.pipe(v.string("is required"), v.nonEmpty("is required"));
+
+const longEnough = v.minLength<string, 32, string>(32, "must be at least 32 characters");
+
+/** A required key or secret: at least 32 characters, refused before anything starts. */
+export const secretKey = v.pipe(required, longEnough);
+
+/** An optional key or secret (empty is unset): when set, at least 32 characters. */
+export const optionalSecretKey = v.pipe(
+  v.optional(v.string()),
+  v.transform((s) => (s === "" ? undefined : s)),
+  v.union([v.undefined(), v.pipe(v.string(), longEnough)]),
+);
 
 /**
  * Runs `stop` once on SIGTERM (or SIGINT), logging around it; resolves when it has run (the

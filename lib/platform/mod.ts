@@ -32,11 +32,13 @@ export {
   flag,
   logLevel,
   nonNegativeInt,
+  optionalSecretKey,
   optionalString,
   port,
   positiveInt,
   readConfig,
   required,
+  secretKey,
   untilTerminated,
 } from "./config.ts";
 export {

@@ -265,10 +265,11 @@ export const settings = {
     meaning: "on SIGTERM, keep serving, reported not ready, this long before closing the listeners",
   },
   SHUTDOWN_GRACE_MS: {
-    usedBy: all,
+    usedBy: [...all, "start"],
     default: "`10000`",
-    meaning:
-      "the whole drain (delay included) is bounded by this; then the pool closes (up to 5 s)",
+    meaning: "the whole drain (delay included) is bounded by this; then the pool closes (up to " +
+      "5 s); start kills a component still running 10 s after that",
+    help: "a component's drain on Ctrl-C; one still running 10 s later is killed",
   },
   LOG_LEVEL: {
     usedBy: all,

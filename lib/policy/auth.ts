@@ -22,6 +22,7 @@ import {
   createBoundedCache,
   memoBytes,
   type MemoryBudget,
+  optionalSecretKey,
   optionalString,
 } from "../platform/mod.ts";
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify, type JWTVerifyGetKey } from "jose";
@@ -206,7 +207,7 @@ export function callerOf(ctx: HandlerContext | { values: ContextValues }): Calle
 
 /** The token verification settings every process reads . */
 export const authSettings = {
-  AUTH_JWT_SECRET: optionalString,
+  AUTH_JWT_SECRET: optionalSecretKey,
   AUTH_JWKS_URL: optionalString,
   AUTH_ISSUER: optionalString,
   AUTH_AUDIENCE: optionalString,

@@ -12,7 +12,7 @@ import {
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
 import { createIdempotencyStore, followChanges } from "../../lib/db/mod.ts";
-import { nonNegativeInt, positiveInt, required } from "../../lib/platform/mod.ts";
+import { nonNegativeInt, positiveInt, secretKey } from "../../lib/platform/mod.ts";
 import {
   authentication,
   authorization,
@@ -35,7 +35,7 @@ export const oauthRegistryService = defineService({
   migrations: new URL("./migrations/", import.meta.url),
   ports: { grpc: 50051, http: 8081 },
   settings: {
-    CLIENT_SECRET_HMAC_KEY: required,
+    CLIENT_SECRET_HMAC_KEY: secretKey,
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     MAX_KEYS_PER_CLIENT: positiveInt(10),
     CONFIG_CACHE_ENTRIES: nonNegativeInt(1000),

@@ -15,7 +15,7 @@ import {
   oauthPaths,
   optionalString,
   positiveInt,
-  required,
+  secretKey,
 } from "../../lib/platform/mod.ts";
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
@@ -63,7 +63,7 @@ export const tokenService = defineService({
     /** A platform token to call the registry with, when there is no AUTH_JWT_SECRET to sign one. */
     REGISTRY_TOKEN: optionalString,
     /** The secret the signing keys' private parts are sealed under. */
-    TOKEN_KEY_ENCRYPTION_KEY: v.pipe(required, v.minLength(32, "must be at least 32 characters")),
+    TOKEN_KEY_ENCRYPTION_KEY: secretKey,
     ACCESS_TOKEN_TTL_SECONDS: positiveInt(900),
     REFRESH_TOKEN_TTL_SECONDS: positiveInt(30 * 24 * 3600),
     SIGNING_KEY_ROTATION_HOURS: positiveInt(720),
