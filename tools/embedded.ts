@@ -83,6 +83,9 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
     ...options.env,
     DATABASE_URL: databaseUrl,
     DB_POOL_MAX: "1",
+    // One connection for everything, and PGlite's socket was not tried with settings in the
+    // start-up message: no statement timeout.
+    DB_STATEMENT_TIMEOUT_MS: "0",
   };
   const { ports } = options;
   const oauth = await startService(

@@ -14,6 +14,7 @@
 import { Socket } from "node:net";
 import postgres from "postgres";
 import { Gauge, type Registry } from "prom-client";
+import { isConnectionLost } from "../platform/mod.ts";
 
 /** A postgres.js connection pool. */
 export type Sql = postgres.Sql;
@@ -26,6 +27,11 @@ export interface ConnectOptions {
   applicationName: string;
   /** Milliseconds on a monotonic clock (default `performance.now`); tests set their own. */
   now?: () => number;
+  /**
+   * Milliseconds after which Postgres ends a statement still running (SQLSTATE 57014) or a
+   * session left idle inside a transaction (25P03, its locks released); 0 or unset: never.
+   */
+  statementTimeoutMs?: number;
 }
 
 /**
@@ -57,7 +63,18 @@ export function connect(url: string, options: ConnectOptions): Sql {
     connect_timeout: 5,
     max_lifetime: 30 * 60,
     onnotice: () => {},
-    connection: { application_name: options.applicationName },
+    // Sent in the start-up message, so they hold from a connection's first statement: a query
+    // whose caller is long gone, or a transaction whose process stopped between two statements,
+    // cannot hold a connection or a row lock for longer.
+    connection: {
+      application_name: options.applicationName,
+      ...(options.statementTimeoutMs
+        ? {
+          statement_timeout: options.statementTimeoutMs,
+          idle_in_transaction_session_timeout: options.statementTimeoutMs,
+        }
+        : {}),
+    },
     socket: socketOpener(),
     // Seconds before a closed connection is opened again (each waiting query gets its own attempt,
     // which fails at once while the database is down): postgres.js's default grows to 20 s, which
@@ -227,8 +244,7 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
     file: (...args: unknown[]) => route((first.file as any)(...args)),
     notify: async (channel: string, payload: string) =>
       await sql`select pg_notify(${channel}, ${"" + payload})`,
-    // deno-lint-ignore no-explicit-any
-    begin: (...args: unknown[]) => held((pool) => (pool.begin as any)(...args)),
+    begin: (...args: unknown[]) => held((pool) => begin(pool, args)),
     reserve: async () => {
       const i = pick();
       inFlight[i]! += holding;
@@ -253,6 +269,59 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
   });
   Object.defineProperty(sql, "parameters", { get: () => first.parameters });
   return sql as Sql;
+}
+
+/**
+ * `pool.begin(...args)`, with no statement sent on a transaction's connection once it is lost.
+ * postgres.js 3.4.9 settles `begin()` with CONNECTION_CLOSED as soon as the connection closes,
+ * but then still sends its ROLLBACK (when the callback fails) or COMMIT (when it ends), and the
+ * callback's own later statements, on that connection object: when the write comes after the
+ * close, a TypeError thrown from a timer ends the process (porsager/postgres#1154, #1208); when it
+ * comes just before, it stays queued, and the connection's next start-up message waits behind
+ * it, so every later query on that connection fails after connect_timeout (seen with
+ * pg_terminate_backend during a transaction: lib/db/postgres_test.ts). Here the callback's
+ * statements throw once the connection is lost, and a callback that ends after that, or fails
+ * because of it, never hands back to postgres.js: its transaction is gone with the session
+ * anyway, and the caller has its error from `begin()`.
+ */
+function begin(pool: Sql, args: unknown[]): Promise<unknown> {
+  const fn = args.at(-1) as (tx: Sql) => unknown;
+  let lost = false;
+  const never = new Promise<never>(() => {});
+  const guard = <F extends (...a: never[]) => unknown>(f: F): F =>
+    ((...a: never[]) => {
+      if (lost) {
+        throw Object.assign(new Error("The transaction's database connection was lost"), {
+          code: "CONNECTION_CLOSED",
+        });
+      }
+      return f(...a);
+    }) as F;
+  // deno-lint-ignore no-explicit-any
+  const begun = (pool.begin as any)(...args.slice(0, -1), async (tx: Sql) => {
+    const guarded = new Proxy(tx, {
+      apply: (target, self, a) => guard(() => Reflect.apply(target, self, a))(),
+      get: (target, key) => {
+        const value = Reflect.get(target, key);
+        return key === "unsafe" || key === "file" || key === "savepoint"
+          ? guard((value as (...a: never[]) => unknown).bind(target))
+          : value;
+      },
+    });
+    let result: unknown;
+    try {
+      result = await fn(guarded);
+    } catch (error) {
+      if (lost || isConnectionLost(error)) return await never;
+      throw error;
+    }
+    if (lost) return await never;
+    return result;
+  }) as Promise<unknown>;
+  return begun.catch((error) => {
+    lost = true;
+    throw error;
+  });
 }
 
 /** What postgres.js passes to its `socket` option (the parsed connection settings). */
@@ -384,6 +453,8 @@ export async function migrate(
   for (const m of migrations) {
     const sum = await checksum(m.sql);
     await sql.begin(async (tx) => {
+      // A migration (or the wait for another replica's) may take longer than a request may.
+      await tx`set local statement_timeout = 0`;
       await tx`select pg_advisory_xact_lock(hashtext(${"migrate:" + schema}))`;
       // Create the schema only when missing: with per-service roles (deploy/sql/roles.sql) the
       // schema exists and the role may not create anything in the database itself.

@@ -40,6 +40,127 @@ Deno.test("migrate() refuses a migration that changed after it was applied", asy
   }
 });
 
+Deno.test("connect(): Postgres ends a statement that runs past statementTimeoutMs (DEADLINE_EXCEEDED), not a migration", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { max: 1, applicationName: "test", statementTimeoutMs: 100 });
+  try {
+    // pg_sleep(30) runs 30 s unless ended: whatever the machine's load, it outlives 100 ms.
+    const error = await sql`select pg_sleep(30)`.then(() => undefined, (e) => e);
+    assert.equal(error?.code, "57014", String(error));
+    assert.equal(toConnectError(error).code, Code.DeadlineExceeded);
+    // The connection stays usable, and a migration may run longer.
+    assert.deepEqual([...await sql`select 1 as one`], [{ one: 1 }]);
+    const slow = [{ version: 1, name: "0001_slow.sql", sql: "select pg_sleep(0.3);" }];
+    assert.deepEqual(await migrate(sql, "t", slow), ["0001_slow.sql"]);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("connect(): a transaction left idle past statementTimeoutMs is ended, and its row locks with it", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { max: 1, applicationName: "test", statementTimeoutMs: 200 });
+  const other = connect(db.url, { max: 1, applicationName: "test-other" });
+  try {
+    await other`create table a (id int primary key)`;
+    await other`insert into a values (1)`;
+    const locked = Promise.withResolvers<void>();
+    const go = Promise.withResolvers<void>();
+    // A process that stops between two statements of its transaction, holding a row lock.
+    const stuck = sql.begin(async (tx) => {
+      await tx`select id from a where id = 1 for update`;
+      locked.resolve();
+      await go.promise;
+      await tx`select 1`;
+    }).then(() => undefined, (e) => e);
+    await locked.promise;
+    // Another session gets the row once Postgres has ended the idle transaction; without the
+    // timeout it would never (a guard, not a timing: the test fails after a minute).
+    const until = Date.now() + 60_000;
+    for (;;) {
+      const got = await other`select id from a where id = 1 for update nowait`
+        .then(() => true, (e) => e.code === "55P03" ? false : Promise.reject(e));
+      if (got) break;
+      assert.ok(Date.now() < until, "the row is still locked after a minute");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    go.resolve();
+    const error = await stuck;
+    assert.ok(error, "the transaction did not commit");
+    assert.equal(toConnectError(error).code, Code.Unavailable, String(error));
+    // The pool opens a new connection for what comes next.
+    assert.deepEqual([...await sql`select count(*)::int as n from a`], [{ n: 1 }]);
+  } finally {
+    await Promise.all([sql.end(), other.end()]);
+    await db.drop();
+  }
+});
+
+Deno.test("connect(): a connection lost during a transaction's statement fails the transaction, and the pool goes on", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { max: 1, applicationName: "lost-in-transaction" });
+  const other = connect(db.url, { max: 1, applicationName: "test-other" });
+  try {
+    const [{ pid }] = await sql`select pg_backend_pid() as pid` as unknown as [{ pid: number }];
+    const outcome = sql.begin(async (tx) => {
+      await tx`select 1`;
+      // In flight when the server ends the session: pg_sleep(30) outlives any machine's delay.
+      const sleeping = tx`select pg_sleep(30)`;
+      const running = sleeping.then(() => {}, () => {});
+      // Terminate only once the statement runs (pg_stat_activity shows it).
+      for (;;) {
+        const [row] = await other`
+          select state from pg_stat_activity where pid = ${pid} and query like '%pg_sleep%'`;
+        if (row?.state === "active") break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await other`select pg_terminate_backend(${pid})`;
+      await running;
+      await sleeping;
+    }).then(() => undefined, (e) => e);
+    const error = await outcome;
+    assert.equal(toConnectError(error).code, Code.Unavailable, String(error));
+    // postgres.js would send ROLLBACK on the lost connection: that crashed the process, or left
+    // the connection's next start-up queued behind it, every later query failing after
+    // connect_timeout (5 s). Now the pool reconnects; the first query may still get the ended
+    // session's error (postgres.js keeps it), as UNAVAILABLE.
+    const results = [];
+    for (let i = 0; i < 3; i++) {
+      results.push(await sql`select 1 as one`.then(() => "ok", (e) => toConnectError(e).code));
+    }
+    assert.equal(results.at(-1), "ok", JSON.stringify(results));
+    assert.ok(results.every((r) => r === "ok" || r === Code.Unavailable), JSON.stringify(results));
+    assert.ok(results.filter((r) => r !== "ok").length <= 1, JSON.stringify(results));
+  } finally {
+    await Promise.all([sql.end(), other.end()]);
+    await db.drop();
+  }
+});
+
+Deno.test("connect(): of two transactions that deadlock, Postgres ends one: ABORTED, to be retried", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { max: 2, applicationName: "test" });
+  try {
+    await sql`create table a (id int primary key)`;
+    await sql`insert into a values (1), (2)`;
+    const both = Promise.withResolvers<void>();
+    let locked = 0;
+    const lockThenWait = (first: number, second: number) =>
+      sql.begin(async (tx) => {
+        await tx`select id from a where id = ${first} for update`;
+        if (++locked === 2) both.resolve();
+        await both.promise;
+        await tx`select id from a where id = ${second} for update`;
+      }).then(() => "committed", (e) => toConnectError(e).code);
+    const outcomes = await Promise.all([lockThenWait(1, 2), lockThenWait(2, 1)]);
+    assert.deepEqual(outcomes.sort(), [Code.Aborted, "committed"].sort());
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
 Deno.test("readMigrations() rejects gaps and bad names", async () => {
   const dir = await Deno.makeTempDir();
   try {

@@ -65,6 +65,7 @@ export function fieldViolations(error: ConnectError): FieldViolation[] {
 
 /** Postgres SQLSTATE classes that mean the database cannot be reached or is restarting. */
 const unavailableStates = new Set([
+  "25P03", // idle_in_transaction_session_timeout: the server ended the session
   "57P01",
   "57P02",
   "57P03",
@@ -130,42 +131,41 @@ export function boundedMessage(error: ConnectError): ConnectError {
 }
 
 /**
+ * Whether a database error means the connection it came from is gone (or never was): the server
+ * ended the session, the socket closed, or connecting failed. What was in flight on it is lost.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (unavailableStates.has(code) || unavailableErrnos.has(code));
+}
+
+const conflict = "The change conflicted with another made at the same time; try again";
+const unstorable = "The request contains characters that cannot be stored";
+/** What a caller is told of a database error, by SQLSTATE. */
+const databaseErrors = new Map<unknown, readonly [string, Code]>([
+  // A statement that ran past DB_STATEMENT_TIMEOUT_MS (lib/db/postgres.ts).
+  ["57014", ["The database did not answer in time; try again", Code.DeadlineExceeded]],
+  // A serialization failure or a deadlock: the transaction was rolled back and may be retried.
+  ["40001", [conflict, Code.Aborted]],
+  ["40P01", [conflict, Code.Aborted]],
+  ["22021", [unstorable, Code.InvalidArgument]],
+  ["22P05", [unstorable, Code.InvalidArgument]],
+  ["23505", ["The resource already exists", Code.AlreadyExists]],
+]);
+
+/**
  * Converts anything a handler threw into a ConnectError that is safe to send: ConnectErrors pass
- * through (their message bounded by {@link boundedMessage}); database outages become UNAVAILABLE;
- * everything else becomes INTERNAL with a generic message (the cause is kept on the error for
+ * through (their message bounded by {@link boundedMessage}); database outages become UNAVAILABLE,
+ * and the database errors above what they say; everything else becomes INTERNAL with a generic message (the cause is kept on the error for
  * logging, never sent).
  */
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return boundedMessage(error);
   const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === "string" && (unavailableStates.has(code) || unavailableErrnos.has(code))) {
-    return new ConnectError(
-      "The database is unavailable; try again",
-      Code.Unavailable,
-      undefined,
-      undefined,
-      error,
-    );
-  }
-  if (code === "22021" || code === "22P05") {
-    return new ConnectError(
-      "The request contains characters that cannot be stored",
-      Code.InvalidArgument,
-      undefined,
-      undefined,
-      error,
-    );
-  }
-  if (code === "23505") {
-    return new ConnectError(
-      "The resource already exists",
-      Code.AlreadyExists,
-      undefined,
-      undefined,
-      error,
-    );
-  }
-  return new ConnectError("Internal error", Code.Internal, undefined, undefined, error);
+  const [message, status] = isConnectionLost(error)
+    ? ["The database is unavailable; try again", Code.Unavailable] as const
+    : databaseErrors.get(code) ?? ["Internal error", Code.Internal] as const;
+  return new ConnectError(message, status, undefined, undefined, error);
 }
 
 /** Whether an error (from a service, or off the wire) carries the ErrorInfo `reason`. */

@@ -48,6 +48,7 @@ export {
   fieldViolations,
   hasReason,
   invalidArgument,
+  isConnectionLost,
   maxMessageLength,
   notFound,
   oauthDescription,

@@ -259,6 +259,12 @@ export const settings = {
     default: "`10` (`1` in the embedded stack)",
     meaning: "connections per process",
   },
+  DB_STATEMENT_TIMEOUT_MS: {
+    usedBy: services,
+    default: "`10000` (`0` in the embedded stack)",
+    meaning: "Postgres ends a statement running, or a transaction left idle, this long " +
+      "(the call answers 504 DEADLINE_EXCEEDED; migrations are not bounded); `0`: never",
+  },
   SHUTDOWN_DELAY_MS: {
     usedBy: all,
     default: "`0` (`5000` in Kubernetes)",

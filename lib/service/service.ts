@@ -23,6 +23,7 @@ import {
   logLevel,
   type MemoryBudget,
   type Metrics,
+  nonNegativeInt,
   port,
   positiveInt,
   readConfig,
@@ -95,6 +96,7 @@ function commonSettings(ports: { grpc: number; http: number }) {
     HTTP_PORT: port(ports.http),
     HOST: v.optional(v.string(), "0.0.0.0"),
     DB_POOL_MAX: positiveInt(10),
+    DB_STATEMENT_TIMEOUT_MS: nonNegativeInt(10_000),
     LOG_LEVEL: logLevel,
     SHUTDOWN_DELAY_MS: v.optional(
       v.pipe(v.string(), v.regex(/^\d{1,6}$/, "must be milliseconds"), v.transform(Number)),
@@ -226,7 +228,11 @@ export async function runService<E extends v.ObjectEntries>(
     return configErrorExitCode(error);
   }
   const applicationName = `${def.name}/${Deno.pid}`;
-  const sql = connect(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName });
+  const sql = connect(config.DATABASE_URL, {
+    max: config.DB_POOL_MAX,
+    applicationName,
+    statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+  });
   const { server, log, migrated } = await startService(def, config, sql, applicationName);
   const failed = migrated.then(() => new Promise<number>(() => {}), (error) => {
     log.error("migrations failed", { error });
