@@ -57,7 +57,6 @@ let droppingLostTypeQueries = false;
 /** Opens a pool. Connections are made lazily, on the first query. */
 export function connect(url: string, options: ConnectOptions): Sql {
   dropLostTypeQueries();
-  // `socket` is documented by postgres.js but missing from its type definitions.
   const settings = {
     idle_timeout: 60,
     connect_timeout: 5,
@@ -75,19 +74,24 @@ export function connect(url: string, options: ConnectOptions): Sql {
         }
         : {}),
     },
-    socket: socketOpener(),
     // Seconds before a closed connection is opened again (each waiting query gets its own attempt,
     // which fails at once while the database is down): postgres.js's default grows to 20 s, which
     // would keep a service unready long after its database is back.
     backoff: () => 0.05 + Math.random() * 0.05,
   };
-  const first = postgres(url, { ...settings, max: 1 });
+  let first: Sql | undefined;
   // The other lanes take the first's parsed options, as the connections of one postgres.js pool
   // share theirs: the array types that a connection fetches (to send and read arrays) are then
-  // every lane's, as soon as one has them.
+  // every lane's, as soon as one has them. Each pool opens its sockets itself, to say when one
+  // of them is lost.
   return lanes(
     options.max ?? 10,
-    (i) => i === 0 ? first : postgres(first.options as never),
+    (onLost) => {
+      // (`socket` is documented by postgres.js but missing from its type definitions.)
+      const own = { socket: socketOpener(onLost) };
+      if (first === undefined) return first = postgres(url, { ...settings, ...own, max: 1 });
+      return postgres({ ...first.options, ...own } as never);
+    },
     options.now ?? (() => performance.now()),
   );
 }
@@ -161,11 +165,34 @@ function isPlainRead(query: RoutedQuery): boolean {
  * (`json`, identifiers, row lists) are the first lane's, and so are `listen`, which opens a
  * connection of its own, and `options` (whose `max` is 1).
  */
-function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
-  const pools = Array.from({ length: n }, (_, i) => open(i));
-  const first = pools[0]!;
+function lanes(n: number, open: (onLost: () => void) => Sql, now: () => number): Sql {
   // Each lane's handler, from a query made and never run.
-  const handlers = pools.map((pool) => (pool`select 1` as unknown as RoutedQuery).handler);
+  const handlerOf = (pool: Sql) => (pool`select 1` as unknown as RoutedQuery).handler;
+  /**
+   * A new pool for lane `i`. When the server or the network ends its connection, the lane gets
+   * another, before postgres.js has seen the loss: postgres.js 3.4.9 reuses a lost connection's
+   * object for the next, with what it left behind, and a query sent on it as the loss comes in
+   * (a write waiting for the next tick, which the close cancels without forgetting it) kept every
+   * later start-up message from being sent, so that each query on that lane failed after
+   * connect_timeout, for good: under load, after a database restart, every lane. What the old pool
+   * still has in flight fails or ends there; it is then closed (the first lane's stays open, as
+   * the maker of queries and the `listen` connection's owner).
+   */
+  const lane = (i: number): Sql => {
+    const pool: Sql = open(() => {
+      if (pools[i] !== pool) return;
+      pools[i] = lane(i);
+      handlers[i] = handlerOf(pools[i]!);
+      if (pool !== first) void pool.end({ timeout: 5 }).catch(() => {});
+      else firstReplaced = true;
+    });
+    return pool;
+  };
+  const pools: Sql[] = [];
+  let firstReplaced = false;
+  for (let i = 0; i < n; i++) pools.push(lane(i));
+  const first = pools[0]!;
+  const handlers = pools.map(handlerOf);
   const inFlight = new Array<number>(n).fill(0);
   // Queries in flight that are not plain reads, by lane.
   const writing = new Array<number>(n).fill(0);
@@ -264,7 +291,13 @@ function lanes(n: number, open: (lane: number) => Sql, now: () => number): Sql {
       }
     },
     end: async (options?: Parameters<Sql["end"]>[0]) => {
-      await Promise.all(pools.map((pool) => pool.end(options)));
+      // A lost connection's object may still hold the query it lost, which a graceful end would
+      // wait for: the first pool, when it no longer serves a lane, is given a second.
+      const stale = { ...options, timeout: options?.timeout ?? 1 };
+      await Promise.all([
+        first.end(firstReplaced ? stale : options),
+        ...pools.filter((pool) => pool !== first).map((pool) => pool.end(options)),
+      ]);
     },
   });
   Object.defineProperty(sql, "parameters", { get: () => first.parameters });
@@ -351,11 +384,18 @@ interface SocketTarget {
  * A custom socket must be connected when handed over, and postgres.js times only what follows, so
  * the TCP connect is bounded here by connect_timeout.
  */
-function socketOpener(): (target: SocketTarget) => Promise<Socket> {
+function socketOpener(onLost: () => void): (target: SocketTarget) => Promise<Socket> {
   let next = 0;
   return (target) =>
     new Promise((resolve) => {
       const socket = new Socket({ allowHalfOpen: true });
+      // A connection that was up and that this side did not end: told once, before postgres.js.
+      let up = false;
+      const lost = () => {
+        if (!up) return;
+        up = false;
+        onLost();
+      };
       const i = next++ % target.host.length;
       // `error` and `close` go to postgres.js in order, once it listens, and never after `close`.
       const emit = socket.emit.bind(socket);
@@ -381,6 +421,7 @@ function socketOpener(): (target: SocketTarget) => Promise<Socket> {
       }, (target.connect_timeout || 30) * 1000);
       socket.emit = (event: string | symbol, ...args: unknown[]) => {
         if (event !== "error" && event !== "close") return emit(event, ...args);
+        if (!socket.writableEnded) lost();
         if (event === "close") args = [false];
         else {
           clearTimeout(timer);
@@ -392,11 +433,13 @@ function socketOpener(): (target: SocketTarget) => Promise<Socket> {
       };
       socket.on("end", () => {
         if (socket.writableEnded) return void socket.destroy(); // this side ended it first
+        lost();
         socket.destroy(Object.assign(new Error("Postgres closed the connection"), {
           code: "ECONNRESET",
         }));
       });
       socket.once("connect", () => {
+        up = true;
         clearTimeout(timer);
         resolve(socket);
       });

@@ -138,6 +138,59 @@ Deno.test("connect(): a connection lost during a transaction's statement fails t
   }
 });
 
+Deno.test("connect(): when the server ends every connection under load, each lane connects again and answers", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { max: 4, applicationName: "ended-under-load" });
+  const other = connect(db.url, { max: 1, applicationName: "test-other" });
+  let stop = false;
+  let ok = 0;
+  const failures = new Map<unknown, number>();
+  const worker = async () => {
+    while (!stop) {
+      await sql`select 1`.then(
+        () => ok++,
+        (e) => failures.set(e.code, (failures.get(e.code) ?? 0) + 1),
+      );
+    }
+  };
+  const workers = Array.from({ length: 16 }, worker);
+  try {
+    const until = async (enough: () => boolean) => {
+      // A guard, not a timing: before, the lanes never answered again.
+      const deadline = Date.now() + 60_000;
+      while (!enough()) {
+        assert.ok(Date.now() < deadline, `no recovery: ${ok} ok, ${JSON.stringify([...failures])}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    await until(() => ok >= 200);
+    const [{ n }] = await other`
+      select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+      where application_name = 'ended-under-load'` as unknown as [{ n: number }];
+    assert.equal(n, 4, "every lane had its connection");
+    const before = ok;
+    await until(() => ok >= before + 200);
+    stop = true;
+    await Promise.all(workers);
+    // What was in flight failed as the database being unavailable, nothing else; and never a
+    // connect timeout, since the database answered all along (a broken lane waited 5 s a query
+    // for some 30 s before).
+    for (const code of failures.keys()) {
+      assert.equal(toConnectError({ code }).code, Code.Unavailable, String(code));
+    }
+    assert.ok(!failures.has("CONNECT_TIMEOUT"), JSON.stringify([...failures]));
+    const answers = await Promise.all(
+      Array.from({ length: 32 }, () => sql`select 1`.then(() => "ok", (e) => e.code)),
+    );
+    assert.deepEqual(answers, Array(32).fill("ok"));
+  } finally {
+    stop = true;
+    await Promise.all(workers);
+    await Promise.all([sql.end(), other.end()]);
+    await db.drop();
+  }
+});
+
 Deno.test("connect(): of two transactions that deadlock, Postgres ends one: ABORTED, to be retried", async () => {
   const db = await createTestDatabase();
   const sql = connect(db.url, { max: 2, applicationName: "test" });
