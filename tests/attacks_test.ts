@@ -47,9 +47,16 @@ function portOf(url: string): number {
   return Number(new URL(url.includes("://") ? url : `http://${url}`).port);
 }
 
-/** Every request had an answer or a clean close: nothing broke mid-answer, nothing hung. */
+/**
+ * Every request had an answer or a clean close: nothing broke mid-answer, nothing hung. That the
+ * flood reached the server is told by the answers' status lines, not by requests h2load counts as
+ * done: one whose 1 MiB body is still being sent when the window ends is not done though answered,
+ * and on a busy machine none may be (a CI run saw 0 done of 1 MiB messages in 8 s; another, 464
+ * done of 2,061 answered).
+ */
 function assertAnswered(result: FloodResult, what: string): void {
-  assert.ok(result.done > 0, `${what}: no request was answered`);
+  const answered = Object.values(result.statuses).reduce((a, b) => a + b, 0);
+  assert.ok(answered > 0, `${what}: no request was answered: ${result.summary}`);
   assert.equal(result.timeout, 0, `${what}: requests timed out: ${result.summary}`);
   assert.equal(result.errored, 0, `${what}: connections broke: ${result.summary}`);
 }
