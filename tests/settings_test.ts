@@ -46,13 +46,15 @@ Deno.test("README's configuration table is what lib/platform/settings.ts gives (
   assert.equal(withCurrentTable(readme), readme);
 });
 
+/** Each component's settings schema, by its name. */
+const schemas: Record<string, v.ObjectEntries> = {
+  "oauth-registry": serviceSettings(oauthRegistryService),
+  core: serviceSettings(coreService),
+  "token-service": serviceSettings(tokenService),
+  gateway: gatewaySettings,
+};
+
 Deno.test("each component's schema reads exactly the settings declared for it, with their defaults", () => {
-  const schemas: Record<string, v.ObjectEntries> = {
-    "oauth-registry": serviceSettings(oauthRegistryService),
-    core: serviceSettings(coreService),
-    "token-service": serviceSettings(tokenService),
-    gateway: gatewaySettings,
-  };
   for (const [component, entries] of Object.entries(schemas)) {
     assert.deepEqual(
       Object.keys(entries).sort(),
@@ -73,20 +75,14 @@ Deno.test("each component's schema reads exactly the settings declared for it, w
 });
 
 Deno.test("a key or secret shorter than 32 characters is a setting's problem, said before anything starts", () => {
-  const schemas: Record<string, v.ObjectEntries> = {
-    "oauth-registry": serviceSettings(oauthRegistryService),
-    core: serviceSettings(coreService),
-    "token-service": serviceSettings(tokenService),
-    gateway: gatewaySettings,
-  };
   const keys = ["AUTH_JWT_SECRET", "CLIENT_SECRET_HMAC_KEY", "TOKEN_KEY_ENCRYPTION_KEY"];
+  const env = {
+    DATABASE_URL: "postgres://127.0.0.1/postgres",
+    ...Object.fromEntries(keys.map((name) => [name, "k".repeat(32)])),
+  };
   let checked = 0;
   for (const [component, entries] of Object.entries(schemas)) {
     for (const key of keys.filter((k) => k in entries)) {
-      const env = {
-        DATABASE_URL: "postgres://127.0.0.1/postgres",
-        ...Object.fromEntries(keys.map((name) => [name, "k".repeat(32)])),
-      };
       assert.doesNotThrow(() => readConfig(component, v.object(entries), env));
       for (const short of ["k".repeat(31), "short"]) {
         assert.throws(

@@ -110,8 +110,7 @@ export const secretKey = v.pipe(required, longEnough);
 
 /** An optional key or secret (empty is unset): when set, at least 32 characters. */
 export const optionalSecretKey = v.pipe(
-  v.optional(v.string()),
-  v.transform((s) => (s === "" ? undefined : s)),
+  optionalString,
   v.union([v.undefined(), v.pipe(v.string(), longEnough)]),
 );
 

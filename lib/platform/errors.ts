@@ -156,8 +156,8 @@ const databaseErrors = new Map<unknown, readonly [string, Code]>([
 /**
  * Converts anything a handler threw into a ConnectError that is safe to send: ConnectErrors pass
  * through (their message bounded by {@link boundedMessage}); database outages become UNAVAILABLE,
- * and the database errors above what they say; everything else becomes INTERNAL with a generic message (the cause is kept on the error for
- * logging, never sent).
+ * and the database errors above what they say; everything else becomes INTERNAL with a generic
+ * message (the cause is kept on the error for logging, never sent).
  */
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return boundedMessage(error);
