@@ -1,15 +1,19 @@
 /**
- * What a GET of a client costs Postgres by the path it comes from: the stack's registry through
- * the gateway, the registry over gRPC, and the reference (bench/reference.ts), each driven by
- * h2load at 32 connections for 5 s, twice in turn. For each run it prints the rate and, per
- * request, the CPU of the database's backends and their voluntary context switches (each a backend
- * that slept until a query woke it), both read from /proc as they are.
+ * What a GET of a client costs by the path it comes from and by how many are in flight: the
+ * stack's registry through the gateway, the registry over gRPC, and the reference
+ * (bench/reference.ts), each driven by h2load for 5 s, twice in turn. gRPC and the reference run
+ * at 32 connections and again at 4 and 2, to compare a process at the rate the gateway's calls
+ * reach it with the same process at its own. For each run it prints the rate and, per request,
+ * the CPU of the database's backends and their voluntary context switches (each a backend that
+ * slept until a query woke it), and each busy process's CPU, the times its main thread slept
+ * (voluntary context switches) and was preempted (involuntary ones), all read from /proc.
  *
  *     deno run --allow-all bench/pg_wakeups.ts
  *
  * `DATABASE_URL` names the server (default postgres://postgres@127.0.0.1:5432/postgres); the stack
  * runs with the services' `DB_POOL_MAX` as this process has it (10 when unset). See `lanes` in
- * `lib/db/postgres.ts` for what the figures showed.
+ * `lib/db/postgres.ts`, and "Why reads stay under half the reference" in the README, for what the
+ * figures showed.
  *
  * @module
  */
@@ -67,6 +71,25 @@ try {
       h1: true,
     },
   };
+  const pids: Record<string, number> = {
+    gateway: stack.procs.gateway.child.pid,
+    registry: stack.procs.oauth.child.pid,
+    reference: reference.child.pid,
+  };
+  /** Each process's CPU (s), and its main thread's sleeps and preemptions so far. */
+  const processes = async () => {
+    const out: Record<string, { cpu: number; sleeps: number; preempted: number }> = {};
+    for (const [name, pid] of Object.entries(pids)) {
+      const stat = (await Deno.readTextFile(`/proc/${pid}/stat`)).split(") ")[1]!.split(" ");
+      const status = await Deno.readTextFile(`/proc/${pid}/status`);
+      out[name] = {
+        cpu: (Number(stat[11]) + Number(stat[12])) / 100,
+        sleeps: Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(status)![1]),
+        preempted: Number(/\nnonvoluntary_ctxt_switches:\s+(\d+)/.exec(status)![1]),
+      };
+    }
+    return out;
+  };
   /** The database's backends' CPU (s) and voluntary context switches so far. */
   const backends = async () => {
     const rows = await sql<{ pid: number }[]>`
@@ -85,17 +108,34 @@ try {
     }
     return { cpu, wakeups };
   };
+  const runs: [keyof typeof paths, number][] = [
+    ["gateway", 32],
+    ["grpc", 32],
+    ["grpc", 4],
+    ["grpc", 2],
+    ["reference", 32],
+    ["reference", 4],
+    ["reference", 2],
+  ];
   for (let round = 1; round <= 2; round++) {
-    for (const [path, spec] of Object.entries(paths)) {
+    for (const [path, concurrency] of runs) {
       const before = await backends();
-      const result = await h2load({ ...spec, concurrency: 32, seconds: 5, warmupSeconds: 0 });
+      const was = await processes();
+      const result = await h2load({ ...paths[path]!, concurrency, seconds: 5, warmupSeconds: 0 });
       const after = await backends();
+      const is = await processes();
       const n = result.requests;
+      const busy = Object.keys(is).filter((name) => is[name]!.cpu - was[name]!.cpu > 0.5);
       // deno-lint-ignore no-console
       console.log(
-        `round ${round} ${path}: ${Math.round(result.rps)} req/s; per request: Postgres CPU ` +
-          `${(1000 * (after.cpu - before.cpu) / n).toFixed(3)} ms, backend wakeups ` +
-          `${((after.wakeups - before.wakeups) / n).toFixed(2)}`,
+        `round ${round} ${path} at ${concurrency}: ${Math.round(result.rps)} req/s; per request: ` +
+          `Postgres CPU ${(1000 * (after.cpu - before.cpu) / n).toFixed(3)} ms, backend wakeups ` +
+          `${((after.wakeups - before.wakeups) / n).toFixed(2)}; ` +
+          busy.map((name) => {
+            const d = (k: "cpu" | "sleeps" | "preempted") => (is[name]![k] - was[name]![k]) / n;
+            return `${name} CPU ${(1000 * d("cpu")).toFixed(3)} ms, sleeps ` +
+              `${d("sleeps").toFixed(2)}, preempted ${d("preempted").toFixed(2)}`;
+          }).join("; "),
       );
     }
   }
