@@ -9,6 +9,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import type { Write } from "../lib/audit/mod.ts";
 import { connect } from "../lib/db/mod.ts";
 import { idKind } from "../lib/platform/mod.ts";
@@ -136,6 +137,7 @@ async function handle(req: Request): Promise<Response> {
         id: ids.secret.generate().uuid,
         client_id: ids.client.toUuid(parts[1]!)!,
         secret_hash: generated.hash,
+        hash_key_id: Buffer.from(hasher.keyId, "hex"),
         secret_hint: generated.hint,
       }, {
         now: new Date(),
@@ -159,7 +161,8 @@ async function handle(req: Request): Promise<Response> {
     case "POST verify/1": {
       const now = new Date();
       const row = await secrets.clientWithSecrets(ids.client.toUuid(body.client_id)!, now);
-      const secret = row?.secrets[hasher.match(body.secret, row.secrets.map((s) => s.hash))];
+      const stored = row?.secrets.map((s) => ({ hash: s.hash, keyId: s.hash_key_id })) ?? [];
+      const secret = row?.secrets[hasher.match(body.secret, stored).index];
       const valid = secret !== undefined && row!.status === "active";
       if (!valid) return Response.json({ valid });
       await secrets.recordUse(secret.id, secret.last_used_at, now);

@@ -367,14 +367,17 @@ function settings(objects: K8sObject[]): K8sObject {
   return map.data;
 }
 
-/** A Deployment's environment, each secret a stand-in of what an operator puts there. */
+/**
+ * A Deployment's environment, each secret a stand-in of what an operator puts there (also an
+ * optional one, so that its setting is read); `secretKeys` collects the keys it must have.
+ */
 function environment(
   objects: K8sObject[],
   d: K8sObject,
   secretKeys: Set<string>,
 ): Record<string, string> {
-  return containerEnvironment(objects, d, (key) => {
-    secretKeys.add(key);
+  return containerEnvironment(objects, d, (key, optional) => {
+    if (!optional) secretKeys.add(key);
     // A URL for a database, else a long random string.
     return key.endsWith("-database-url")
       ? "postgres://role:password@db/registry"

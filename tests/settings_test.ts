@@ -98,6 +98,25 @@ Deno.test("a key or secret shorter than 32 characters is a setting's problem, sa
   }
   // AUTH_JWT_SECRET in all four, the other two in their own service.
   assert.equal(checked, 6);
+
+  // The previous client-secret keys: a list, each as long, spaces around a comma not counted.
+  const registry = v.object(schemas["oauth-registry"]!);
+  const previous = (list: string | undefined) =>
+    readConfig("oauth-registry", registry, { ...env, CLIENT_SECRET_HMAC_PREVIOUS_KEYS: list })
+      .CLIENT_SECRET_HMAC_PREVIOUS_KEYS;
+  assert.deepEqual(previous(undefined), []);
+  assert.deepEqual(previous(""), []);
+  assert.deepEqual(previous(`${"a".repeat(32)} , ${"b".repeat(40)},`), [
+    "a".repeat(32),
+    "b".repeat(40),
+  ]);
+  assert.throws(
+    () => previous(`${"a".repeat(32)},short`),
+    (error: Error) =>
+      error instanceof ConfigError &&
+      error.message ===
+        "oauth-registry: setting CLIENT_SECRET_HMAC_PREVIOUS_KEYS.1: must be at least 32 characters",
+  );
 });
 
 /** The names of settings `pattern`'s first group finds in `text`. */

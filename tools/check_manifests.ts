@@ -50,12 +50,13 @@ export async function render(overlay: string): Promise<K8sObject[]> {
 
 /**
  * The environment a Deployment's container gets: the data of its `envFrom` ConfigMaps, then its own
- * `env`, each `secretKeyRef` (of the Secret `registry-secrets`) given by `secret(key)`.
+ * `env`, each `secretKeyRef` (of the Secret `registry-secrets`) given by `secret(key, optional)`;
+ * an optional one without a value is left unset, as Kubernetes does.
  */
 export function containerEnvironment(
   objects: K8sObject[],
   deployment: K8sObject,
-  secret: (key: string) => string,
+  secret: (key: string, optional: boolean) => string | undefined,
 ): Record<string, string> {
   const name = deployment.metadata.name;
   const c = deployment.spec.template.spec.containers[0];
@@ -73,7 +74,11 @@ export function containerEnvironment(
     const ref = e.valueFrom?.secretKeyRef;
     if (ref) {
       if (ref.name !== "registry-secrets") throw new Error(`${name}: ${e.name} from ${ref.name}`);
-      env[e.name] = secret(ref.key);
+      const value = secret(ref.key, ref.optional === true);
+      if (value !== undefined) env[e.name] = value;
+      else if (ref.optional !== true) {
+        throw new Error(`${name}: no value for Secret key ${ref.key}`);
+      }
     } else if (typeof e.value === "string") {
       env[e.name] = e.value;
     } else {

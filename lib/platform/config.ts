@@ -115,6 +115,16 @@ export const optionalSecretKey = v.pipe(
 );
 
 /**
+ * Keys or secrets separated by commas, each at least 32 characters (unset or empty: none); spaces
+ * around a comma are not part of a key.
+ */
+export const secretKeyList = v.pipe(
+  v.optional(v.string()),
+  v.transform((s) => (s ?? "").split(",").map((key) => key.trim()).filter((key) => key !== "")),
+  v.array(v.pipe(v.string(), longEnough)),
+);
+
+/**
  * Runs `stop` once on SIGTERM (or SIGINT), logging around it; resolves when it has run (the
  * process's `main.ts` then exits 0).
  */

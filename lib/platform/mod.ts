@@ -39,6 +39,7 @@ export {
   readConfig,
   required,
   secretKey,
+  secretKeyList,
   untilTerminated,
 } from "./config.ts";
 export {

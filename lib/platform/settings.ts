@@ -74,9 +74,15 @@ export const settings = {
   CLIENT_SECRET_HMAC_KEY: {
     usedBy: ["oauth-registry", "start"],
     default: secretDefault,
-    meaning: "key of the client-secret hashes, at least 32 characters; changing it invalidates " +
-      "every secret",
+    meaning: "key of the client-secret hashes, at least 32 characters; to change it, move the " +
+      "old one to `CLIENT_SECRET_HMAC_PREVIOUS_KEYS` (see Rotating the client-secret key)",
     help: "the client-secret hash key (else generated into the data folder)",
+  },
+  CLIENT_SECRET_HMAC_PREVIOUS_KEYS: {
+    usedBy: ["oauth-registry"],
+    default: "unset",
+    meaning: "earlier `CLIENT_SECRET_HMAC_KEY`s, separated by commas: a secret hashed under one " +
+      "still verifies, and is hashed again under the current key when it does",
   },
   TOKEN_KEY_ENCRYPTION_KEY: {
     usedBy: ["token-service", "start"],

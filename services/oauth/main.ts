@@ -12,7 +12,13 @@ import {
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
 import { createIdempotencyStore, followChanges } from "../../lib/db/mod.ts";
-import { nonNegativeInt, positiveInt, secretKey } from "../../lib/platform/mod.ts";
+import {
+  type Logger,
+  nonNegativeInt,
+  positiveInt,
+  secretKey,
+  secretKeyList,
+} from "../../lib/platform/mod.ts";
 import {
   authentication,
   authorization,
@@ -25,7 +31,11 @@ import { defineService, runService } from "../../lib/service/mod.ts";
 import { cacheConfigs, registryChangesChannel } from "./config_cache.ts";
 import { createOAuthPolicy } from "./policy.ts";
 import { createConfigRepository } from "./repository/configs.ts";
-import { createSecretHasher } from "./secrets.ts";
+import {
+  type ClientSecretRepository,
+  createClientSecretRepository,
+} from "./repository/client_secrets.ts";
+import { createSecretHasher, type SecretHasher, secretsByKey } from "./secrets.ts";
 import { createOAuthRegistry } from "./service.ts";
 
 /** The service: run as its own process, or embedded by `deno task start`. */
@@ -36,6 +46,7 @@ export const oauthRegistryService = defineService({
   ports: { grpc: 50051, http: 8081 },
   settings: {
     CLIENT_SECRET_HMAC_KEY: secretKey,
+    CLIENT_SECRET_HMAC_PREVIOUS_KEYS: secretKeyList,
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     MAX_KEYS_PER_CLIENT: positiveInt(10),
     CONFIG_CACHE_ENTRIES: nonNegativeInt(1000),
@@ -45,6 +56,11 @@ export const oauthRegistryService = defineService({
   serve: ({ sql, config, log, metrics, verify, notReady, now, budget }) => {
     const audit = startAudit(sql, "oauth", { config, now, log });
     const configs = createConfigRepository(sql);
+    const hasher = createSecretHasher(
+      config.CLIENT_SECRET_HMAC_KEY,
+      config.CLIENT_SECRET_HMAC_PREVIOUS_KEYS,
+    );
+    reportSecretKeys(createClientSecretRepository(sql), hasher, log);
     // What consent reads of a project's config, kept in memory; changes reach every replica
     // through Postgres within a second (lib/db/change_feed.ts).
     const cache = config.CONFIG_CACHE_ENTRIES === 0
@@ -64,7 +80,7 @@ export const oauthRegistryService = defineService({
           OAuthRegistryService,
           createOAuthRegistry({
             sql,
-            hasher: createSecretHasher(config.CLIENT_SECRET_HMAC_KEY),
+            hasher,
             maxSecretsPerClient: config.MAX_SECRETS_PER_CLIENT,
             maxKeysPerClient: config.MAX_KEYS_PER_CLIENT,
             now,
@@ -102,6 +118,28 @@ export const oauthRegistryService = defineService({
     };
   },
 });
+
+/**
+ * Logs how many client secrets each key made, once at start: the count of those under a previous
+ * key tells when it may go, and secrets under no configured key (a wrong key deployed) are a
+ * warning, since they never verify.
+ */
+function reportSecretKeys(
+  secrets: Pick<ClientSecretRepository, "countByKey">,
+  hasher: SecretHasher,
+  log: Logger,
+): void {
+  secrets.countByKey().then((counts) => {
+    const by = secretsByKey(hasher, counts);
+    const fields = { key_id: hasher.keyId, previous_key_ids: hasher.previousKeyIds, ...by };
+    if (by.unverifiable > 0) {
+      log.warn(
+        "client secrets hashed under a key that is not configured, which never verify",
+        fields,
+      );
+    } else log.info("client secrets by hash key", fields);
+  }).catch((error) => log.warn("client secrets were not counted by hash key", { error }));
+}
 
 function withoutPlaintext<T>(res: T): T {
   const secret = (res as CreateClientSecretResponse).clientSecret;

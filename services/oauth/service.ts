@@ -6,6 +6,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Timestamp, timestampFromDate, timestampMs } from "@bufbuild/protobuf/wkt";
 import {
@@ -581,6 +582,7 @@ export function createOAuthRegistry(
         id: id.uuid,
         client_id: clientUuid,
         secret_hash: secret.hash,
+        hash_key_id: Buffer.from(deps.hasher.keyId, "hex"),
         secret_hint: secret.hint,
       }, {
         now: new Date(at),
@@ -759,10 +761,32 @@ export function createOAuthRegistry(
         return { valid: false };
       }
       // Matched whatever the client's method, so that the answer takes the same time.
-      const secret = row.secrets[deps.hasher.match(req.secret, row.secrets.map((s) => s.hash))];
+      const match = deps.hasher.match(
+        req.secret,
+        row.secrets.map((s) => ({ hash: s.hash, keyId: s.hash_key_id })),
+      );
+      const secret = row.secrets[match.index];
       if (!secret || row.status !== "active") return { valid: false };
       // A client registered for private_key_jwt (or none) never authenticates with a secret.
       if (!secretMethods.has(row.token_endpoint_auth_method)) return { valid: false };
+      if (!match.current) {
+        // Made under a previous key (or before key ids were kept): hashed again under the current
+        // one, so that the previous key can go once every secret in use has been used.
+        await secrets.rehash(
+          secret.id,
+          secret.hash,
+          deps.hasher.hash(req.secret),
+          deps.hasher.keyId,
+        )
+          .then((written) => {
+            if (written) {
+              deps.log?.info("client secret hashed again under the current key", {
+                secret_id: ids.secret.fromUuid(secret.id),
+              });
+            }
+          })
+          .catch((error) => deps.log?.warn("a client secret was not hashed again", { error }));
+      }
       // A use: written at most once a minute per secret (no query at all when the one read is
       // recent), and never at the cost of the answer.
       await secrets.recordUse(secret.id, secret.last_used_at, at).catch((error) =>

@@ -38,6 +38,8 @@ export interface LiveSecret {
   id: string;
   /** Its keyed hash, in hex. */
   hash: string;
+  /** The id (hex) of the key the hash was made under; null: made before ids were kept. */
+  hash_key_id: string | null;
   expires_at: Date | null;
   last_used_at: Date | null;
 }
@@ -79,6 +81,7 @@ export const secretHidden = [
   "id",
   "client_id",
   "secret_hash",
+  "hash_key_id",
   "secret_hint",
   "created_at",
   "last_used_at",
@@ -111,7 +114,13 @@ export interface ClientSecretRepository {
    */
   create(
     projectId: string,
-    secret: { id: string; client_id: string; secret_hash: Uint8Array; secret_hint: string },
+    secret: {
+      id: string;
+      client_id: string;
+      secret_hash: Uint8Array;
+      hash_key_id: Uint8Array;
+      secret_hint: string;
+    },
     options: CreateSecretOptions,
   ): Promise<CreateSecretResult>;
   /** Returns the secrets of the project's client in id order, or undefined if there is no client. */
@@ -128,12 +137,20 @@ export interface ClientSecretRepository {
    * Notifies nothing (the change feed ignores it: see migration 0005).
    */
   recordUse(id: string, lastUsedAt: Date | null, now: Date): Promise<boolean>;
+  /**
+   * Replaces a secret's hash `from` (hex) with `hash`, made under the key `keyId` (hex), unless
+   * it was replaced meanwhile; returns whether it wrote. Notifies nothing, as a use does.
+   */
+  rehash(id: string, from: string, hash: Uint8Array, keyId: string): Promise<boolean>;
+  /** How many secrets have a hash made under each key, by the key's id (hex; "" for none). */
+  countByKey(): Promise<Map<string, number>>;
 }
 
 /** The columns of a live secret in {@link ClientSecretRepository.clientWithSecrets}'s rows. */
 interface SecretColumns {
   secret_id: string | null;
   secret_hash: string | null;
+  secret_hash_key_id: string | null;
   secret_expires_at: Date | null;
   secret_last_used_at: Date | null;
 }
@@ -224,6 +241,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
       // out: a fragment is a query object built per call, on the hottest path there is.
       const rows = await sql<(ClientRow & SecretColumns)[]>`
         select c.*, oauth.etag(c.xmin) as etag, s.id as secret_id, encode(s.secret_hash, 'hex') as secret_hash,
+          encode(s.hash_key_id, 'hex') as secret_hash_key_id,
           s.expires_at as secret_expires_at, s.last_used_at as secret_last_used_at
         from oauth.clients c
         left join (
@@ -239,6 +257,7 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         secrets.push({
           id: r.secret_id,
           hash: r.secret_hash!,
+          hash_key_id: r.secret_hash_key_id,
           expires_at: r.secret_expires_at,
           last_used_at: r.secret_last_used_at,
         });
@@ -254,6 +273,20 @@ export function createClientSecretRepository(sql: Sql): ClientSecretRepository {
         where id = ${id} and (last_used_at is null or last_used_at < ${since})
         returning id`;
       return rows.length > 0;
+    },
+    async rehash(id, from, hash, keyId) {
+      const rows = await sql`
+        update oauth.client_secrets
+        set secret_hash = ${hash}, hash_key_id = decode(${keyId}, 'hex')
+        where id = ${id} and secret_hash = decode(${from}, 'hex')
+        returning id`;
+      return rows.length > 0;
+    },
+    async countByKey() {
+      const rows = await sql<{ key_id: string | null; secrets: number }[]>`
+        select encode(hash_key_id, 'hex') as key_id, count(*)::int as secrets
+        from oauth.client_secrets group by hash_key_id`;
+      return new Map(rows.map((r) => [r.key_id ?? "", r.secrets]));
     },
   };
 }
