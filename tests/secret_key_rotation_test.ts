@@ -1,18 +1,64 @@
 /**
- * Changing the client-secret key without invalidating secrets (real processes, real gRPC, real
- * Postgres): the registry is started again with a new `CLIENT_SECRET_HMAC_KEY` and the old one in
- * `CLIENT_SECRET_HMAC_PREVIOUS_KEYS`; a secret made under the old key still verifies and is hashed
- * again under the new one, so that with the old key gone it still verifies, while a secret not
- * used meanwhile no longer does. Each start logs how many secrets each key made.
+ * Changing the server's own keys without invalidating what they protect (real processes, real
+ * gRPC, real Postgres). The registry is started again with a new `CLIENT_SECRET_HMAC_KEY` and the
+ * old one in `CLIENT_SECRET_HMAC_PREVIOUS_KEYS`: a secret made under the old key still verifies and
+ * is hashed again under the new one, so that with the old key gone it still verifies, while a
+ * secret not used meanwhile no longer does; each start logs how many secrets each key made. The
+ * token service is started again with a new `TOKEN_KEY_ENCRYPTION_KEY` and the old one in
+ * `TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS`: it signs with the same key, sealed again under the new one.
  */
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { keyIdOf } from "../services/oauth/secrets.ts";
-import { grpcTestClient, type Proc, spawn, startStack, waitReady } from "../lib/testing/mod.ts";
+import {
+  type GrpcTestClient,
+  grpcTestClient,
+  type Proc,
+  spawn,
+  type Stack,
+  startStack,
+  waitReady,
+} from "../lib/testing/mod.ts";
 
 const rpc = OAuthRegistryService.method;
+
+/**
+ * A confidential client of a new project `projectId`, made over gRPC by an administrator of it:
+ * its id, a maker of its secrets, and the administrator's metadata.
+ */
+async function confidentialClient(stack: Stack, grpc: GrpcTestClient, projectId: string) {
+  const admin = {
+    authorization: `Bearer ${await stack.token({ sub: "admin", projects: [projectId] })}`,
+  };
+  await grpc.call(rpc.updateOAuthConfig, {
+    projectId,
+    config: { applicationName: projectId },
+    updateMask: { paths: ["application_name"] },
+  }, admin);
+  const { client } = await grpc.call(rpc.createClient, {
+    projectId,
+    client: { name: "backend", type: ClientType.WEB },
+  }, admin);
+  const clientId = client!.id;
+  const newSecret = async () =>
+    (await grpc.call(rpc.createClientSecret, { projectId, clientId }, admin))
+      .clientSecret!.plaintext.value!;
+  return { clientId, newSecret, admin };
+}
+
+/** The lines of `proc` that include `text`, once there are at least `n` (its log is written in batches). */
+async function linesWith(proc: Proc, text: string, n = 1): Promise<string[]> {
+  for (let i = 0; i < 200; i++) {
+    const lines = proc.lines.filter((l) => l.includes(text));
+    if (lines.length >= n) return lines;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`fewer than ${n} lines with "${text}" in:\n${proc.lines.join("\n")}`);
+}
 
 Deno.test("the client-secret key changes: secrets in use keep verifying, re-hashed under the new key", async () => {
   const stack = await startStack();
@@ -30,31 +76,14 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
     registry = spawn("services/oauth/main.ts", { ...env, ...keys });
     await waitReady(`http://127.0.0.1:${env.HTTP_PORT}`);
     // The start's count of secrets by key, logged once they are counted.
-    for (let i = 0; i < 200; i++) {
-      const line = registry.lines.find((l) => l.includes("client secrets") && l.includes("key"));
-      if (line) return JSON.parse(line) as Record<string, unknown>;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`no count of secrets by key in:\n${registry.lines.join("\n")}`);
+    const [line] = await linesWith(registry, "by hash key");
+    return JSON.parse(line!) as Record<string, unknown>;
   };
   const grpc = grpcTestClient(stack.oauthGrpc);
   try {
-    const admin = { authorization: `Bearer ${await stack.token({ sub: "a", projects: ["rot"] })}` };
-    await grpc.call(rpc.updateOAuthConfig, {
-      projectId: "rot",
-      config: { applicationName: "Rotation" },
-      updateMask: { paths: ["application_name"] },
-    }, admin);
-    const { client } = await grpc.call(rpc.createClient, {
-      projectId: "rot",
-      client: { name: "backend", type: 1 },
-    }, admin);
-    const clientId = client!.id;
-    const secretOf = async () =>
-      (await grpc.call(rpc.createClientSecret, { projectId: "rot", clientId }, admin))
-        .clientSecret!.plaintext.value!;
-    const used = await secretOf(); // used while both keys are configured
-    const unused = await secretOf(); // not used until the old key is gone
+    const { clientId, newSecret, admin } = await confidentialClient(stack, grpc, "rot");
+    const used = await newSecret(); // used while both keys are configured
+    const unused = await newSecret(); // not used until the old key is gone
     const verify = async (secret: string) =>
       (await grpc.call(rpc.verifyClientSecret, { clientId, secret }, admin)).valid;
     const stored = async () =>
@@ -84,9 +113,7 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
     assert.deepEqual(during[1], before[1], "a secret not used keeps its hash");
     assert.equal(await verify(used), true, "and verifies under the new key");
     assert.equal(await verify(used.slice(0, -1) + (used.endsWith("A") ? "B" : "A")), false);
-    assert.ok(
-      registry!.lines.some((l) => l.includes("client secret hashed again under the current key")),
-    );
+    await linesWith(registry!, "client secret hashed again under the current key");
 
     // The old key gone: the secret in use verifies; the one not used meanwhile does not, and the
     // start warns that a secret is under a key nobody has.
@@ -104,6 +131,46 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
     if (registry) {
       registry.child.kill("SIGTERM");
       await registry.child.status;
+    }
+    await stack.stop();
+  }
+});
+
+Deno.test("the signing keys' sealing secret changes: the token service signs with the same key, sealed again", async () => {
+  const stack = await startStack();
+  const env = stack.envOf("token");
+  let token: Proc | undefined;
+  const grpc = grpcTestClient(stack.tokenGrpc);
+  try {
+    const registry = grpcTestClient(stack.oauthGrpc);
+    const { clientId, newSecret } = await confidentialClient(stack, registry, "seal");
+    const secret = await newSecret();
+    registry.close();
+    /** The kid in the header of a client_credentials access token. */
+    const kid = async () => {
+      const { accessToken } = await grpc.call(TokenService.method.issueToken, {
+        client: { clientId, clientSecret: secret },
+        grantType: "client_credentials",
+      });
+      return JSON.parse(atob(accessToken.split(".")[0]!)).kid as string;
+    };
+    const before = await kid();
+
+    await stack.kill("token");
+    token = spawn("services/token/main.ts", {
+      ...env,
+      TOKEN_KEY_ENCRYPTION_KEY: crypto.randomUUID() + crypto.randomUUID(),
+      TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS: env.TOKEN_KEY_ENCRYPTION_KEY,
+    });
+    await waitReady(`http://127.0.0.1:${env.HTTP_PORT}`);
+    assert.equal(await kid(), before, "the same key signs");
+    const resealed = await linesWith(token, "signing key sealed again", 2);
+    assert.equal(resealed.length, 2, "the current key and the next one, each once");
+  } finally {
+    grpc.close();
+    if (token) {
+      token.child.kill("SIGTERM");
+      await token.child.status;
     }
     await stack.stop();
   }

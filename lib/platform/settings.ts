@@ -75,7 +75,7 @@ export const settings = {
     usedBy: ["oauth-registry", "start"],
     default: secretDefault,
     meaning: "key of the client-secret hashes, at least 32 characters; to change it, move the " +
-      "old one to `CLIENT_SECRET_HMAC_PREVIOUS_KEYS` (see Rotating the client-secret key)",
+      "old one to `CLIENT_SECRET_HMAC_PREVIOUS_KEYS` (see Changing the server's own keys)",
     help: "the client-secret hash key (else generated into the data folder)",
   },
   CLIENT_SECRET_HMAC_PREVIOUS_KEYS: {
@@ -87,8 +87,15 @@ export const settings = {
   TOKEN_KEY_ENCRYPTION_KEY: {
     usedBy: ["token-service", "start"],
     default: secretDefault,
-    meaning: "seals the signing keys' private parts, at least 32 characters",
+    meaning: "seals the signing keys' private parts, at least 32 characters; to change it, move " +
+      "the old one to `TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS` (see Changing the server's own keys)",
     help: "the signing keys' sealing key (else generated into the data folder)",
+  },
+  TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS: {
+    usedBy: ["token-service"],
+    default: "unset",
+    meaning: "earlier `TOKEN_KEY_ENCRYPTION_KEY`s, separated by commas: a signing key sealed " +
+      "under one still opens, and is sealed again under the current one",
   },
   MAX_SECRETS_PER_CLIENT: {
     usedBy: ["oauth-registry"],

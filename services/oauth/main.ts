@@ -134,7 +134,7 @@ function reportSecretKeys(
     const fields = { key_id: hasher.keyId, previous_key_ids: hasher.previousKeyIds, ...by };
     if (by.unverifiable > 0) {
       log.warn(
-        "client secrets hashed under a key that is not configured, which never verify",
+        "client secrets by hash key: some under a key that is not configured, which never verify",
         fields,
       );
     } else log.info("client secrets by hash key", fields);

@@ -9,6 +9,11 @@
  * an introspection's. Keys of an earlier algorithm (ES256) are still read and verified with while
  * they are published.
  *
+ * The sealing key can change without a signing key being lost: the old secret goes to
+ * TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS, a private key that only a previous secret opens is opened
+ * with it and sealed again under the current one (the row is updated, unless another replica did
+ * it first), and a key no configured secret opens is an error that names it.
+ *
  * Rotation: two keys are always published, the one that signs now and the next one, whose period
  * starts when the current one's ends. A key therefore appears in the JWK Set a whole rotation
  * period before it signs anything (so no verifier's cached set lacks it), and stays there after its
@@ -50,6 +55,10 @@ export interface KeyRingOptions {
   sql: Sql;
   /** The secret the private keys are sealed under (at least 32 characters). */
   encryptionKey: string;
+  /** Earlier secrets, which private keys may still be sealed under (each sealed again). */
+  previousEncryptionKeys?: readonly string[] | undefined;
+  /** Told of each private key sealed again under the current secret. */
+  onResealed?: (kid: string) => void;
   /** How long each key signs, in ms. */
   rotationMs: number;
   /** The longest lifetime of a token a key signs, in ms (it stays published this long after). */
@@ -171,6 +180,7 @@ interface KeyRow {
 export function createKeyRing(options: KeyRingOptions): KeyRing {
   const { sql, rotationMs, tokenLifetimeMs, now } = options;
   let sealer: Promise<CryptoKey> | undefined;
+  let previousSealers: Promise<CryptoKey>[] | undefined;
   let keys: SigningKey[] = [];
   const byKid = new Map<string, SigningKey>();
   /** Opened private keys by kid: a key is unsealed once per process. */
@@ -229,6 +239,38 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
     });
   }
 
+  /**
+   * The private JWK of a row: opened with the current secret, else with a previous one, and then
+   * sealed again under the current secret.
+   */
+  async function open(row: KeyRow): Promise<JWK> {
+    const current = await (sealer ??= sealingKey(options.encryptionKey));
+    try {
+      return await unseal(current, row.kid, row.private_jwk_sealed);
+    } catch (error) {
+      previousSealers ??= (options.previousEncryptionKeys ?? []).map(sealingKey);
+      for (const previous of previousSealers) {
+        let jwk: JWK;
+        try {
+          jwk = await unseal(await previous, row.kid, row.private_jwk_sealed);
+        } catch {
+          continue;
+        }
+        const [resealed] = await sql`
+          update token.signing_keys set private_jwk_sealed = ${await seal(current, row.kid, jwk)}
+          where kid = ${row.kid} and private_jwk_sealed = ${row.private_jwk_sealed}
+          returning kid`;
+        if (resealed) options.onResealed?.(row.kid);
+        return jwk;
+      }
+      throw new Error(
+        `Cannot open signing key ${row.kid}: it is sealed under neither TOKEN_KEY_ENCRYPTION_KEY ` +
+          "nor one of TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS",
+        { cause: error },
+      );
+    }
+  }
+
   async function load(): Promise<void> {
     const at = new Date(now());
     const rows = await sql<KeyRow[]>`
@@ -247,17 +289,7 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
         ]);
         // Only keys that still sign are unsealed.
         const privateKey = signsUntil > at.getTime()
-          ? await crypto.subtle.importKey(
-            "jwk",
-            await unseal(
-              await (sealer ??= sealingKey(options.encryptionKey)),
-              row.kid,
-              row.private_jwk_sealed,
-            ),
-            params,
-            false,
-            ["sign"],
-          )
+          ? await crypto.subtle.importKey("jwk", await open(row), params, false, ["sign"])
           : undefined;
         key = {
           kid: row.kid,

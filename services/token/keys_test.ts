@@ -70,6 +70,60 @@ Deno.test("signing keys: published ahead, rotated, retired after their tokens", 
   }
 });
 
+Deno.test("the sealing secret changes: signing keys open under the previous one, sealed again under the new", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "keys-test", max: 2 });
+  try {
+    await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
+    const now = () => Date.UTC(2030, 0, 1);
+    const ring = (encryptionKey: string, previousEncryptionKeys: string[] = []) => {
+      const resealed: string[] = [];
+      const keys = createKeyRing({
+        sql,
+        encryptionKey,
+        previousEncryptionKeys,
+        onResealed: (kid) => resealed.push(kid),
+        rotationMs: 24 * hour,
+        tokenLifetimeMs: hour,
+        now,
+      });
+      return { keys, resealed };
+    };
+    const sealedRows = async () =>
+      (await sql<{ kid: string; sealed: Uint8Array }[]>`
+        select kid, private_jwk_sealed as sealed from token.signing_keys order by kid`)
+        .map((r) => `${r.kid}:${Array.from(r.sealed).join(",")}`);
+    const before = ring(secret);
+    await before.keys.refresh();
+    const kid = before.keys.signing().kid;
+    const rowsBefore = await sealedRows();
+
+    // A new secret alone opens nothing: the error names the key, and nothing is written.
+    const newSecret = "b".repeat(32);
+    await assert.rejects(ring(newSecret).keys.refresh(), /Cannot open signing key .*TOKEN_KEY/);
+    assert.deepEqual(await sealedRows(), rowsBefore);
+
+    // With the old secret as a previous one, the same keys sign, each sealed again once.
+    const during = ring(newSecret, [secret]);
+    await during.keys.refresh();
+    assert.equal(during.keys.signing().kid, kid);
+    assert.deepEqual(during.resealed.length, 2, "the current key and the next one");
+    const rowsAfter = await sealedRows();
+    assert.equal(rowsAfter.length, rowsBefore.length);
+    for (let i = 0; i < rowsAfter.length; i++) assert.notEqual(rowsAfter[i], rowsBefore[i]);
+
+    // The old secret gone, they still open; under the old secret alone, no more.
+    const after = ring(newSecret);
+    await after.keys.refresh();
+    assert.equal(after.keys.signing().kid, kid);
+    assert.deepEqual(after.resealed, []);
+    await assert.rejects(ring(secret).keys.refresh(), /Cannot open signing key/);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
+
 Deno.test("sealed keys open only with the same key and kid", async () => {
   const key = async (text: string) =>
     await crypto.subtle.importKey(

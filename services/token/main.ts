@@ -16,6 +16,7 @@ import {
   optionalString,
   positiveInt,
   secretKey,
+  secretKeyList,
 } from "../../lib/platform/mod.ts";
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
@@ -64,6 +65,7 @@ export const tokenService = defineService({
     REGISTRY_TOKEN: optionalString,
     /** The secret the signing keys' private parts are sealed under. */
     TOKEN_KEY_ENCRYPTION_KEY: secretKey,
+    TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS: secretKeyList,
     ACCESS_TOKEN_TTL_SECONDS: positiveInt(900),
     REFRESH_TOKEN_TTL_SECONDS: positiveInt(30 * 24 * 3600),
     SIGNING_KEY_ROTATION_HOURS: positiveInt(720),
@@ -88,6 +90,9 @@ export const tokenService = defineService({
     const keys = createKeyRing({
       sql,
       encryptionKey: config.TOKEN_KEY_ENCRYPTION_KEY,
+      previousEncryptionKeys: config.TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS,
+      onResealed: (kid) =>
+        log.info("signing key sealed again under the current TOKEN_KEY_ENCRYPTION_KEY", { kid }),
       rotationMs: config.SIGNING_KEY_ROTATION_HOURS * 3_600_000,
       // Published a minute longer than the last token lives, for clocks that differ.
       tokenLifetimeMs: ttlMs + 60_000,
