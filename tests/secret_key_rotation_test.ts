@@ -6,6 +6,9 @@
  * secret not used meanwhile no longer does; each start logs how many secrets each key made. The
  * token service is started again with a new `TOKEN_KEY_ENCRYPTION_KEY` and the old one in
  * `TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS`: it signs with the same key, sealed again under the new one.
+ * A service is started again with a new `AUTH_JWT_SECRET` and the old one in
+ * `AUTH_JWT_PREVIOUS_SECRETS`: platform tokens signed with either verify, and with the old secret
+ * gone, those signed with it no longer do.
  */
 
 import assert from "node:assert/strict";
@@ -14,6 +17,7 @@ import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
 import { keyIdOf } from "../services/oauth/secrets.ts";
+import { signToken } from "../lib/policy/mod.ts";
 import {
   type GrpcTestClient,
   grpcTestClient,
@@ -50,6 +54,31 @@ async function confidentialClient(stack: Stack, grpc: GrpcTestClient, projectId:
   return { clientId, newSecret, admin };
 }
 
+/**
+ * The stack's component `name`, replaced by a process of its own on the same ports: `start(env)`
+ * stops the one running and starts it again with `env` over the stack's environment for it.
+ */
+function replaceable(stack: Stack, name: "oauth" | "token") {
+  const entry = `services/${name}/main.ts`;
+  const base = stack.envOf(name);
+  let proc: Proc | undefined;
+  const stop = async () => {
+    if (!proc) return;
+    proc.child.kill("SIGTERM");
+    await proc.child.status;
+  };
+  return {
+    async start(env: Record<string, string>): Promise<Proc> {
+      if (proc) await stop();
+      else await stack.kill(name);
+      proc = spawn(entry, { ...base, ...env });
+      await waitReady(`http://127.0.0.1:${base.HTTP_PORT}`);
+      return proc;
+    },
+    stop,
+  };
+}
+
 /** The lines of `proc` that include `text`, once there are at least `n` (its log is written in batches). */
 async function linesWith(proc: Proc, text: string, n = 1): Promise<string[]> {
   for (let i = 0; i < 200; i++) {
@@ -66,17 +95,12 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
   const env = stack.envOf("oauth");
   const oldKey = env.CLIENT_SECRET_HMAC_KEY!;
   const newKey = crypto.randomUUID() + crypto.randomUUID();
-  let registry: Proc | undefined;
-  /** The registry, started again (on the same ports) with `keys`. */
+  const registry = replaceable(stack, "oauth");
+  let running: Proc | undefined;
+  /** The registry, started again with `keys`: its start's count of secrets by key. */
   const restart = async (keys: Record<string, string>) => {
-    if (registry) {
-      registry.child.kill("SIGTERM");
-      await registry.child.status;
-    } else await stack.kill("oauth");
-    registry = spawn("services/oauth/main.ts", { ...env, ...keys });
-    await waitReady(`http://127.0.0.1:${env.HTTP_PORT}`);
-    // The start's count of secrets by key, logged once they are counted.
-    const [line] = await linesWith(registry, "by hash key");
+    running = await registry.start(keys);
+    const [line] = await linesWith(running, "by hash key");
     return JSON.parse(line!) as Record<string, unknown>;
   };
   const grpc = grpcTestClient(stack.oauthGrpc);
@@ -113,7 +137,7 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
     assert.deepEqual(during[1], before[1], "a secret not used keeps its hash");
     assert.equal(await verify(used), true, "and verifies under the new key");
     assert.equal(await verify(used.slice(0, -1) + (used.endsWith("A") ? "B" : "A")), false);
-    await linesWith(registry!, "client secret hashed again under the current key");
+    await linesWith(running!, "client secret hashed again under the current key");
 
     // The old key gone: the secret in use verifies; the one not used meanwhile does not, and the
     // start warns that a secret is under a key nobody has.
@@ -128,10 +152,7 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
   } finally {
     grpc.close();
     await sql.end();
-    if (registry) {
-      registry.child.kill("SIGTERM");
-      await registry.child.status;
-    }
+    await registry.stop();
     await stack.stop();
   }
 });
@@ -139,7 +160,7 @@ Deno.test("the client-secret key changes: secrets in use keep verifying, re-hash
 Deno.test("the signing keys' sealing secret changes: the token service signs with the same key, sealed again", async () => {
   const stack = await startStack();
   const env = stack.envOf("token");
-  let token: Proc | undefined;
+  const service = replaceable(stack, "token");
   const grpc = grpcTestClient(stack.tokenGrpc);
   try {
     const registry = grpcTestClient(stack.oauthGrpc);
@@ -156,22 +177,52 @@ Deno.test("the signing keys' sealing secret changes: the token service signs wit
     };
     const before = await kid();
 
-    await stack.kill("token");
-    token = spawn("services/token/main.ts", {
-      ...env,
+    const token = await service.start({
       TOKEN_KEY_ENCRYPTION_KEY: crypto.randomUUID() + crypto.randomUUID(),
-      TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS: env.TOKEN_KEY_ENCRYPTION_KEY,
+      TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS: env.TOKEN_KEY_ENCRYPTION_KEY!,
     });
-    await waitReady(`http://127.0.0.1:${env.HTTP_PORT}`);
     assert.equal(await kid(), before, "the same key signs");
     const resealed = await linesWith(token, "signing key sealed again", 2);
     assert.equal(resealed.length, 2, "the current key and the next one, each once");
   } finally {
     grpc.close();
-    if (token) {
-      token.child.kill("SIGTERM");
-      await token.child.status;
+    await service.stop();
+    await stack.stop();
+  }
+});
+
+Deno.test("the platform tokens' secret changes: a service takes tokens of the previous one while it is listed", async () => {
+  const stack = await startStack();
+  const oldSecret = stack.envOf("oauth").AUTH_JWT_SECRET!;
+  const newSecret = crypto.randomUUID() + crypto.randomUUID();
+  const registry = replaceable(stack, "oauth");
+  const grpc = grpcTestClient(stack.oauthGrpc);
+  /** A read of the project's config with a token signed with `secret`: its gRPC code (0: ok). */
+  const readWith = async (secret: string) => {
+    const token = await signToken(secret, { sub: "admin", projects: ["jwt"] });
+    try {
+      await grpc.call(rpc.getOAuthConfig, { projectId: "jwt" }, {
+        authorization: `Bearer ${token}`,
+      });
+      return 0;
+    } catch (error) {
+      return (error as { code: number }).code;
     }
+  };
+  const notFound = 5, unauthenticated = 16;
+  try {
+    // No config yet: a caller the registry believes is told NOT_FOUND, one it does not UNAUTHENTICATED.
+    assert.equal(await readWith(oldSecret), notFound);
+    assert.equal(await readWith(newSecret), unauthenticated);
+    await registry.start({ AUTH_JWT_SECRET: newSecret, AUTH_JWT_PREVIOUS_SECRETS: oldSecret });
+    assert.equal(await readWith(oldSecret), notFound, "a token of the previous secret verifies");
+    assert.equal(await readWith(newSecret), notFound);
+    await registry.start({ AUTH_JWT_SECRET: newSecret });
+    assert.equal(await readWith(oldSecret), unauthenticated, "and not once it is gone");
+    assert.equal(await readWith(newSecret), notFound);
+  } finally {
+    grpc.close();
+    await registry.stop();
     await stack.stop();
   }
 });

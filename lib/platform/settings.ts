@@ -53,8 +53,15 @@ export const settings = {
   AUTH_JWT_SECRET: {
     usedBy: [...all, "start"],
     default: secretDefault,
-    meaning: "HS256 secret of the platform tokens, at least 32 characters",
+    meaning: "HS256 secret of the platform tokens, at least 32 characters; to change it, move " +
+      "the old one to `AUTH_JWT_PREVIOUS_SECRETS` (see Changing the server's own keys)",
     help: "the platform tokens' secret (else generated into the data folder)",
+  },
+  AUTH_JWT_PREVIOUS_SECRETS: {
+    usedBy: all,
+    default: "unset",
+    meaning: "earlier `AUTH_JWT_SECRET`s, separated by commas: a token signed with one still " +
+      "verifies (tokens are signed with `AUTH_JWT_SECRET` only)",
   },
   AUTH_JWKS_URL: {
     usedBy: all,

@@ -7,6 +7,10 @@
  * (2 MiB; each token counted with its claims by `memoBytes`), taken from the process's memory
  * budget (lib/platform/bounded_cache.ts).
  *
+ * The HS256 secret can change without a token being refused: the old one goes to
+ * AUTH_JWT_PREVIOUS_SECRETS, and a token whose signature does not verify with AUTH_JWT_SECRET is
+ * tried with each of those (tokens are made with AUTH_JWT_SECRET only).
+ *
  * @module
  */
 
@@ -24,6 +28,7 @@ import {
   type MemoryBudget,
   optionalSecretKey,
   optionalString,
+  secretKeyList,
 } from "../platform/mod.ts";
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify, type JWTVerifyGetKey } from "jose";
 
@@ -47,6 +52,8 @@ export interface Caller {
 export interface AuthOptions {
   /** Shared HS256 secret (AUTH_JWT_SECRET), at least 32 characters. */
   jwtSecret?: string | undefined;
+  /** Earlier HS256 secrets, which tokens may still be signed with (AUTH_JWT_PREVIOUS_SECRETS). */
+  previousJwtSecrets?: readonly string[] | undefined;
   /** URL of a JSON Web Key Set for asymmetric tokens (AUTH_JWKS_URL). */
   jwksUrl?: string | undefined;
   /** Required `iss` claim, when set (AUTH_ISSUER). */
@@ -119,12 +126,16 @@ export function callerFromClaims(claims: JWTPayload): Caller {
 /** Creates the verifier used by the gateway and the services. */
 export function createTokenVerifier(options: AuthOptions): TokenVerifier {
   let key: Uint8Array | JWTVerifyGetKey;
+  let previousKeys: Uint8Array[] = [];
   let algorithms: string[];
   if (options.jwtSecret !== undefined && options.jwksUrl === undefined) {
-    if (options.jwtSecret.length < 32) {
-      throw new Error("Cannot use AUTH_JWT_SECRET: it must be at least 32 characters");
+    for (const secret of [options.jwtSecret, ...options.previousJwtSecrets ?? []]) {
+      if (secret.length < 32) {
+        throw new Error("Cannot use AUTH_JWT_SECRET: it must be at least 32 characters");
+      }
     }
     key = new TextEncoder().encode(options.jwtSecret);
+    previousKeys = (options.previousJwtSecrets ?? []).map((s) => new TextEncoder().encode(s));
     algorithms = ["HS256"];
   } else if (options.jwksUrl !== undefined && options.jwtSecret === undefined) {
     key = createRemoteJWKSet(new URL(options.jwksUrl));
@@ -143,6 +154,25 @@ export function createTokenVerifier(options: AuthOptions): TokenVerifier {
     budget: options.budget,
   }).region<{ caller: Caller; expiresAt: number }>();
 
+  /** The token's claims, checked with the current key, else with each previous one. */
+  const verified = async (token: string): Promise<JWTPayload> => {
+    try {
+      // deno-lint-ignore no-explicit-any
+      return (await jwtVerify(token, key as any, verifyOptions)).payload;
+    } catch (error) {
+      // Only a signature that does not verify is tried with the previous keys.
+      if (!(error instanceof errors.JWSSignatureVerificationFailed)) throw error;
+      for (const previous of previousKeys) {
+        try {
+          return (await jwtVerify(token, previous, verifyOptions)).payload;
+        } catch (again) {
+          if (!(again instanceof errors.JWSSignatureVerificationFailed)) throw again;
+        }
+      }
+      throw error;
+    }
+  };
+
   return async (authorization) => {
     if (authorization === null || authorization === "") {
       throw unauthenticated("Missing bearer token: send Authorization: Bearer <token>");
@@ -157,8 +187,7 @@ export function createTokenVerifier(options: AuthOptions): TokenVerifier {
     }
     let payload: JWTPayload;
     try {
-      // deno-lint-ignore no-explicit-any
-      ({ payload } = await jwtVerify(token, key as any, verifyOptions));
+      payload = await verified(token);
     } catch (error) {
       if (error instanceof errors.JWTExpired) throw unauthenticated("Token expired");
       if (error instanceof errors.JWTClaimValidationFailed) {
@@ -208,6 +237,7 @@ export function callerOf(ctx: HandlerContext | { values: ContextValues }): Calle
 /** The token verification settings every process reads . */
 export const authSettings = {
   AUTH_JWT_SECRET: optionalSecretKey,
+  AUTH_JWT_PREVIOUS_SECRETS: secretKeyList,
   AUTH_JWKS_URL: optionalString,
   AUTH_ISSUER: optionalString,
   AUTH_AUDIENCE: optionalString,
@@ -216,12 +246,14 @@ export const authSettings = {
 /** Maps the {@link authSettings} to the verifier's options. */
 export function authOptions(config: {
   AUTH_JWT_SECRET?: string | undefined;
+  AUTH_JWT_PREVIOUS_SECRETS?: readonly string[] | undefined;
   AUTH_JWKS_URL?: string | undefined;
   AUTH_ISSUER?: string | undefined;
   AUTH_AUDIENCE?: string | undefined;
 }): AuthOptions {
   return {
     jwtSecret: config.AUTH_JWT_SECRET,
+    previousJwtSecrets: config.AUTH_JWT_PREVIOUS_SECRETS,
     jwksUrl: config.AUTH_JWKS_URL,
     issuer: config.AUTH_ISSUER,
     audience: config.AUTH_AUDIENCE,

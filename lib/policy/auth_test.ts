@@ -56,6 +56,28 @@ Deno.test("createTokenVerifier() checks issuer and audience when configured", as
   await assert.rejects(strict(`Bearer ${wrong}`), /iss/);
 });
 
+Deno.test("createTokenVerifier() accepts tokens of a previous secret while it is listed, and only then", async () => {
+  const next = "n".repeat(32);
+  const rotating = createTokenVerifier({ jwtSecret: next, previousJwtSecrets: [secret] });
+  const old = await signToken(secret, { sub: "old" });
+  const fresh = await signToken(next, { sub: "new" });
+  assert.equal((await rotating(`Bearer ${old}`)).subject, "old");
+  assert.equal((await rotating(`Bearer ${fresh}`)).subject, "new");
+  // A previous secret's token is checked as any other: an expired one is expired, not invalid.
+  const expired = await signToken(secret, { sub: "old", ttlSeconds: -60 });
+  await assert.rejects(rotating(`Bearer ${expired}`), /expired/);
+  const foreign = await signToken("x".repeat(32), { sub: "u1" });
+  await assert.rejects(rotating(`Bearer ${foreign}`), /Invalid token/);
+  // The previous secret gone, its tokens are refused.
+  const rotated = createTokenVerifier({ jwtSecret: next });
+  await assert.rejects(rotated(`Bearer ${old}`), /Invalid token/);
+  assert.equal((await rotated(`Bearer ${fresh}`)).subject, "new");
+  assert.throws(
+    () => createTokenVerifier({ jwtSecret: next, previousJwtSecrets: ["short"] }),
+    /at least 32/,
+  );
+});
+
 Deno.test("createTokenVerifier() refuses a short secret", () => {
   assert.throws(() => createTokenVerifier({ jwtSecret: "short" }), /at least 32/);
   assert.throws(() => createTokenVerifier({}), /exactly one/);
