@@ -143,6 +143,9 @@ export function createTokenVerifier(options: AuthOptions): TokenVerifier {
   } else {
     throw new Error("Cannot verify tokens: set exactly one of AUTH_JWT_SECRET and AUTH_JWKS_URL");
   }
+  if (options.jwtSecret === undefined && (options.previousJwtSecrets ?? []).length > 0) {
+    throw new Error("Cannot use AUTH_JWT_PREVIOUS_SECRETS without AUTH_JWT_SECRET");
+  }
   const verifyOptions = {
     algorithms,
     requiredClaims: ["sub", "exp"],

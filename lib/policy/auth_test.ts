@@ -76,6 +76,11 @@ Deno.test("createTokenVerifier() accepts tokens of a previous secret while it is
     () => createTokenVerifier({ jwtSecret: next, previousJwtSecrets: ["short"] }),
     /at least 32/,
   );
+  assert.throws(
+    () =>
+      createTokenVerifier({ jwksUrl: "https://example.com/jwks", previousJwtSecrets: [secret] }),
+    /AUTH_JWT_PREVIOUS_SECRETS without AUTH_JWT_SECRET/,
+  );
 });
 
 Deno.test("createTokenVerifier() refuses a short secret", () => {
