@@ -102,7 +102,8 @@ export const settings = {
     usedBy: ["token-service"],
     default: "unset",
     meaning: "earlier `TOKEN_KEY_ENCRYPTION_KEY`s, separated by commas: a signing key sealed " +
-      "under one still opens, and is sealed again under the current one",
+      "under one still opens, and is sealed again under the current one; consent pages and DPoP " +
+      "nonces made with one are still taken",
   },
   MAX_SECRETS_PER_CLIENT: {
     usedBy: ["oauth-registry"],

@@ -81,8 +81,8 @@ export interface AuthorizationDeps {
   grants: GrantRepository;
   /** The `iss` of every answer (RFC 9207). */
   issuer: string;
-  /** The HMAC key of CSRF tokens. */
-  csrfKey: Promise<CryptoKey>;
+  /** The HMAC keys of CSRF tokens (./csrf.ts): the first makes them, each checks them. */
+  csrfKeys: readonly Promise<CryptoKey>[];
   /** The clock (ms since the epoch). */
   now: () => number;
   /** Writes a security event on its own (./security_events.ts's recordEvent). */

@@ -16,21 +16,21 @@ import { base64Encode } from "@bufbuild/protobuf/wire";
 /** How long a page's CSRF token stays valid. */
 export const csrfTtlMs = 10 * 60_000;
 
-/** The key and the clock tokens are made and checked with. */
+/** The keys and the clock tokens are made and checked with. */
 export interface CsrfDeps {
-  /** The HMAC key. */
-  csrfKey: Promise<CryptoKey>;
+  /**
+   * The HMAC keys: tokens are made with the first, and checked with each (the others are those of
+   * TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS, so that a page made before the key changed still posts).
+   */
+  csrfKeys: readonly Promise<CryptoKey>[];
   /** The clock (ms since the epoch). */
   now: () => number;
 }
 
-async function mac(deps: CsrfDeps, ctx: HandlerContext, bound: string[], until: string) {
+async function mac(key: Promise<CryptoKey>, ctx: HandlerContext, bound: string[], until: string) {
   const session = base64Encode(sha256(ctx.requestHeader.get("authorization") ?? ""), "url");
   const input = new TextEncoder().encode([session, ...bound, until].join("\n"));
-  return base64Encode(
-    new Uint8Array(await crypto.subtle.sign("HMAC", await deps.csrfKey, input)),
-    "url",
-  );
+  return base64Encode(new Uint8Array(await crypto.subtle.sign("HMAC", await key, input)), "url");
 }
 
 /** A token for the caller's session and `bound`, valid {@link csrfTtlMs}. */
@@ -40,7 +40,7 @@ export async function csrfToken(
   bound: string[],
 ): Promise<string> {
   const until = String(deps.now() + csrfTtlMs);
-  return `${until}.${await mac(deps, ctx, bound, until)}`;
+  return `${until}.${await mac(deps.csrfKeys[0]!, ctx, bound, until)}`;
 }
 
 /** When a token (one {@link csrfValid} accepted) expires. */
@@ -57,10 +57,14 @@ export async function csrfValid(
 ): Promise<boolean> {
   const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(token);
   if (!match || Number(match[1]) < deps.now()) return false;
-  const expected = await mac(deps, ctx, bound, match[1]!);
-  let diff = 0;
-  for (let i = 0; i < expected.length; i++) {
-    diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
+  let valid = false;
+  for (const key of deps.csrfKeys) {
+    const expected = await mac(key, ctx, bound, match[1]!);
+    let diff = 0;
+    for (let i = 0; i < expected.length; i++) {
+      diff |= expected.charCodeAt(i) ^ match[2]!.charCodeAt(i);
+    }
+    valid ||= diff === 0;
   }
-  return diff === 0;
+  return valid;
 }

@@ -55,8 +55,8 @@ export interface DeviceDeps {
   devices: DeviceCodeRepository;
   /** The issuer (the verification URI is below it). */
   issuer: string;
-  /** The HMAC key of CSRF tokens (the consent page's). */
-  csrfKey: Promise<CryptoKey>;
+  /** The HMAC keys of CSRF tokens (the consent page's, ./csrf.ts). */
+  csrfKeys: readonly Promise<CryptoKey>[];
   /** The clock (ms since the epoch). */
   now: () => number;
 }

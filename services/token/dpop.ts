@@ -91,6 +91,11 @@ export interface DpopOptions {
   usedJtis: Pick<UsedJtis, "use">;
   /** The nonces' HMAC key ({@link deriveDpopNonceKey}); unset: nonces are not required. */
   nonceKey?: Promise<CryptoKey> | undefined;
+  /**
+   * Keys of nonces made before the key changed (of TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS), which
+   * are still taken within their windows; no nonce is made with them.
+   */
+  previousNonceKeys?: readonly Promise<CryptoKey>[] | undefined;
   /** The clock (ms since the epoch). */
   now: () => number;
   /** The process's memory budget, which the imported keys are counted in. */
@@ -216,8 +221,13 @@ export function createDpop(options: DpopOptions): Dpop {
       if (nonceKey) {
         const window = windowAt(at);
         const nonce = claims.nonce;
-        const fresh = typeof nonce === "string" &&
+        let fresh = typeof nonce === "string" &&
           (nonce === await nonceOf(window) || nonce === await nonceOf(window - 1));
+        for (const key of options.previousNonceKeys ?? []) {
+          if (fresh || typeof nonce !== "string") break;
+          fresh = nonce === await makeNonce(key, window) ||
+            nonce === await makeNonce(key, window - 1);
+        }
         if (!fresh) {
           throw await error(
             "use_dpop_nonce",

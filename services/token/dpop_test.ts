@@ -312,6 +312,27 @@ Deno.test("nonces: required when set, the current and the previous window's acce
   });
   assert.equal(await replica.nonce(), nonce);
   assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce } }))));
+  // After the secret changed, with the old one a previous one: the old key's nonces are still
+  // taken, the new key's are given; without it, the old ones are not.
+  const changed = createDpop({
+    usedJtis: memoryJtis(),
+    nonceKey: deriveDpopNonceKey("z".repeat(32)),
+    previousNonceKeys: [deriveDpopNonceKey("x".repeat(32))],
+    now: () => clock.now,
+  });
+  assert.notEqual(await changed.nonce(), nonce);
+  assert.ok(await changed.verify(request(await proof(clock, { claims: { nonce } }))));
+  const fresh = await changed.nonce();
+  assert.ok(await changed.verify(request(await proof(clock, { claims: { nonce: fresh } }))));
+  const without = createDpop({
+    usedJtis: memoryJtis(),
+    nonceKey: deriveDpopNonceKey("z".repeat(32)),
+    now: () => clock.now,
+  });
+  assert.equal(
+    (await refusal(without, await proof(clock, { claims: { nonce } }))).error,
+    "use_dpop_nonce",
+  );
   // Next window: the new nonce is given, the old one still taken; the one after, not.
   const start = Math.floor(t0 / (nonceWindowSeconds * 1000)) * nonceWindowSeconds * 1000;
   clock.now = start + nonceWindowSeconds * 1000;

@@ -174,11 +174,20 @@ export const tokenService = defineService({
     }, failureWindowMs);
     Deno.unrefTimer(summaries);
     const issuer = config.ISSUER_URL.replace(/\/$/, "");
-    const csrfKey = deriveCsrfKey(config.TOKEN_KEY_ENCRYPTION_KEY);
+    // The secrets' keys, the current one's first (./csrf.ts, ./dpop.ts): a page or a nonce made
+    // before the secret changed is still taken while the old one is a previous one.
+    const secrets = [
+      config.TOKEN_KEY_ENCRYPTION_KEY,
+      ...config.TOKEN_KEY_ENCRYPTION_PREVIOUS_KEYS ?? [],
+    ];
+    const csrfKeys = secrets.map((secret) => deriveCsrfKey(secret));
     const dpop = createDpop({
       usedJtis,
       nonceKey: config.DPOP_NONCE_REQUIRED
         ? deriveDpopNonceKey(config.TOKEN_KEY_ENCRYPTION_KEY)
+        : undefined,
+      previousNonceKeys: config.DPOP_NONCE_REQUIRED
+        ? secrets.slice(1).map((secret) => deriveDpopNonceKey(secret))
         : undefined,
       now,
       budget,
@@ -208,7 +217,7 @@ export const tokenService = defineService({
             issuer,
             refreshTokenTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
             jwksMaxAgeSeconds: 300,
-            csrfKey,
+            csrfKeys,
             dpop,
             pushed: createPushed({ repository: pushedRequests, now }),
             requirePar: config.REQUIRE_PAR,

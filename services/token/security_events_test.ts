@@ -181,7 +181,7 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       issuer,
       refreshTokenTtlSeconds: 3600,
       jwksMaxAgeSeconds: 300,
-      csrfKey: deriveCsrfKey("security-events-test-key-".padEnd(40, "k")),
+      csrfKeys: [deriveCsrfKey("security-events-test-key-".padEnd(40, "k"))],
       dpop: createDpop({ usedJtis, nonceKey: undefined, now }),
       pushed: createPushed({ repository: createPushedRequests(sql), now }),
       usedJtis,

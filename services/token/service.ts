@@ -88,8 +88,8 @@ export interface TokenServiceDeps {
   refreshTokenTtlSeconds: number;
   /** How long a verifier may cache the JWK Set, in seconds. */
   jwksMaxAgeSeconds: number;
-  /** The HMAC key of the consent page's CSRF tokens. */
-  csrfKey: Promise<CryptoKey>;
+  /** The HMAC keys of the consent page's CSRF tokens (./csrf.ts). */
+  csrfKeys: readonly Promise<CryptoKey>[];
   /** Checks DPoP proofs (RFC 9449) and makes their nonces. */
   dpop: Dpop;
   /** Pushed authorization requests (RFC 9126). */
@@ -148,14 +148,14 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     registry,
     devices,
     issuer: deps.issuer,
-    csrfKey: deps.csrfKey,
+    csrfKeys: deps.csrfKeys,
     now,
   };
   const authorization: AuthorizationDeps = {
     registry,
     grants,
     issuer: deps.issuer,
-    csrfKey: deps.csrfKey,
+    csrfKeys: deps.csrfKeys,
     now,
     recordEvent: (audit, event) => recordEvent(sql, audit, event),
     requirePar: deps.requirePar,
