@@ -55,6 +55,8 @@ export interface ServiceDeps<E extends v.ObjectEntries> {
   verify: TokenVerifier;
   /** Why calls cannot be taken now (e.g. the schema is being migrated), or undefined. */
   notReady: () => string | undefined;
+  /** Resolves once the schema is migrated (serving starts before: the first queries wait for it). */
+  migrated: Promise<void>;
   /** The process's memory budget (a cache takes its bytes from it, in the `cache` share). */
   budget: MemoryBudget;
   /**
@@ -165,6 +167,8 @@ export async function startService<E extends v.ObjectEntries>(
   registerBudgetMetrics(metrics, budget);
   registerPoolMetrics(sql, metrics.registry, applicationName, config.DB_POOL_MAX);
   const verify = createTokenVerifier({ ...authOptions(config), budget });
+  let schemaReady!: () => void;
+  const schemaMigrated = new Promise<void>((resolve) => schemaReady = resolve);
   const { services, interceptors, stop } = def.serve({
     sql,
     config,
@@ -172,6 +176,7 @@ export async function startService<E extends v.ObjectEntries>(
     metrics,
     verify,
     notReady: () => notReady,
+    migrated: schemaMigrated,
     budget,
     now: Date.now,
   });
@@ -198,6 +203,7 @@ export async function startService<E extends v.ObjectEntries>(
         if (applied.length > 0) log.info("migrated", { applied });
         migrated = true;
         notReady = undefined;
+        schemaReady();
         return;
       } catch (error) {
         if (toConnectError(error).code !== Code.Unavailable) throw error;

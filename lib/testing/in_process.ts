@@ -66,6 +66,7 @@ export async function serveInProcess<E extends v.ObjectEntries>(
     metrics: createMetrics(def.name),
     verify: createTokenVerifier(authOptions(config)),
     notReady: () => undefined,
+    migrated: Promise.resolve(),
     budget: budgetFromConfig(config),
     now: options.now ?? Date.now,
   });

@@ -53,14 +53,14 @@ export const oauthRegistryService = defineService({
     ...idempotencySettings,
     ...auditSettings,
   },
-  serve: ({ sql, config, log, metrics, verify, notReady, now, budget }) => {
+  serve: ({ sql, config, log, metrics, verify, notReady, migrated, now, budget }) => {
     const audit = startAudit(sql, "oauth", { config, now, log });
     const configs = createConfigRepository(sql);
     const hasher = createSecretHasher(
       config.CLIENT_SECRET_HMAC_KEY,
       config.CLIENT_SECRET_HMAC_PREVIOUS_KEYS,
     );
-    reportSecretKeys(createClientSecretRepository(sql), hasher, log);
+    void migrated.then(() => reportSecretKeys(createClientSecretRepository(sql), hasher, log));
     // What consent reads of a project's config, kept in memory; changes reach every replica
     // through Postgres within a second (lib/db/change_feed.ts).
     const cache = config.CONFIG_CACHE_ENTRIES === 0
@@ -120,7 +120,7 @@ export const oauthRegistryService = defineService({
 });
 
 /**
- * Logs how many client secrets each key made, once at start: the count of those under a previous
+ * Logs how many client secrets each key made, once at start (the schema migrated): the count of those under a previous
  * key tells when it may go, and secrets under no configured key (a wrong key deployed) are a
  * warning, since they never verify.
  */
