@@ -12,6 +12,7 @@
  */
 
 import assert from "node:assert/strict";
+import { Code } from "@connectrpc/connect";
 import postgres from "postgres";
 import { ClientType } from "../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
@@ -81,7 +82,8 @@ function replaceable(stack: Stack, name: "oauth" | "token") {
 
 /** The lines of `proc` that include `text`, once there are at least `n` (its log is written in batches). */
 async function linesWith(proc: Proc, text: string, n = 1): Promise<string[]> {
-  for (let i = 0; i < 200; i++) {
+  // Bounded (30 s) only so that a line that never comes fails the test; a busy machine waits.
+  for (let i = 0; i < 600; i++) {
     const lines = proc.lines.filter((l) => l.includes(text));
     if (lines.length >= n) return lines;
     await new Promise((r) => setTimeout(r, 50));
@@ -209,7 +211,7 @@ Deno.test("the platform tokens' secret changes: a service takes tokens of the pr
       return (error as { code: number }).code;
     }
   };
-  const notFound = 5, unauthenticated = 16;
+  const notFound = Code.NotFound, unauthenticated = Code.Unauthenticated;
   try {
     // No config yet: a caller the registry believes is told NOT_FOUND, one it does not UNAUTHENTICATED.
     assert.equal(await readWith(oldSecret), notFound);

@@ -6,20 +6,39 @@
  */
 
 import assert from "node:assert/strict";
-import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
+import { connect, migrate, readMigrations, type Sql } from "../../lib/db/mod.ts";
+
+type Migration = Awaited<ReturnType<typeof readMigrations>>[number];
 import { createTestDatabase } from "../../lib/testing/mod.ts";
 import { createKeyRing, seal, unseal } from "./keys.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { createMemoryBudget } from "../../lib/platform/mod.ts";
 
 const hour = 3_600_000;
-const secret = "a".repeat(32);
 
-Deno.test("signing keys: published ahead, rotated, retired after their tokens", async () => {
+/**
+ * Runs `use` on a pool (at most 4 connections) over a new test database, dropped after; the token
+ * schema's migrations are applied first unless `migrated` is false (`use` gets them either way).
+ */
+async function withTokenSchema(
+  use: (sql: Sql, migrations: Migration[]) => Promise<void>,
+  migrated = true,
+): Promise<void> {
   const db = await createTestDatabase();
   const sql = connect(db.url, { applicationName: "keys-test", max: 4 });
   try {
-    await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
+    const migrations = await readMigrations(new URL("./migrations/", import.meta.url));
+    if (migrated) await migrate(sql, "token", migrations);
+    await use(sql, migrations);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+}
+const secret = "a".repeat(32);
+
+Deno.test("signing keys: published ahead, rotated, retired after their tokens", async () => {
+  await withTokenSchema(async (sql) => {
     let clock = Date.UTC(2030, 0, 1);
     const options = {
       sql,
@@ -64,17 +83,11 @@ Deno.test("signing keys: published ahead, rotated, retired after their tokens", 
     for (const row of rows) {
       assert.ok(!new TextDecoder().decode(row.private_jwk_sealed).includes('"d"'));
     }
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
 
 Deno.test("the sealing secret changes: signing keys open under the previous one, sealed again under the new", async () => {
-  const db = await createTestDatabase();
-  const sql = connect(db.url, { applicationName: "keys-test", max: 2 });
-  try {
-    await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
+  await withTokenSchema(async (sql) => {
     const now = () => Date.UTC(2030, 0, 1);
     const ring = (encryptionKey: string, previousEncryptionKeys: string[] = []) => {
       const resealed: string[] = [];
@@ -118,10 +131,7 @@ Deno.test("the sealing secret changes: signing keys open under the previous one,
     assert.equal(after.keys.signing().kid, kid);
     assert.deepEqual(after.resealed, []);
     await assert.rejects(ring(secret).keys.refresh(), /Cannot open signing key/);
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
 
 Deno.test("sealed keys open only with the same key and kid", async () => {
@@ -144,10 +154,7 @@ Deno.test("sealed keys open only with the same key and kid", async () => {
 });
 
 Deno.test("a published ES256 key of before the move to EdDSA still verifies, and signs no more", async () => {
-  const db = await createTestDatabase();
-  const sql = connect(db.url, { applicationName: "keys-test", max: 4 });
-  try {
-    const migrations = await readMigrations(new URL("./migrations/", import.meta.url));
+  await withTokenSchema(async (sql, migrations) => {
     // The schema as it was before 0003, with an ES256 key signing now, as that version made it.
     await migrate(sql, "token", migrations.filter((m) => m.version < 3));
     const pair = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
@@ -190,17 +197,11 @@ Deno.test("a published ES256 key of before the move to EdDSA still verifies, and
     );
     assert.equal(ring.signing().alg, "EdDSA");
     assert.ok(ring.jwks().keys.some((k) => k.kid === "old-es256"));
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  }, false);
 });
 
 Deno.test("access tokens: verified ones are remembered within their bytes, in the memory budget", async () => {
-  const db = await createTestDatabase();
-  const sql = connect(db.url, { applicationName: "keys-test", max: 2 });
-  try {
-    await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
+  await withTokenSchema(async (sql) => {
     const now = () => Date.UTC(2030, 0, 1);
     const keys = createKeyRing({
       sql,
@@ -239,8 +240,5 @@ Deno.test("access tokens: verified ones are remembered within their bytes, in th
     const scoped = await tokens.sign({ sub: "c", aud: "p1", client_id: "c", scope: "read write" });
     assert.equal(claimsOf(scoped.jwt).scope, "read write");
     assert.equal((await tokens.verify(scoped.jwt))?.scope, "read write");
-  } finally {
-    await sql.end();
-    await db.drop();
-  }
+  });
 });
