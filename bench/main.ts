@@ -21,7 +21,8 @@
  * CI runs it to check the harness, never a timing.
  *
  * For profiling: `--only REGEX` (operations), `--paths gateway,grpc,reference` and
- * `--cpu-prof DIR` (a V8 CPU profile per component) run a part and write no results.
+ * `--cpu-prof DIR` (a V8 CPU profile per component), `--heap-prof DIR` (a V8 sampling heap profile
+ * per component: where its garbage comes from) run a part and write no results.
  *
  * @module
  */
@@ -62,6 +63,7 @@ Options:
   --only <regex>           only the operations matching it; writes no results
   --paths <list>           only these of gateway,grpc,reference,peer; writes no results
   --cpu-prof <dir>         a V8 CPU profile per component into <dir>
+  --heap-prof <dir>        a V8 sampling heap profile per component into <dir>
   -h, --help               this text
 
 Environment:
@@ -76,6 +78,7 @@ const flags = parseCommandLine("bench", usage, {
   only: { type: "string" },
   paths: { type: "string" },
   "cpu-prof": { type: "string" },
+  "heap-prof": { type: "string" },
 });
 const number = (option: string, value: string | undefined, fallback: number, integer = true) =>
   value === undefined ? fallback : positiveNumber("bench", usage, option, value, integer);
@@ -115,6 +118,23 @@ await ensurePeer();
 // --- the processes -------------------------------------------------------------------------
 
 say("starting the stack and the reference");
+const heapProfDir = flags["heap-prof"];
+if (heapProfDir) {
+  await Deno.mkdir(heapProfDir, { recursive: true });
+  Deno.env.set("BENCH_HEAP_PROF_DIR", heapProfDir);
+}
+// --cpu-prof DIR: every component writes a V8 CPU profile there when it stops (open it in Chrome
+// DevTools); --heap-prof DIR: a sampling heap profile, asked for before the stack stops (see
+// ./heap_profile.ts). Profile one operation at a time with --only.
+const profileFlags = [
+  ...(flags["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${flags["cpu-prof"]}`] : []),
+  ...(heapProfDir
+    ? [
+      `--preload=${new URL("./heap_profile.ts", import.meta.url).pathname}`,
+      `--allow-write=${heapProfDir}`,
+    ]
+    : []),
+];
 // Secrets are created by the tens of thousands for a few thousand clients.
 const maxSecrets = "1000000";
 const stack = await startStack({
@@ -124,11 +144,7 @@ const stack = await startStack({
   checkResponses: false,
   // Enough to say why a process failed, not the access log of a whole run.
   keepLines: 2000,
-  // --cpu-prof DIR: every component writes a V8 CPU profile there when it stops (open it in
-  // Chrome DevTools); profile one operation at a time with --only.
-  ...(flags["cpu-prof"]
-    ? { denoFlags: ["--cpu-prof", `--cpu-prof-dir=${flags["cpu-prof"]}`] }
-    : {}),
+  ...(profileFlags.length ? { denoFlags: profileFlags } : {}),
 });
 const refPort = (() => {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -142,7 +158,7 @@ const reference = spawn("bench/reference.ts", {
   PORT: String(refPort),
   CLIENT_SECRET_HMAC_KEY: hmacKey,
   MAX_SECRETS_PER_CLIENT: maxSecrets,
-}, flags["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${flags["cpu-prof"]}`] : []);
+}, profileFlags);
 await reference.serving;
 const peer = await startPeer();
 const refUrl = `http://127.0.0.1:${refPort}`;
@@ -685,6 +701,13 @@ const key = (op: string, path: Path) => `${op}|${path}`;
 
 // --only REGEX measures the operations whose name matches (e.g. --only "get client").
 const selected = flags.only ? ops.filter((op) => new RegExp(flags.only!).test(op.name)) : ops;
+// --heap-prof: the profiles count what is allocated from here on, not the start-up or the seeding.
+const heapProfiled = () => [
+  ...Object.values(stack.procs).map((proc) => proc.child.pid),
+  reference.child.pid,
+];
+let servedInRuns = 0;
+if (heapProfDir) { for (const pid of heapProfiled()) Deno.kill(pid, "SIGUSR1"); }
 for (let round = 1; round <= rounds; round++) {
   for (const op of selected) {
     for (const [path, target] of Object.entries(op.paths) as [Path, Target | UniqueTarget][]) {
@@ -702,6 +725,7 @@ for (let round = 1; round <= rounds; round++) {
       // CPU per request by process, over warm-up and run (at the measured rate): where time goes.
       const cpuAfter = await cpuNow();
       const served = result.rps * (seconds + warmup);
+      servedInRuns += served;
       result.cpu = Object.fromEntries(
         Object.entries(cpuDelta(cpuBefore, cpuAfter)).map(([k, ms]) => [k, ms / served]),
       );
@@ -729,8 +753,25 @@ for (let round = 1; round <= rounds; round++) {
   }
 }
 
+/** Asks every component and the reference for its heap profile and waits until all are written. */
+async function collectHeapProfiles(dir: string): Promise<void> {
+  // For bench/profile.ts's bytes a request.
+  await Deno.writeTextFile(`${dir}/requests.json`, JSON.stringify(Math.round(servedInRuns)));
+  const pids = heapProfiled();
+  for (const pid of pids) Deno.kill(pid, "SIGUSR2");
+  const written = (pid: number) =>
+    Deno.stat(`${dir}/${pid}.heapprofile`).then(() => true, () => false);
+  // A bound for a failure, not a timing: a profile is written within a second here.
+  for (let waited = 0; waited < 60_000; waited += 100) {
+    if ((await Promise.all(pids.map(written))).every(Boolean)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  say(`some heap profiles were not written to ${dir}`);
+}
+
 async function stopAll(): Promise<void> {
   await sql.end();
+  if (heapProfDir) await collectHeapProfiles(heapProfDir);
   reference.child.kill("SIGTERM");
   await reference.child.status;
   await peer.stop();
