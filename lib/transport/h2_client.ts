@@ -37,7 +37,7 @@ import {
   Setting,
   u32,
 } from "./h2_frame.ts";
-import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
+import { type HeaderField, HpackDecoder, HpackEncoder, HpackError } from "./hpack.ts";
 
 /** Options of {@link createH2Client}. */
 export interface H2ClientOptions {
@@ -135,6 +135,8 @@ class Connection {
   lastFrameAt: number;
   #nextId = 1;
   #decoder = new HpackDecoder();
+  /** Our requests' header blocks, encoded in the order they are queued. */
+  #encoder = new HpackEncoder();
   /** Peer settings. */
   maxStreams = 100;
   /**
@@ -222,7 +224,7 @@ class Connection {
     s.id = id;
     s.window = this.#initialWindow;
     this.streams.set(id, s);
-    const block = hpackEncode(headers);
+    const block = this.#encoder.encode(headers);
     const endStream = body.length === 0;
     if (block.length <= this.#maxFrame) {
       this.#out.push(
@@ -390,6 +392,7 @@ class Connection {
           const key = (payload[i]! << 8) | payload[i + 1]!;
           const value = readU32(payload, i + 2);
           if (key === Setting.MAX_CONCURRENT_STREAMS) this.maxStreams = value;
+          else if (key === Setting.HEADER_TABLE_SIZE) this.#encoder.setPeerTableSize(value);
           else if (key === Setting.INITIAL_WINDOW_SIZE) {
             if (value > maxWindow) {
               return this.fail(new H2ClientError("bad SETTINGS_INITIAL_WINDOW_SIZE", true));

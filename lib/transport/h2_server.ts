@@ -99,7 +99,7 @@ import {
   writeFrameHeader,
   writeU32,
 } from "./h2_frame.ts";
-import { type HeaderField, HpackDecoder, hpackEncode, HpackError } from "./hpack.ts";
+import { type HeaderField, HpackDecoder, HpackEncoder, HpackError } from "./hpack.ts";
 
 export { ErrorCode } from "./h2_frame.ts";
 
@@ -604,6 +604,8 @@ class Connection {
   readonly #options: ConnectionOptions;
   readonly #shared: Shared;
   readonly #decoder = new HpackDecoder();
+  /** Our answers' header blocks, encoded in the order they are written. */
+  readonly #encoder = new HpackEncoder();
   /** Open and half-closed streams. */
   readonly #streams = new Map<number, Stream>();
   /**
@@ -1406,7 +1408,7 @@ class Connection {
         this.#peerMaxFrame = value;
       } else if (id === 0x2 && value > 1) {
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "bad ENABLE_PUSH");
-      }
+      } else if (id === 0x1) this.#encoder.setPeerTableSize(value);
     }
     this.#sawSettings = true;
     this.#control(FrameType.SETTINGS, ACK, 0);
@@ -1465,7 +1467,7 @@ class Connection {
 
   #response(stream: Stream): H2Response {
     const writeHeaders = (fields: HeaderField[], end: boolean) => {
-      const block = hpackEncode(fields);
+      const block = this.#encoder.encode(fields);
       const flags = end ? END_STREAM : 0;
       if (block.length <= this.#peerMaxFrame) {
         this.#write(frame(FrameType.HEADERS, flags | END_HEADERS, stream.id, block));

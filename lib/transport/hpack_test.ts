@@ -5,6 +5,7 @@ import {
   type HeaderField,
   HpackDecoder,
   hpackEncode,
+  HpackEncoder,
   HpackError,
   huffmanCacheBytes,
 } from "./hpack.ts";
@@ -83,6 +84,95 @@ Deno.test("hpackEncode output is read back by a reference decoder", () => {
     "0",
   ]]);
   assert.deepEqual(new HpackDecoder().decode(block), out);
+});
+
+/** A reference decoder (hpack.js) of one connection: its blocks in order, with its table. */
+function referenceDecoder(): (block: Uint8Array) => HeaderField[] {
+  const decompressor = hpack.decompressor.create({ table: { maxSize: 4096 } });
+  return (block) => {
+    decompressor.write(block);
+    decompressor.execute();
+    const out: HeaderField[] = [];
+    let field;
+    while ((field = decompressor.read()) !== null) out.push([field.name, field.value]);
+    return out;
+  };
+}
+
+Deno.test("HpackEncoder sends a field that repeats as an index, which our decoder and a reference one read back", () => {
+  const encoder = new HpackEncoder();
+  const ours = new HpackDecoder();
+  const theirs = referenceDecoder();
+  const sizes: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const fields: HeaderField[] = [...sample, ["x-request-id", `req-${i}`]];
+    const block = encoder.encode(fields);
+    sizes.push(block.length);
+    assert.deepEqual(ours.decode(block), fields);
+    assert.deepEqual(theirs(block), fields);
+  }
+  // The first block carries every string; the next ones the unique and the secret ones, and an
+  // index of a byte for each field that repeats.
+  const token = sample.find(([name]) => name === "authorization")![1];
+  assert.ok(sizes[0]! > 250, `${sizes}`);
+  assert.ok(Math.max(...sizes.slice(1)) < token.length + "req-10".length + 30, `${sizes}`);
+});
+
+Deno.test("HpackEncoder never indexes credentials and sends them as never-indexed literals (RFC 7541 7.1.3)", () => {
+  const encoder = new HpackEncoder();
+  const fields: HeaderField[] = [["authorization", "Bearer abc.def.ghi"], ["cookie", "s=1"]];
+  for (let i = 0; i < 3; i++) {
+    const block = encoder.encode(fields);
+    // 0001xxxx: literal never indexed; the name from the static table (authorization 23, cookie 32)
+    assert.equal(block[0], 0x10 | 0x0f);
+    assert.ok(new TextDecoder().decode(block).includes("Bearer abc.def.ghi"));
+    assert.deepEqual(referenceDecoder()(block), fields);
+  }
+});
+
+Deno.test("HpackEncoder's table evicts as the decoder's does, under fields that never repeat soon enough", () => {
+  const encoder = new HpackEncoder();
+  const ours = new HpackDecoder();
+  const theirs = referenceDecoder();
+  // 300 user agents of ~100 bytes in turn: the 4 KiB table holds ~30 of them, so every field is
+  // added, found a few times, and pushed out again.
+  for (let i = 0; i < 2_000; i++) {
+    const fields: HeaderField[] = [
+      [":method", "POST"],
+      [":path", `/svc.v1.S/M${i % 7}`],
+      ["user-agent", `agent-${(i * 7) % 300}-`.padEnd(100, "x")],
+      ["x-seen", `${i % 40}`],
+    ];
+    const block = encoder.encode(fields);
+    assert.deepEqual(ours.decode(block), fields, `block ${i}`);
+    assert.deepEqual(theirs(block), fields, `block ${i}`);
+  }
+});
+
+Deno.test("HpackEncoder follows the peer's SETTINGS_HEADER_TABLE_SIZE down, with a size update (RFC 7541 4.2)", () => {
+  const encoder = new HpackEncoder();
+  const ours = new HpackDecoder();
+  const theirs = referenceDecoder();
+  const fields: HeaderField[] = [[":path", "/svc.v1.S/M"], ["user-agent", "agent/1.0"]];
+  for (let i = 0; i < 2; i++) {
+    const block = encoder.encode(fields);
+    assert.deepEqual(ours.decode(block), fields);
+    assert.deepEqual(theirs(block), fields);
+  }
+  encoder.setPeerTableSize(64);
+  const smaller = encoder.encode(fields);
+  assert.equal(smaller[0], 0x3f); // 001xxxxx: a size update, 64 = 31 + 33
+  assert.equal(smaller[1], 33);
+  assert.deepEqual(ours.decode(smaller), fields);
+  assert.deepEqual(theirs(smaller), fields);
+  // Raised again: the encoder keeps the smaller table (it may use less than allowed); at 0, none.
+  encoder.setPeerTableSize(4096);
+  encoder.setPeerTableSize(0);
+  const none = encoder.encode(fields);
+  assert.deepEqual([none[0]], [0x20]);
+  assert.deepEqual(ours.decode(none), fields);
+  assert.deepEqual(theirs(none), fields);
+  assert.deepEqual(ours.decode(encoder.encode(fields)), fields);
 });
 
 Deno.test("HpackDecoder rejects malformed blocks without throwing anything else", () => {

@@ -22,7 +22,7 @@ export {
   type H2Server,
   serveH2,
 } from "./h2_server.ts";
-export { type HeaderField, HpackDecoder, hpackEncode } from "./hpack.ts";
+export { type HeaderField, HpackDecoder, hpackEncode, HpackEncoder } from "./hpack.ts";
 export {
   connectErrorBody,
   type ErrorBody,
