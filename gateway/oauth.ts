@@ -614,27 +614,22 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             tokenTypeHint: params.get("token_type_hint") ?? "",
           }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
           if (!res.active) return json({ active: false });
-          const body: Record<string, unknown> = {
-            active: true,
-            scope: res.scope,
-            client_id: res.clientId,
-            token_type: res.tokenType,
-            exp: Number(res.exp),
-            iat: Number(res.iat),
-            sub: res.sub,
-            aud: res.aud,
-            iss: res.iss,
-            jti: res.jti,
-            account_id: res.accountId,
-            installation_id: res.installationId,
-            ...(res.actSub !== "" ? { act: { sub: res.actSub } } : {}),
-            // RFC 9449 6.2: the key a DPoP-bound token's proofs must be made with.
-            ...(res.cnfJkt !== "" ? { cnf: { jkt: res.cnfJkt } } : {}),
-          };
           // A member without a value is left out (RFC 7662 2.2 members are all optional).
-          for (const [name, value] of Object.entries(body)) {
-            if (value === "") delete body[name];
-          }
+          const body: Record<string, unknown> = { active: true };
+          if (res.scope !== "") body.scope = res.scope;
+          if (res.clientId !== "") body.client_id = res.clientId;
+          if (res.tokenType !== "") body.token_type = res.tokenType;
+          body.exp = Number(res.exp);
+          body.iat = Number(res.iat);
+          if (res.sub !== "") body.sub = res.sub;
+          if (res.aud !== "") body.aud = res.aud;
+          if (res.iss !== "") body.iss = res.iss;
+          if (res.jti !== "") body.jti = res.jti;
+          if (res.accountId !== "") body.account_id = res.accountId;
+          if (res.installationId !== "") body.installation_id = res.installationId;
+          if (res.actSub !== "") body.act = { sub: res.actSub };
+          // RFC 9449 6.2: the key a DPoP-bound token's proofs must be made with.
+          if (res.cnfJkt !== "") body.cnf = { jkt: res.cnfJkt };
           return json(body);
         });
       case oauthPaths.par:
@@ -779,7 +774,7 @@ async function readForm(
       if (error instanceof OAuthHttpError) throw error;
       throw new OAuthHttpError(400, "invalid_request", "The request body could not be read");
     }
-    const text = new TextDecoder("utf-8", { fatal: false }).decode(joined(chunks, size));
+    const text = utf8.decode(joined(chunks, size));
     const repeated = new Set<string>();
     const params: Form = Object.assign(new Map<string, string>(), { repeated });
     for (const [name, value] of new URLSearchParams(text)) {
@@ -841,6 +836,8 @@ function formDecode(value: string): string | undefined {
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+/** Malformed UTF-8 in a form becomes U+FFFD, as in any form a browser posts. */
+const utf8 = new TextDecoder();
 
 /**
  * The client's credentials: HTTP Basic (RFC 6749 2.3.1: id and secret form-urlencoded, then
