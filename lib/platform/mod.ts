@@ -1,7 +1,7 @@
 /**
  * What every process is built on, whatever it serves: settings from the environment, the one
  * error class and its builders, identifiers, logging, metrics, trace context, the memory budget
- * and the bounded caches it counts, the flags a component process runs with, and the declaration
+ * and the bounded caches it counts, deadlines on shared timers, the flags a component process runs with, and the declaration
  * of every setting (./settings.ts, whose words for the README name the components). Nothing here
  * knows of HTTP, RPC, Postgres or a service.
  *
@@ -26,6 +26,7 @@ export {
   overBudgetRetrySeconds,
   smallRequestBytes,
 } from "./budget.ts";
+export { type Deadline, Deadlines, deadlines, type TimerHost } from "./deadlines.ts";
 export {
   ConfigError,
   configErrorExitCode,

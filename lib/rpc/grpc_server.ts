@@ -28,6 +28,8 @@ import {
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import {
   createMemoryBudget,
+  type Deadline,
+  deadlines,
   type Lease,
   type MemoryBudget,
   overBudget,
@@ -239,7 +241,7 @@ async function handle(
   const lease = budget.take(0, req.holders);
   if (!lease) return trailersOnly(res, req, overBudget());
   let onCancel: (() => void) | undefined;
-  let deadline: ReturnType<typeof setTimeout> | undefined;
+  let deadline: Deadline | undefined;
   try {
     let body: AsyncIterable<Uint8Array> = budgeted(
       req.body,
@@ -264,7 +266,7 @@ async function handle(
     dropDistantDeadline(header);
     const timeout = parseTimeout(header.get("grpc-timeout"), Number.MAX_SAFE_INTEGER);
     if (timeout.timeoutMs !== undefined) {
-      deadline = setTimeout(() => cancel.abort(deadlineExceeded), timeout.timeoutMs);
+      deadline = deadlines.after(timeout.timeoutMs, () => cancel.abort(deadlineExceeded));
     }
     const ureq: UniversalServerRequest = {
       httpVersion: "2.0",
@@ -313,7 +315,7 @@ async function handle(
     trailersOnly(res, req, err);
   } finally {
     if (onCancel) req.signal.removeEventListener("abort", onCancel);
-    clearTimeout(deadline);
+    deadline?.cancel();
     lease.release();
   }
 }

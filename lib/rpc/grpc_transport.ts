@@ -23,6 +23,7 @@
 import { create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import { deadlines } from "../platform/mod.ts";
 import {
   createH2Client,
   H2ClientError,
@@ -81,6 +82,35 @@ function headersOf(fields: readonly HeaderField[]): Headers {
   return headers;
 }
 
+/** The `grpc-status` among fields, if there is one. */
+function statusOf(fields: readonly HeaderField[]): string | undefined {
+  for (const [name, value] of fields) if (name === "grpc-status") return value;
+  return undefined;
+}
+
+/**
+ * The error of an answer that is not a success: its HTTP status, else the status in its headers
+ * (trailers-only, as our servers send errors) or its trailers, with the headers as metadata.
+ */
+function failure(res: H2ClientResponse): ConnectError {
+  const responseHeader = headersOf(res.headers);
+  if (res.status !== 200) {
+    return new ConnectError(
+      `HTTP ${res.status} from the backend service`,
+      codeFromHttpStatus(res.status),
+      responseHeader,
+    );
+  }
+  const headerError = findTrailerError(responseHeader);
+  if (headerError) return headerError;
+  const trailerError = findTrailerError(headersOf(res.trailers));
+  if (trailerError) {
+    responseHeader.forEach((value, name) => trailerError.metadata.append(name, value));
+    return trailerError;
+  }
+  return new ConnectError("The backend service answered with a malformed response", Code.Internal);
+}
+
 /** Creates a gRPC transport to one server. */
 export function createGrpcTransport(options: GrpcTransportOptions): Transport {
   const url = new URL(options.baseUrl);
@@ -133,7 +163,7 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
       const call = new AbortController();
       const timer = timeoutMs === undefined
         ? undefined
-        : setTimeout(() => call.abort(timedOut), timeoutMs);
+        : deadlines.after(timeoutMs, () => call.abort(timedOut));
       const onAbort = () => call.abort(abandoned);
       if (signal?.aborted) onAbort();
       else signal?.addEventListener("abort", onAbort, { once: true });
@@ -153,32 +183,22 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
           error,
         );
       } finally {
-        clearTimeout(timer);
+        timer?.cancel();
         signal?.removeEventListener("abort", onAbort);
       }
 
-      const responseHeader = headersOf(res.headers);
-      if (res.status !== 200) {
-        throw new ConnectError(
-          `HTTP ${res.status} from the backend service`,
-          codeFromHttpStatus(res.status),
-          responseHeader,
-        );
-      }
-      // Trailers-only (an error, as our servers send them): the status is in the headers.
-      const headerError = findTrailerError(responseHeader);
-      if (headerError) throw headerError;
-      const trailer = headersOf(res.trailers);
-      const trailerError = findTrailerError(trailer);
-      if (trailerError) {
-        responseHeader.forEach((value, name) => trailerError.metadata.append(name, value));
-        throw trailerError;
+      // A success (200, no status among the headers, grpc-status 0 in the trailers) is read from
+      // the fields as they came: Headers objects are made only if the caller asks for them.
+      if (
+        res.status !== 200 || statusOf(res.headers) !== undefined || statusOf(res.trailers) !== "0"
+      ) {
+        throw failure(res);
       }
       const bytes = res.body;
       const length = bytes.length >= 5
         ? new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1)
         : -1;
-      if (trailer.get("grpc-status") !== "0" || bytes[0] !== 0 || length !== bytes.length - 5) {
+      if (bytes[0] !== 0 || length !== bytes.length - 5) {
         throw new ConnectError(
           "The backend service answered with a malformed response",
           Code.Internal,
@@ -197,13 +217,19 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
         );
       }
       wireSizes.set(output, bytes.length);
+      let responseHeader: Headers | undefined;
+      let responseTrailer: Headers | undefined;
       return {
         stream: false,
         service: method.parent,
         method,
-        header: responseHeader,
+        get header() {
+          return responseHeader ??= headersOf(res.headers);
+        },
         message: output,
-        trailer,
+        get trailer() {
+          return responseTrailer ??= headersOf(res.trailers);
+        },
       };
     },
     stream() {

@@ -34,6 +34,7 @@ import {
 } from "@connectrpc/connect/protocol";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
+import { deadlines } from "../platform/mod.ts";
 
 const answerKey = createContextKey<unknown>(undefined, { description: "answer" });
 
@@ -292,7 +293,7 @@ export async function invokeUnary(
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
   const timer = timeoutMs === undefined || timeoutMs > maxTimerMs
     ? undefined
-    : setTimeout(() => controller.abort(deadlineExceeded), timeoutMs);
+    : deadlines.after(timeoutMs, () => controller.abort(deadlineExceeded));
   const context: HandlerContext = {
     method: spec.method,
     service: spec.method.parent,
@@ -323,7 +324,7 @@ export async function invokeUnary(
         : new ConnectError("internal error", Code.Internal, undefined, undefined, error),
     };
   } finally {
-    clearTimeout(timer);
+    timer?.cancel();
     call.signal.removeEventListener("abort", onAbort);
   }
 }
