@@ -68,18 +68,60 @@ function emit(line: string, now: boolean): void {
   }
 }
 
+/** The time of a line: ISO 8601, made once per millisecond (a busy process writes several). */
+let lastMs = -1;
+let lastTime = "";
+function timeNow(): string {
+  const ms = Date.now();
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastTime = new Date(ms).toISOString();
+  }
+  return lastTime;
+}
+
+/** The members every line begins with; fields of these names take their place. */
+const lineMembers = ["time", "level", "component", "msg"];
+
+/**
+ * A line's text: `{"time","level","component","msg", ...fields}` as JSON, an Error field as its
+ * name, message, code and cause. The usual line (fields of plain values, none named as a line's
+ * own member) is the head's text and the fields' JSON, without a merged object per line.
+ */
+export function formatLine(
+  component: string,
+  level: Level,
+  message: string,
+  fields?: Record<string, unknown>,
+  componentJson = JSON.stringify(component),
+): string {
+  let plain = true;
+  if (fields) {
+    for (const k in fields) {
+      if (fields[k] instanceof Error || lineMembers.includes(k)) {
+        plain = false;
+        break;
+      }
+    }
+  }
+  if (plain) {
+    const head = `{"time":"${timeNow()}","level":"${level}","component":${componentJson},"msg":${
+      JSON.stringify(message)
+    }`;
+    const rest = fields === undefined ? "{}" : JSON.stringify(fields);
+    return rest === "{}" ? `${head}}\n` : `${head},${rest.slice(1)}\n`;
+  }
+  const line: Record<string, unknown> = { time: timeNow(), level, component, msg: message };
+  for (const [k, v] of Object.entries(fields!)) line[k] = describe(v);
+  return JSON.stringify(line) + "\n";
+}
+
 export function createLogger(component: string, level: Level = "info"): Logger {
   const min = order[level];
+  const componentJson = JSON.stringify(component);
   const write = (lvl: Level, message: string, fields?: Record<string, unknown>) => {
     if (order[lvl] < min) return;
-    const line: Record<string, unknown> = {
-      time: new Date().toISOString(),
-      level: lvl,
-      component,
-      msg: message,
-    };
-    if (fields) { for (const [k, v] of Object.entries(fields)) line[k] = describe(v); }
-    emit(JSON.stringify(line) + "\n", order[lvl] >= order.warn);
+    emit(formatLine(component, lvl, message, fields, componentJson), order[lvl] >= order.warn);
   };
   return {
     debug: (m, f) => write("debug", m, f),
