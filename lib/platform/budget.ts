@@ -118,102 +118,111 @@ export function createMemoryBudget(
   shareLimit = limit,
   reserve = 0,
 ): MemoryBudget {
-  let held = 0;
-  let peak = 0;
-  let refusals = 0;
-  let reserveHeld = 0;
-  const holdings = new Map<string, Holding>();
+  return new Budget(limit, shareLimit, reserve);
+}
+
+// Classes, not closures: every request takes a lease or two, and a lease of four closures was
+// most of a kilobyte of garbage each.
+class Budget implements MemoryBudget {
+  held = 0;
+  peak = 0;
+  refusals = 0;
+  reserveHeld = 0;
+  readonly holdings = new Map<string, Holding>();
+
+  constructor(readonly limit: number, readonly shareLimit: number, readonly reserve: number) {}
+
   /** Whether `bytes` fit the budget and every holding's share; taken when they do. */
-  const fits = (bytes: number, mine: readonly Holding[]) => {
-    let fit = held + bytes <= limit;
-    for (let i = 0; fit && i < mine.length; i++) fit = mine[i]!.bytes + bytes <= shareLimit;
+  fits(bytes: number, mine: readonly Holding[]): boolean {
+    let fit = this.held + bytes <= this.limit;
+    for (let i = 0; fit && i < mine.length; i++) fit = mine[i]!.bytes + bytes <= this.shareLimit;
     if (!fit) return false;
-    held += bytes;
-    for (const holding of mine) holding.bytes += bytes;
-    if (held > peak) peak = held;
+    this.held += bytes;
+    for (let i = 0; i < mine.length; i++) mine[i]!.bytes += bytes;
+    if (this.held > this.peak) this.peak = this.held;
     return true;
-  };
-  return {
-    limit,
-    shareLimit,
-    reserve,
-    get held() {
-      return held;
-    },
-    get reserveHeld() {
-      return reserveHeld;
-    },
-    get peak() {
-      return peak;
-    },
-    get refusals() {
-      return refusals;
-    },
-    heldBy(holder) {
-      return holdings.get(holder)?.bytes ?? 0;
-    },
-    admits(bytes) {
-      if (held + bytes <= limit) return true;
-      refusals++;
-      return false;
-    },
-    take(bytes, holders) {
-      const first = Math.max(0, Math.ceil(bytes));
-      let mine = noHoldings;
-      if (holders !== undefined && holders.length > 0) {
-        mine = holders.map((holder) => holdings.get(holder) ?? { bytes: 0, leases: 0 });
-      }
-      if (!fits(first, mine)) {
-        refusals++;
-        return undefined;
-      }
-      for (let i = 0; i < mine.length; i++) {
-        if (mine[i]!.leases++ === 0) holdings.set(holders![i]!, mine[i]!);
-      }
-      let own = first;
-      let fromReserve = 0;
-      let released = false;
-      return {
-        get bytes() {
-          return own + fromReserve;
-        },
-        grow(more, small = false) {
-          const n = Math.max(0, Math.ceil(more));
-          if (released) return false;
-          if (fits(n, mine)) {
-            own += n;
-            return true;
-          }
-          if (small && n <= smallRequestBytes && reserveHeld + n <= reserve) {
-            reserveHeld += n;
-            fromReserve += n;
-            return true;
-          }
-          refusals++;
-          return false;
-        },
-        shrink(less) {
-          let n = Math.min(own + fromReserve, Math.max(0, Math.ceil(less)));
-          // What came from the reserve goes back first: it is for everyone's small requests.
-          const back = Math.min(fromReserve, n);
-          fromReserve -= back;
-          reserveHeld -= back;
-          n -= back;
-          own -= n;
-          held -= n;
-          for (const holding of mine) holding.bytes -= n;
-        },
-        release() {
-          if (released) return;
-          this.shrink(own + fromReserve);
-          released = true;
-          mine.forEach((holding, i) => {
-            if (--holding.leases === 0) holdings.delete(holders![i]!);
-          });
-        },
-      };
-    },
-  };
+  }
+
+  heldBy(holder: string): number {
+    return this.holdings.get(holder)?.bytes ?? 0;
+  }
+
+  admits(bytes: number): boolean {
+    if (this.held + bytes <= this.limit) return true;
+    this.refusals++;
+    return false;
+  }
+
+  take(bytes: number, holders?: readonly string[]): Lease | undefined {
+    const first = Math.max(0, Math.ceil(bytes));
+    let mine = noHoldings;
+    if (holders !== undefined && holders.length > 0) {
+      mine = holders.map((holder) => this.holdings.get(holder) ?? { bytes: 0, leases: 0 });
+    }
+    if (!this.fits(first, mine)) {
+      this.refusals++;
+      return undefined;
+    }
+    for (let i = 0; i < mine.length; i++) {
+      if (mine[i]!.leases++ === 0) this.holdings.set(holders![i]!, mine[i]!);
+    }
+    return new BudgetLease(this, mine, holders, first);
+  }
+}
+
+class BudgetLease implements Lease {
+  #fromReserve = 0;
+  #released = false;
+
+  constructor(
+    readonly budget: Budget,
+    readonly mine: readonly Holding[],
+    readonly holders: readonly string[] | undefined,
+    private own: number,
+  ) {}
+
+  get bytes(): number {
+    return this.own + this.#fromReserve;
+  }
+
+  grow(more: number, small = false): boolean {
+    const n = Math.max(0, Math.ceil(more));
+    if (this.#released) return false;
+    const budget = this.budget;
+    if (budget.fits(n, this.mine)) {
+      this.own += n;
+      return true;
+    }
+    if (small && n <= smallRequestBytes && budget.reserveHeld + n <= budget.reserve) {
+      budget.reserveHeld += n;
+      this.#fromReserve += n;
+      return true;
+    }
+    budget.refusals++;
+    return false;
+  }
+
+  shrink(less: number): void {
+    const budget = this.budget;
+    let n = Math.min(this.own + this.#fromReserve, Math.max(0, Math.ceil(less)));
+    // What came from the reserve goes back first: it is for everyone's small requests.
+    const back = Math.min(this.#fromReserve, n);
+    this.#fromReserve -= back;
+    budget.reserveHeld -= back;
+    n -= back;
+    this.own -= n;
+    budget.held -= n;
+    for (let i = 0; i < this.mine.length; i++) this.mine[i]!.bytes -= n;
+  }
+
+  release(): void {
+    if (this.#released) return;
+    this.shrink(this.own + this.#fromReserve);
+    this.#released = true;
+    for (let i = 0; i < this.mine.length; i++) {
+      if (--this.mine[i]!.leases === 0) this.budget.holdings.delete(this.holders![i]!);
+    }
+  }
 }
 
 /** Creates the budget of a process from its settings. */
