@@ -293,36 +293,39 @@ async function buildRequest(
     }
   }
 
-  // URLSearchParams turns a malformed escape into U+FFFD or keeps it as text; refuse it instead,
-  // as a malformed path is refused (a Latin-1 `%E9` must not silently become another value).
-  for (const part of url.search.slice(1).split("&")) {
-    try {
-      decodeURIComponent(part.replaceAll("+", " "));
-    } catch {
-      throw invalid([], "The query string has a malformed percent-encoding");
-    }
-  }
-  // Each parameter is named once in the violations, however often it came: an unknown one as
-  // unknown, a known one given twice or more as repeated.
-  const seen = new Set<string>();
-  const repeated = new Set<string>();
-  for (const [key, raw] of url.searchParams) {
-    const field = route.method.input.fields.find((f) => f.name === key);
-    const known = field && !bound.has(key) && route.body.kind === "none" && key !== "etag";
-    if (seen.has(key)) {
-      if (known && !repeated.has(key)) {
-        repeated.add(key);
-        violations.push({ field: key, description: "must be given at most once" });
+  // A request without a query (most of them) makes no search parameters.
+  if (url.search.length > 1) {
+    // URLSearchParams turns a malformed escape into U+FFFD or keeps it as text; refuse it instead,
+    // as a malformed path is refused (a Latin-1 `%E9` must not silently become another value).
+    for (const part of url.search.slice(1).split("&")) {
+      try {
+        decodeURIComponent(part.replaceAll("+", " "));
+      } catch {
+        throw invalid([], "The query string has a malformed percent-encoding");
       }
-    } else if (!known) {
-      // A delete's etag comes from If-Match (the precondition header), never the query.
-      violations.push({ field: key, description: "unknown query parameter" });
-    } else {
-      const result = decodeScalarParam(field, raw);
-      if ("violation" in result) violations.push({ field: key, description: result.violation });
-      else input[field.localName] = result.value;
     }
-    seen.add(key);
+    // Each parameter is named once in the violations, however often it came: an unknown one as
+    // unknown, a known one given twice or more as repeated.
+    const seen = new Set<string>();
+    const repeated = new Set<string>();
+    for (const [key, raw] of url.searchParams) {
+      const field = route.method.input.fields.find((f) => f.name === key);
+      const known = field && !bound.has(key) && route.body.kind === "none" && key !== "etag";
+      if (seen.has(key)) {
+        if (known && !repeated.has(key)) {
+          repeated.add(key);
+          violations.push({ field: key, description: "must be given at most once" });
+        }
+      } else if (!known) {
+        // A delete's etag comes from If-Match (the precondition header), never the query.
+        violations.push({ field: key, description: "unknown query parameter" });
+      } else {
+        const result = decodeScalarParam(field, raw);
+        if ("violation" in result) violations.push({ field: key, description: result.violation });
+        else input[field.localName] = result.value;
+      }
+      seen.add(key);
+    }
   }
 
   if (violations.length > 0) throw invalid(violations);

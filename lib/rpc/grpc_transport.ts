@@ -61,6 +61,10 @@ export function wireSizeOf(message: object): number {
   return wireSizes.get(message) ?? 0;
 }
 
+const postField: HeaderField = [":method", "POST"];
+const contentTypeField: HeaderField = ["content-type", "application/grpc+proto"];
+const teField: HeaderField = ["te", "trailers"];
+
 /** The `grpc-timeout` of a deadline in milliseconds (at most 8 digits, gRPC's limit). */
 function grpcTimeout(ms: number): string {
   return `${Math.min(Math.max(1, Math.ceil(ms)), 99_999_999)}m`;
@@ -72,7 +76,10 @@ function headerFields(header: HeadersInit | undefined, out: HeaderField[]): void
   else if (Array.isArray(header)) {
     for (const [name, value] of header) out.push([name!.toLowerCase(), value!]);
   } else {
-    for (const [name, value] of Object.entries(header)) out.push([name.toLowerCase(), value]);
+    const record = header as Record<string, string>;
+    for (const name in record) {
+      if (Object.hasOwn(record, name)) out.push([name.toLowerCase(), record[name]!]);
+    }
   }
 }
 
@@ -124,6 +131,9 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
     maxResponseBytes: (options.maxResponseBytes ?? 8 * 1024 * 1024) + 64 * 1024,
   });
   const prefix = url.pathname.replace(/\/$/, "");
+  // The fields every call sends, made once (the HTTP/2 client only reads them).
+  const paths = new WeakMap<object, HeaderField>();
+  let lastTimeout: { ms: number; field: HeaderField } = { ms: -1, field: ["grpc-timeout", ""] };
 
   async function send(
     fields: HeaderField[],
@@ -144,13 +154,18 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
   return {
     async unary(method, signal, callTimeoutMs, header, input) {
       const timeoutMs = callTimeoutMs ?? options.defaultTimeoutMs;
-      const fields: HeaderField[] = [
-        [":method", "POST"],
-        [":path", `${prefix}/${method.parent.typeName}/${method.name}`],
-        ["content-type", "application/grpc+proto"],
-        ["te", "trailers"],
-      ];
-      if (timeoutMs !== undefined) fields.push(["grpc-timeout", grpcTimeout(timeoutMs)]);
+      let path = paths.get(method);
+      if (path === undefined) {
+        paths.set(method, path = [":path", `${prefix}/${method.parent.typeName}/${method.name}`]);
+      }
+      const fields: HeaderField[] = [postField, path, contentTypeField, teField];
+      if (timeoutMs !== undefined) {
+        // Callers give the same timeout call after call: its field is made once.
+        if (timeoutMs !== lastTimeout.ms) {
+          lastTimeout = { ms: timeoutMs, field: ["grpc-timeout", grpcTimeout(timeoutMs)] };
+        }
+        fields.push(lastTimeout.field);
+      }
       headerFields(header, fields);
       const message = toBinary(
         method.input,

@@ -567,7 +567,9 @@ class Reader {
 }
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  let offset = 0;
+  if (bytes.length === 0) return;
+  // Nearly always one write: no view of the bytes is made for it.
+  let offset = await conn.write(bytes);
   while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
 }
 
