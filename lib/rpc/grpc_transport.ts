@@ -25,6 +25,7 @@ import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { deadlines } from "../platform/mod.ts";
 import {
+  Cancellation,
   createH2Client,
   H2ClientError,
   type H2ClientResponse,
@@ -138,7 +139,7 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
   async function send(
     fields: HeaderField[],
     body: Uint8Array,
-    signal: AbortSignal,
+    signal: Cancellation,
   ): Promise<H2ClientResponse> {
     try {
       return await client.request(fields, body, signal);
@@ -175,7 +176,7 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
       new DataView(body.buffer).setUint32(1, message.length);
       body.set(message, 5);
 
-      const call = new AbortController();
+      const call = new Cancellation();
       const timer = timeoutMs === undefined
         ? undefined
         : deadlines.after(timeoutMs, () => call.abort(timedOut));
@@ -184,7 +185,7 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
       else signal?.addEventListener("abort", onAbort, { once: true });
       let res: H2ClientResponse;
       try {
-        res = await send(fields, body, call.signal);
+        res = await send(fields, body, call);
       } catch (error) {
         if (error === timedOut || error === abandoned) {
           const known = error as ConnectError;

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { concat } from "./bytes.ts";
-import { createH2Client, H2ClientError } from "./h2_client.ts";
+import { Cancellation, createH2Client, H2ClientError } from "./h2_client.ts";
 import { ErrorCode, Flag, frame, FrameType, preface, readU32, u32 } from "./h2_frame.ts";
 import { type H2Handler, type H2Server, serveH2 } from "./h2_server.ts";
 import { type HeaderField, HpackDecoder, hpackEncode } from "./hpack.ts";
@@ -95,27 +95,53 @@ Deno.test("createH2Client() refuses a response larger than maxResponseBytes", as
   }
 });
 
-Deno.test("createH2Client(): an aborted call resets its stream and rejects with the reason", async () => {
-  let serverSaw: unknown;
-  const s = server(async (req, res) => {
-    await new Promise<void>((resolve) => req.signal.addEventListener("abort", () => resolve()));
-    serverSaw = req.signal.reason;
-    res.headers([[":status", "200"]], true);
-  });
-  const client = createH2Client({ hostname: "127.0.0.1", port: s.port });
-  try {
-    const controller = new AbortController();
-    const call = client.request(post("/slow"), new Uint8Array(0), controller.signal);
-    setTimeout(() => controller.abort(new Error("deadline")), 50);
-    await assert.rejects(call, /deadline/);
-    for (let i = 0; i < 100 && serverSaw === undefined; i++) {
-      await new Promise((r) => setTimeout(r, 10));
+for (const kind of ["an AbortSignal", "a Cancellation"]) {
+  Deno.test(`createH2Client(): a call aborted by ${kind} resets its stream and rejects with the reason`, async () => {
+    let serverSaw: unknown;
+    const s = server(async (req, res) => {
+      await new Promise<void>((resolve) => req.signal.addEventListener("abort", () => resolve()));
+      serverSaw = req.signal.reason;
+      res.headers([[":status", "200"]], true);
+    });
+    const client = createH2Client({ hostname: "127.0.0.1", port: s.port });
+    try {
+      const controller = new AbortController();
+      const cancellation = new Cancellation();
+      const call = client.request(
+        post("/slow"),
+        new Uint8Array(0),
+        kind === "a Cancellation" ? cancellation : controller.signal,
+      );
+      setTimeout(() => {
+        controller.abort(new Error("deadline"));
+        cancellation.abort(new Error("deadline"));
+      }, 50);
+      await assert.rejects(call, /deadline/);
+      for (let i = 0; i < 100 && serverSaw === undefined; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.match(String(serverSaw), /reset/);
+    } finally {
+      client.close();
+      await s.close(1000);
     }
-    assert.match(String(serverSaw), /reset/);
-  } finally {
-    client.close();
-    await s.close(1000);
-  }
+  });
+}
+
+Deno.test("Cancellation: its listeners run once, at the abort; one removed or added after it never runs", () => {
+  const c = new Cancellation();
+  const ran: string[] = [];
+  const a = () => ran.push("a");
+  const b = () => ran.push("b");
+  c.addEventListener("abort", a);
+  c.addEventListener("abort", b);
+  c.removeEventListener("abort", a);
+  c.abort("why");
+  c.abort("again");
+  c.addEventListener("abort", a);
+  assert.deepEqual(ran, ["b"]);
+  assert.equal(c.aborted, true);
+  assert.equal(c.reason, "why");
 });
 
 Deno.test("createH2Client(): no server is a failure the caller may retry", async () => {

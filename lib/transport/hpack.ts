@@ -1,8 +1,8 @@
 /**
- * HPACK (RFC 7541) for the HTTP/2 server: a decoder with the dynamic table and Huffman strings,
- * and an encoder that needs neither (literal fields without indexing, names from the static table
- * where they exist), which every decoder accepts. The static table and the Huffman code come from
- * the hpack.js package (data only; the coding here is ours).
+ * HPACK (RFC 7541) for our HTTP/2 server and client: a decoder with the dynamic table and Huffman
+ * strings, and an encoder with the dynamic table and without Huffman coding (which every decoder
+ * accepts), one of each per connection. The static table and the Huffman code come from the
+ * hpack.js package (data only; the coding here is ours).
  *
  * @module
  */

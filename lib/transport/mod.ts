@@ -8,6 +8,8 @@
 
 export { concat, release } from "./bytes.ts";
 export {
+  Cancellation,
+  type CancelSignal,
   createH2Client,
   type H2Client,
   H2ClientError,
