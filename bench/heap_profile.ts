@@ -6,7 +6,9 @@
  * to `$BENCH_HEAP_PROF_DIR/<pid>.heapprofile` (Chrome DevTools opens it; `bench/profile.ts` prints
  * its top allocation sites).
  *
- * A benchmark tool, never loaded by the product.
+ * A benchmark tool, never loaded by the product. (Deno's `node:inspector` session also opens the
+ * debugger's port, 127.0.0.1:9229, in the first process that can bind it.) The process needs
+ * `--allow-sys` for the inspector, and to read and write the folder.
  *
  * @module
  */
