@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
 import { createLogger, createMemoryBudget } from "../lib/platform/mod.ts";
-import { cookieValue, createOAuthEndpoints } from "./oauth.ts";
+import { cookieValue, createOAuthEndpoints, formPairs } from "./oauth.ts";
 
 const unreachable: Transport = {
   unary: () => Promise.reject(new ConnectError("the token service was called", Code.Internal)),
@@ -162,4 +162,31 @@ Deno.test("cookieValue() finds a cookie among others, quoted or not", () => {
   assert.equal(cookieValue('session="tok"', "session"), "tok");
   assert.equal(cookieValue("xsession=1", "session"), undefined);
   assert.equal(cookieValue(null, "session"), undefined);
+});
+
+Deno.test("formPairs reads a form as URLSearchParams does, split by hand or not", () => {
+  const forms = [
+    "",
+    "a",
+    "a=",
+    "=b",
+    "&&",
+    "a=b=c",
+    "a=1&a=2&&b",
+    "grant_type=client_credentials&scope=read",
+    "token=eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln&token_type_hint=access_token",
+    "?a=b",
+    "a=%41%zz&b=c+d",
+    "é=€&x=\u{1F600}",
+  ];
+  // And random ones, over the characters that matter.
+  const alphabet = ["a", "b", "=", "&", "%", "2", "F", "+", "?", "é", " "];
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % alphabet.length;
+  for (let i = 0; i < 2000; i++) {
+    forms.push(Array.from({ length: i % 13 }, () => alphabet[next()]).join(""));
+  }
+  for (const form of forms) {
+    assert.deepEqual([...formPairs(form)], [...new URLSearchParams(form)], JSON.stringify(form));
+  }
 });
