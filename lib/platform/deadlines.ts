@@ -146,7 +146,14 @@ export class Deadlines {
       }
       const fire = next.fire!;
       next.fire = undefined;
-      fire();
+      try {
+        fire();
+      } catch (error) {
+        // Thrown on as a timer's callback would throw it, after the queue is in order again.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
     }
   }
 }

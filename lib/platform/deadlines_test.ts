@@ -132,3 +132,31 @@ Deno.test("Deadlines: the real timers fire, and a pending one does not keep the 
   deadlines.after(60_000, () => {}).cancel();
   deadlines.after(60_000, () => {});
 });
+
+Deno.test("Deadlines: one that throws does not keep the others of its queue from firing", () => {
+  const clock = fakeHost();
+  const deadlines = new Deadlines(clock.host);
+  const fired: number[] = [];
+  const thrown: unknown[] = [];
+  const original = globalThis.queueMicrotask;
+  globalThis.queueMicrotask = (task) => {
+    try {
+      task();
+    } catch (error) {
+      thrown.push(error);
+    }
+  };
+  try {
+    deadlines.after(100, () => {
+      throw new Error("boom");
+    });
+    deadlines.after(100, () => fired.push(1));
+    clock.advance(100);
+    deadlines.after(100, () => fired.push(2));
+    clock.advance(200);
+  } finally {
+    globalThis.queueMicrotask = original;
+  }
+  assert.deepEqual(fired, [1, 2]);
+  assert.equal(String(thrown[0]), "Error: boom");
+});
