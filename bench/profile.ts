@@ -113,7 +113,11 @@ export function topSelf(profile: Profile, n = 10): Top {
 
 /** The top `n` functions by the bytes they allocated themselves, with their share of all. */
 export function topAllocations(profile: HeapProfile, n = 10): Top {
-  return top(heapNodes(profile).map((node) => [node.callFrame, node.selfSize]), n);
+  return topOfNodes(heapNodes(profile), n);
+}
+
+function topOfNodes(nodes: HeapNode[], n: number): Top {
+  return top(nodes.map((node) => [node.callFrame, node.selfSize]), n);
 }
 
 /** The busy time of a profile (idle left out), in microseconds. */
@@ -140,15 +144,16 @@ if (import.meta.main) {
       const heap = entry.name.endsWith(".heapprofile");
       if (!heap && !entry.name.endsWith(".cpuprofile")) continue;
       const parsed = JSON.parse(await Deno.readTextFile(`${dir}/${entry.name}`));
-      const component = componentOf(heap ? heapNodes(parsed) : parsed.nodes);
+      const nodes = heap ? heapNodes(parsed) : undefined;
+      const component = componentOf(nodes ?? parsed.nodes);
       if (component === "unknown" || component === "reference") continue;
       found.push(
-        heap
+        nodes
           ? {
             component,
             heap,
-            amount: heapNodes(parsed).reduce((sum, node) => sum + node.selfSize, 0),
-            top: topAllocations(parsed),
+            amount: nodes.reduce((sum, node) => sum + node.selfSize, 0),
+            top: topOfNodes(nodes, 10),
           }
           : { component, heap, amount: busyUs(parsed), top: topSelf(parsed) },
       );

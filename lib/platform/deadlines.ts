@@ -42,8 +42,8 @@ export interface Deadline {
   cancel(): void;
 }
 
-/** A timer's longest delay. */
-const maxDelay = 2 ** 31 - 1;
+/** A timer's longest delay: 2^31 - 1 ms (about 24.8 days); a longer one fires at once. */
+export const maxTimerMs = 2 ** 31 - 1;
 
 /** The queue of a delay: itself below 64 ms, else the delay rounded down to a 64th of its power of two. */
 function queueKey(ms: number): number {
@@ -76,7 +76,7 @@ class Queue {
   /** Armed for the oldest deadline (or running it). */
   armed = false;
 
-  constructor(readonly owner: Deadlines, readonly key: number) {}
+  constructor(readonly key: number) {}
 
   /** Drops the ended entries at the front. */
   trim(): void {
@@ -106,10 +106,10 @@ export class Deadlines {
    * returned deadline is cancelled first.
    */
   after(ms: number, fire: () => void): Deadline {
-    const delay = Math.min(Math.max(0, ms), maxDelay);
+    const delay = Math.min(Math.max(0, ms), maxTimerMs);
     const key = queueKey(delay);
     let queue = this.#queues.get(key);
-    if (queue === undefined) this.#queues.set(key, queue = new Queue(this, key));
+    if (queue === undefined) this.#queues.set(key, queue = new Queue(key));
     const entry = new Entry(this.#host.now() + delay, fire, queue);
     queue.entries.push(entry);
     if (!queue.armed) this.#arm(queue, delay);
@@ -125,7 +125,7 @@ export class Deadlines {
 
   #arm(queue: Queue, ms: number): void {
     queue.armed = true;
-    this.#host.set(() => this.#due(queue), Math.max(0, ms));
+    this.#host.set(() => this.#due(queue), ms);
   }
 
   /** Runs a queue's deadlines that are due (still armed meanwhile: `fire` may add to it). */

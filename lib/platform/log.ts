@@ -41,7 +41,6 @@ function describe(value: unknown): unknown {
   return value;
 }
 
-/** Creates a logger for a component; lines below `LOG_LEVEL` (default `info`) are dropped. */
 /** Lines waiting to be written, of every logger of the process (they share stderr). */
 let waiting = "";
 let flushTimer: ReturnType<typeof setTimeout> | undefined;
@@ -116,6 +115,7 @@ export function formatLine(
   return JSON.stringify(line) + "\n";
 }
 
+/** Creates a logger for a component; lines below `LOG_LEVEL` (default `info`) are dropped. */
 export function createLogger(component: string, level: Level = "info"): Logger {
   const min = order[level];
   const componentJson = JSON.stringify(component);

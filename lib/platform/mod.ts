@@ -26,7 +26,7 @@ export {
   overBudgetRetrySeconds,
   smallRequestBytes,
 } from "./budget.ts";
-export { type Deadline, Deadlines, deadlines, type TimerHost } from "./deadlines.ts";
+export { type Deadline, Deadlines, deadlines, maxTimerMs, type TimerHost } from "./deadlines.ts";
 export {
   ConfigError,
   configErrorExitCode,

@@ -131,7 +131,9 @@ export function createTokenVerifier(options: AuthOptions): TokenVerifier {
   if (options.jwtSecret !== undefined && options.jwksUrl === undefined) {
     for (const secret of [options.jwtSecret, ...options.previousJwtSecrets ?? []]) {
       if (secret.length < 32) {
-        throw new Error("Cannot use AUTH_JWT_SECRET: it must be at least 32 characters");
+        throw new Error(
+          "Cannot use AUTH_JWT_SECRET or AUTH_JWT_PREVIOUS_SECRETS: each must be at least 32 characters",
+        );
       }
     }
     key = new TextEncoder().encode(options.jwtSecret);

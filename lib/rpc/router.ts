@@ -34,7 +34,7 @@ import {
 } from "@connectrpc/connect/protocol";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
-import { deadlines } from "../platform/mod.ts";
+import { deadlines, maxTimerMs } from "../platform/mod.ts";
 
 const answerKey = createContextKey<unknown>(undefined, { description: "answer" });
 
@@ -227,13 +227,6 @@ export interface UnaryOutcome {
 }
 
 /**
- * The longest delay a timer takes: 2^31 - 1 ms (about 24.8 days). A longer one fires at once (with
- * a TimeoutOverflowWarning on stderr), so a deadline further away arms no timer: the call runs as
- * one without a deadline, which it cannot tell apart within a process's life.
- */
-const maxTimerMs = 2 ** 31 - 1;
-
-/**
  * Drops a deadline header (`grpc-timeout`, `connect-timeout-ms`) further away than
  * {@link maxTimerMs} before connect-es's handlers read it: they arm a timer of that length, which
  * would fire at once and end the call DEADLINE_EXCEEDED (a stock client's deadline of a month on a
@@ -291,6 +284,8 @@ export async function invokeUnary(
   else call.signal.addEventListener("abort", onAbort, { once: true });
   const { timeoutMs } = call;
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  // A deadline further away than a timer can wait arms none: the call runs as one without a
+  // deadline, which it cannot tell apart within a process's life.
   const timer = timeoutMs === undefined || timeoutMs > maxTimerMs
     ? undefined
     : deadlines.after(timeoutMs, () => controller.abort(deadlineExceeded));

@@ -93,9 +93,9 @@ export interface CancelSignal {
 
 /**
  * A {@link CancelSignal} that one party aborts: what the gRPC transport gives each call, whose
- * deadline or caller may end it. An AbortController and its signal, with the listener lists of an
- * EventTarget, cost a call a kilobyte of garbage and 1% of the gateway's CPU (the listeners' add
- * and remove in its profile).
+ * deadline or caller may end it, in place of an AbortController, whose signal's EventTarget
+ * listeners alone were 0.6 KB of garbage a call in the gateway's heap profile and their add and
+ * remove 0.6% of its busy time in its CPU profile.
  */
 export class Cancellation implements CancelSignal {
   aborted = false;
