@@ -304,7 +304,8 @@ export function startGateway(
     idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_MS,
     budget,
     // A body over the size limit is answered 413 by the transcoder, without being read.
-    admit: (length) => length > defaultMaxBodyBytes || budget.admits(length * bodyCostFactor),
+    maxBodyBytes: defaultMaxBodyBytes,
+    admit: (length) => budget.admits(length * bodyCostFactor),
     errorBodyFor: guardErrorBodyFor,
   }, async (req, info) => {
     const started = performance.now();

@@ -218,7 +218,11 @@ export function guardErrorBodyFor(path: string): ErrorBody | undefined {
 
 const oauthGuardBody: ErrorBody = (code, message) =>
   JSON.stringify({
-    error: code === "unavailable" ? "temporarily_unavailable" : "invalid_request",
+    error: code === "unavailable"
+      ? "temporarily_unavailable"
+      : code === "internal"
+      ? "server_error"
+      : "invalid_request",
     error_description: oauthDescription(message),
   });
 

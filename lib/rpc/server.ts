@@ -132,8 +132,8 @@ export function serve(options: ServeOptions): RunningServer {
     budget: options.budget,
     errorBody: connectErrorBody,
     // A message over the size limit is answered RESOURCE_EXHAUSTED without being read.
-    admit: (length) =>
-      length > maxMessageBytes || options.budget.admits(length * messageCostFactor),
+    maxBodyBytes: maxMessageBytes,
+    admit: (length) => options.budget.admits(length * messageCostFactor),
   }, async (req, info) => {
     const path = new URL(req.url).pathname;
     const route = routes.get(path);

@@ -1,13 +1,15 @@
 /**
- * `Deno.serve` behind a guard that bounds time, connections and memory, for the HTTP/1.1 listeners
- * (the gateway, and each service's Connect port).
+ * The HTTP/1.1 listeners (the gateway, and each service's Connect port): a `Deno.listen` socket
+ * whose connections this module reads and answers itself, request by request, with `handler`
+ * (a `Deno.ServeHandler`), under deadlines and caps that bound time, connections and memory.
  *
- * Why: `Deno.serve` has no timeouts at all (denoland/deno#3515, open since 2019): a client that
- * sends a request line and one header and then nothing holds its connection forever, and 2,000 of
- * them were all still open after 30 s here. Deno's `node:http` server ignores `headersTimeout` as
- * well. So the public port is a plain `Deno.listen` socket; each connection is relayed to the real
- * `Deno.serve` on a loopback port, and the relay follows the HTTP/1.1 framing of what the client
- * sends (request heads and `Content-Length` bodies) to enforce:
+ * Why not `Deno.serve`: it has no timeouts at all (denoland/deno#3515, open since 2019): a client
+ * that sends a request line and one header and then nothing holds its connection forever, and
+ * 2,000 of them were all still open after 30 s here. Deno's `node:http` server ignores
+ * `headersTimeout` as well. This module was first a relay in front of `Deno.serve` on a loopback
+ * port, following the framing of what the client sent; reading the requests here instead takes
+ * that hop (two socket writes and two reads a request, and `Deno.serve`'s own parse) off every
+ * request (README, "Lean hops": the gateway's CPU a request fell by 0.02 to 0.17 ms). The limits:
  *
  * - `headersTimeoutMs` (10 s): a connection must complete its first request head within this time
  *   of being accepted, so that one which never sends a byte is closed as soon as a slow one; a later
@@ -17,8 +19,7 @@
  *   since its head ended, else the connection is closed. A stalled body goes after 5 to 6 s, and
  *   a slow one that keeps the rate is never cut. There is no total time: it would cut slow honest
  *   uploads and bound nothing, since a client cut at it connects again and holds as much; the
- *   rate is what holding a connection, and the budget its handler took for the body, costs (a
- *   stall was free for 30 s with the total this replaces);
+ *   rate is what holding a connection, and the budget its body takes, costs;
  * - `idleTimeoutMs` (75 s, longer than the 60 s of common proxies in front, so that a proxy never
  *   reuses a connection the guard is closing): no byte in either direction between requests;
  * - `writeTimeoutMs` (30 s): a response the client does not read;
@@ -33,45 +34,40 @@
  *   pooled connections are closed for its new ones, never counted against it), while one address,
  *   whatever it sends, still leaves half of the connections to everyone else.
  *
- * The handler's `info.remoteAddr.hostname` is the client's address (the relay's own loopback
- * address is mapped back to it), as the gateway's user-code guessing limit needs.
+ * Requests: read as ./http1.ts says, strictly (one way to frame each, or a refusal). The handler
+ * gets a request once its head and its whole body are here, so a body cut short or stalled never
+ * reaches it; requests of a connection are handled one at a time, in order (a pipelining client's
+ * next request waits in the socket, not here); the answer is written in one write, with
+ * `content-length` (bodies are small, so none is streamed; nor compressed). A request the parser
+ * refuses is answered here with the listener's JSON error body and the connection closed: a head
+ * with `Transfer-Encoding` `411 Length Required` (each chunk of a chunked body cost `Deno.serve`
+ * more than its bytes, 100,000 one-byte chunks 212 MiB and 2 s; every RPC is unary, and stock
+ * clients send a `Content-Length` with such bodies), a head over 64 KiB or 100 fields 431, one that
+ * cannot be read, or an HTTP/1.1 head without exactly one `Host`, 400; the HTTP/2 preface of prior
+ * knowledge is closed (the services' gRPC ports are HTTP/2). A body over `maxBodyBytes` is not read:
+ * its handler answers 413 from `Content-Length`, and the connection ends after the answer.
  *
- * Only bodies of declared length: a request head with `Transfer-Encoding` is answered `411 Length
- * Required` by the guard (the listener's JSON error body, `invalid_argument`), and no byte of that
- * request reaches `Deno.serve`. Why: each chunk of a chunked body costs `Deno.serve` more than its
- * bytes (100,000 one-byte chunks took 212 MiB and 2 s in it alone; 500,000 froze the gateway for
- * ~38 s past 1 GB), inside it, where no budget sees them. Nothing is lost: every RPC is unary,
- * and stock clients (fetch, `curl -d`, oauth4webapi, connect-es) send a `Content-Length` with such
- * bodies.
+ * Memory: a request head, and a body until its request is handled, are held here, taken from the
+ * budget as a lease of the client's address (`addr:<address>`), so that one address holds at most
+ * its share of the budget; past it, the memory 503, and the connection is closed. A body that does
+ * not fit the budget (`admit`) is refused the same way before a byte of it is read.
  *
- * What the relay cannot follow it answers itself and closes: a head over 64 KiB (431), a
- * `Content-Length` it cannot read or two that differ (400), the HTTP/2 preface of prior knowledge
- * (closed: this listener speaks HTTP/1.1; the services' gRPC ports are HTTP/2). Passed on, such
- * input would let the rest of the connection through unchecked, as `Deno.serve` accepts what the
- * relay would not follow (heads whose lines end in a bare LF, which the relay reads as it does,
- * and `Content-Length` values of 16 digits and more). `Deno.serve` still parses every request.
+ * After an answer that ends the connection while the client may still be sending (a refusal, or
+ * an answer to a request whose body was not read), the listener stops writing and reads and drops
+ * what comes for up to {@link lingerMs} and {@link lingerBytes} before it closes (nginx's lingering
+ * close): closing at once with unread input makes the kernel reset the connection, and a client
+ * still sending may lose the answer to the reset.
  *
- * Memory: a request head is held by the guard until it is complete, so that `Deno.serve` (~18
- * KiB a connection) sees only connections that sent a whole head, never holds part of one (it
- * buffers up to 64 KiB of one, outside the budget) and never sees one the guard answers itself.
- * The held bytes are taken from the budget as a lease of the client's address (`addr:<address>`),
- * so that one address holds at most its share of the budget; a head past it gets the memory 503,
- * and its connection is closed. A head that comes whole in one read (as nearly all do) is passed
- * on without a copy. A body that does not fit the budget (`admit`) is refused the same way before
- * a byte of it is forwarded.
+ * Cost: a quiet connection holds a 4 KiB read buffer, one that streams a 64 KiB one while it does.
+ * Eviction costs O(1) amortized and no scan: each connection has a place in two linked lists, the
+ * listener's and its address's, least recently active first; it goes to the back at its accept and
+ * when an answer to it starts (a few pointer writes a request), and leaves when it is closed. An
+ * eviction takes the first idle one from the front; the busy ones it meets before it are taken off
+ * too, so that no eviction meets them again, and come back when an answer starts.
  *
- * Cost: a quiet connection holds a 4 KiB read buffer each way (32 MiB at 4,096 connections), one
- * that streams a 64 KiB one while it does; the relay cost ~14 µs of CPU per request here (a
- * constant handler: 132,000 req/s without it, 45,500 with it, on 2 cores). Eviction costs O(1)
- * amortized and no scan: each connection has a place in two linked lists, the listener's and its
- * address's, least recently active first; it goes to the back at its accept and when an answer to
- * it starts (a few pointer writes a request), and leaves when it is closed. An eviction takes the
- * first idle one from the front; the busy ones it meets before it are taken off too, so that no
- * eviction meets them again, and come back when an answer starts. The relay does not follow
- * responses (that would double its work per request), so "between requests" means: the last
- * request was whole, its answer has started and nothing is being written to the client. An
- * answer written in pieces with pauses between them could be taken for idle in a pause; the
- * answers here are small and written at once.
+ * What a handler does not get that `Deno.serve` gave it: `req.signal` does not abort when the
+ * client goes away (the request was whole; its handler's own deadlines bound it), and
+ * `info.completed` is resolved from the start.
  *
  * @module
  */
@@ -80,6 +76,17 @@ import * as v from "valibot";
 import type { MemoryBudget } from "../platform/mod.ts";
 import { concat } from "./bytes.ts";
 import { positiveInt, smallRequestBytes } from "../platform/mod.ts";
+import {
+  continueBytes,
+  pathOf,
+  type Phase,
+  type Refusal,
+  type RequestHead,
+  RequestParser,
+  responseBytes,
+} from "./http1.ts";
+
+export type { Refusal } from "./http1.ts";
 
 /** The settings of a guarded listener that a deployment may want to change. */
 export const guardSettings = {
@@ -125,16 +132,21 @@ export interface GuardOptions {
   writeTimeoutMs?: number;
   /** Called once the public port listens. */
   onListen?: (addr: Deno.NetAddr) => void;
-  /** The process's memory budget, which heads held by the guard are taken from. */
+  /** The process's memory budget, which the heads and bodies held here are taken from. */
   budget?: MemoryBudget;
   /**
-   * Whether a request body of the declared length may come in now. When it may not, the guard
-   * answers 503 with `Retry-After` itself and closes the connection, before a byte of the body
-   * reaches `Deno.serve`. (The handler's refusal comes too late for a body: by the time its early
-   * answer arrives, loopback has carried megabytes of the body into Deno.serve's socket, and a
-   * flood of 4 MB bodies refused that way kept a service's CPU busy copying them.)
+   * Whether a request body of the declared length may come in now. When it may not, the listener
+   * answers 503 with `Retry-After` itself and closes the connection, before a byte of the body is
+   * read. (A flood of 4 MB bodies refused only after they were read kept a service's CPU busy
+   * copying them.)
    */
   admit?: (contentLength: number) => boolean;
+  /**
+   * The largest body read before its request is handled (default: no limit). A request that
+   * declares more is handled without its body (its handler answers 413 from `Content-Length`),
+   * and the connection ends after the answer.
+   */
+  maxBodyBytes?: number;
   /** The body of the guard's own answers (default: the gateway's shape). */
   errorBody?: ErrorBody;
   /**
@@ -170,36 +182,13 @@ export interface GuardedServer {
   readonly connections: number;
   /** Connections closed by a timeout, evicted, and refused at a cap, since the start. */
   readonly closedBy: ClosedBy;
-  /** Stops accepting, lets requests in flight finish (as `Deno.serve`'s shutdown does), closes. */
+  /** Stops accepting, lets requests in flight finish (answered with `connection: close`), closes. */
   shutdown(): Promise<void>;
 }
 
-const maxHeadBytes = 64 * 1024;
-/**
- * After an answer that ends the connection while the client may still be sending its request
- * (a refusal of the guard's, or an early answer of the handler's, say a 503 before the body is
- * read), the guard stops writing and reads on, discarding, for up to this long and this many bytes
- * before it closes (nginx's lingering close). Closing at once with unread input makes the kernel
- * reset the connection, and a client still sending may lose the answer to the reset.
- */
+/** How long, and how many bytes, a lingering close reads and drops (see the module's header). */
 const lingerMs = 2000;
 const lingerBytes = 8 * 1024 * 1024;
-const CR = 13;
-const LF = 10;
-const latin1 = new TextDecoder("latin1");
-
-const enum State {
-  /** Between requests, or inside a request head. */
-  Head,
-  /** Inside a body of known length. */
-  Body,
-  /** A request the guard answers itself (see {@link RequestFraming.refusal}): nothing more. */
-  Refused,
-}
-
-/** Why the guard answers a request itself instead of passing it on. */
-export type Refusal = "length-required" | "bad-request" | "head-too-large";
-
 /** The JSON body of an error answer: the gateway's shape, or the Connect protocol's. */
 export type ErrorBody = (code: string, message: string) => string;
 
@@ -246,180 +235,14 @@ function answers(
     "head-too-large": answer(
       "431 Request Header Fields Too Large",
       "invalid_argument",
-      "The request head is over 64 KiB",
+      "The request head is over 64 KiB or 100 fields",
       errorBody,
     ),
   };
 }
 
-const h2Preface = new TextEncoder().encode("PRI * HTTP/2.0");
-
-/**
- * Follows the framing of the bytes a client sends, request after request, and says when each
- * deadline starts. Exported for its tests.
- */
-export class RequestFraming {
-  state: State = State.Head;
-  /** Bytes of the current head seen so far. */
-  #head: Uint8Array[] = [];
-  #headBytes = 0;
-  /** How the bytes so far end: 1 after LF, 2 after LF CR (a head ends at LF [CR] LF). */
-  #tail = 0;
-  /** The current body's length, and how much of it is still to come. */
-  #length = 0;
-  #remaining = 0;
-  /** Requests whose last byte was seen. */
-  completed = 0;
-  /** The largest `Content-Length` among the heads that ended since the caller last reset it. */
-  declared = 0;
-  /** Set when a head is one the guard answers itself; nothing more is followed then. */
-  refusal: Refusal | undefined;
-  /** Where in the bytes last fed the head still incomplete began (0: in earlier bytes). */
-  headStart = 0;
-  /**
-   * The path of the request-target of the last head that was refused or declared a body (one the
-   * caller may refuse for want of budget), "" when unknown: read only to shape a refusal, so
-   * taken only from those heads.
-   */
-  path = "";
-
-  /** Which deadline applies: the first head (from the accept), between requests, a head, a body. */
-  get phase(): Phase {
-    if (this.state === State.Body) return "body";
-    if (this.completed === 0) return "first";
-    return this.#headBytes === 0 ? "idle" : "head";
-  }
-
-  /** Bytes of the current body seen so far. */
-  get bodyReceived(): number {
-    return this.#length - this.#remaining;
-  }
-
-  /** Feeds bytes from the client, in order. */
-  feed(bytes: Uint8Array): void {
-    this.headStart = 0;
-    let i = 0;
-    while (i < bytes.length) {
-      if (this.state === State.Head) i = this.#feedHead(bytes, i);
-      else if (this.state === State.Body) {
-        const n = Math.min(this.#remaining, bytes.length - i);
-        this.#remaining -= n;
-        i += n;
-        if (this.#remaining === 0) this.#complete();
-      } else return;
-    }
-  }
-
-  #feedHead(bytes: Uint8Array, start: number): number {
-    // The head ends at an empty line. Lines end in CRLF or, as Deno.serve also reads them, a bare
-    // LF; #tail keeps how the previous bytes ended.
-    let tail = this.#tail;
-    let end = -1;
-    for (let i = start; i < bytes.length; i++) {
-      const b = bytes[i];
-      if (b === LF) {
-        if (tail !== 0) {
-          end = i + 1;
-          break;
-        }
-        tail = 1;
-      } else tail = b === CR && tail === 1 ? 2 : 0;
-    }
-    const stop = end === -1 ? bytes.length : end;
-    if (this.#headBytes === 0) {
-      // Blank lines before a request line are allowed (RFC 9112 2.2); they do not start a head.
-      let s = start;
-      while (s < stop && (bytes[s] === CR || bytes[s] === LF)) s++;
-      if (s === stop) {
-        this.#tail = 0;
-        return stop;
-      }
-      if (s > start) return s;
-      this.headStart = start;
-    }
-    this.#head.push(bytes.slice(start, stop));
-    this.#headBytes += stop - start;
-    this.#tail = tail;
-    if (end === -1) {
-      if (this.#headBytes > maxHeadBytes) {
-        this.#refuse("head-too-large", latin1.decode(this.#head[0]!.subarray(0, 8192)));
-      }
-      return stop;
-    }
-    this.#endHead();
-    return stop;
-  }
-
-  #endHead(): void {
-    const head = latin1.decode(concat(this.#head));
-    this.#head = [];
-    this.#headBytes = 0;
-    this.#tail = 0;
-    if (head.startsWith("PRI * HTTP/2.0")) return this.#refuse("bad-request", head);
-    let length: number | undefined;
-    for (let at = head.indexOf("\n") + 1; at < head.length;) {
-      let next = head.indexOf("\n", at);
-      if (next === -1) next = head.length;
-      const colon = head.indexOf(":", at);
-      if (colon > at && colon < next) {
-        const name = head.slice(at, colon).trim().toLowerCase();
-        if (name === "transfer-encoding") return this.#refuse("length-required", head);
-        if (name === "content-length") {
-          const value = head.slice(colon + 1, next).trim();
-          const n = Number(value);
-          if (!/^\d+$/.test(value) || n > Number.MAX_SAFE_INTEGER) {
-            return this.#refuse("bad-request", head);
-          }
-          if (length !== undefined && length !== n) return this.#refuse("bad-request", head);
-          length = n;
-        }
-      }
-      at = next + 1;
-    }
-    if (length !== undefined && length > 0) {
-      this.path = pathOf(head);
-      this.state = State.Body;
-      this.#length = this.#remaining = length;
-      if (length > this.declared) this.declared = length;
-    } else this.#complete();
-  }
-
-  #complete(): void {
-    this.state = State.Head;
-    this.#length = this.#remaining = 0;
-    this.completed++;
-  }
-
-  #refuse(refusal: Refusal, head: string): void {
-    this.path = pathOf(head);
-    this.state = State.Refused;
-    this.refusal = refusal;
-    this.#head = [];
-  }
-}
-
-/**
- * The path of a head's request-target (origin form, or absolute form), without its query; "" when
- * the request line is not there or not one.
- */
-function pathOf(head: string): string {
-  const start = head.indexOf(" ") + 1;
-  const end = head.indexOf(" ", start);
-  if (start === 0 || end === -1 || head.lastIndexOf("\n", end) !== -1) return "";
-  const target = head.slice(start, end);
-  if (target.startsWith("/")) return target.split("?", 1)[0]!;
-  try {
-    return new URL(target).pathname;
-  } catch {
-    return "";
-  }
-}
-
 /** Which deadline a connection is under. */
 type Deadline = "headers" | "body" | "idle" | "write";
-
-/** Where a client is in its requests. */
-export type Phase = "first" | "idle" | "head" | "body";
 
 const deadlineOf: Record<Exclude<Phase, "body">, Exclude<Deadline, "body" | "write">> = {
   first: "headers",
@@ -429,8 +252,8 @@ const deadlineOf: Record<Exclude<Phase, "body">, Exclude<Deadline, "body" | "wri
 
 interface Guarded {
   client: Deno.TcpConn;
-  framing: RequestFraming;
-  /** The framing's phase when `since` was set. */
+  parser: RequestParser;
+  /** The parser's phase when `since` was set. */
   phase: Phase;
   /**
    * When the current head or body started (the first head: at the accept), or when the last byte
@@ -441,7 +264,9 @@ interface Guarded {
   writingSince: number | undefined;
   /** Whether the client has sent a byte. */
   heard: boolean;
-  /** `framing.completed` when the server last sent bytes: the requests whose answer started. */
+  /** Set while the handler has a request of it. */
+  handling: boolean;
+  /** `parser.completed` when an answer last started: the requests whose answer started. */
   answered: number;
   /** Set when an eviction found it busy and took it off the idle lists. */
   dropped: boolean;
@@ -456,7 +281,8 @@ interface Guarded {
 function isIdle(g: Guarded): boolean {
   if (g.writingSince !== undefined) return false;
   if (g.phase === "first") return !g.heard;
-  return g.phase === "idle" && g.answered === g.framing.completed;
+  return !g.handling && g.phase === "idle" && g.answered === g.parser.completed &&
+    g.parser.buffered === 0;
 }
 
 /** A connection's place in an {@link IdleList}. */
@@ -573,10 +399,16 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   while (offset < bytes.length) offset += await conn.write(bytes.subarray(offset));
 }
 
-/** Starts `handler` on `Deno.serve` behind the guard. */
+const h2Preface = new TextEncoder().encode("PRI * HTTP/2.0");
+const resolved = Promise.resolve();
+/** A `Host` that is an authority and nothing more (no path, query, fragment or credentials). */
+const authority = /^[A-Za-z0-9._~!$&'()*+,;=:\[\]%-]+$/;
+
+/** Serves `handler` on a `Deno.listen` socket behind the guard. */
 export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler): GuardedServer {
   const maxConnections = options.maxConnections ?? 4096;
   const maxPerAddress = options.maxConnectionsPerAddress ?? Math.ceil(maxConnections / 2);
+  const maxBodyBytes = options.maxBodyBytes ?? Infinity;
   const refused = answers(options.errorBody ?? gatewayErrorBody);
   // The answers in another shape, by path: built once for each shape.
   const answersBy = new Map<ErrorBody, ReturnType<typeof answers>>();
@@ -587,6 +419,11 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
     if (!shaped) answersBy.set(shape, shaped = answers(shape));
     return shaped;
   };
+  const internal = (path: string) =>
+    (options.errorBodyFor?.(path) ?? options.errorBody ?? gatewayErrorBody)(
+      "internal",
+      "Internal error",
+    );
   const limits = {
     headers: options.headersTimeoutMs ?? 10_000,
     idle: options.idleTimeoutMs ?? 75_000,
@@ -594,26 +431,16 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
   };
   const bodyGraceMs = options.bodyGraceMs ?? 5_000;
   const minBodyRate = options.minBodyBytesPerSecond ?? 240;
-  // Which client address each relayed connection stands for, by the relay's local port (the
-  // inner server's peer port), so that the handler's `info.remoteAddr` is the client's address.
-  const clientOfPort = new Map<number, string>();
-  const inner = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    (req, info) => {
-      const client = clientOfPort.get(info.remoteAddr.port);
-      return handler(
-        req,
-        client === undefined
-          ? info
-          : { ...info, remoteAddr: { ...info.remoteAddr, hostname: client } },
-      );
-    },
-  );
-  const upstream = { hostname: "127.0.0.1", port: inner.addr.port, transport: "tcp" as const };
   const listener = Deno.listen({ hostname: options.hostname, port: options.port });
+  const addr = listener.addr as Deno.NetAddr;
+  // The authority of a request that names none (HTTP/1.0 without Host, or an empty Host).
+  const ownAuthority = addr.hostname.includes(":")
+    ? `[${addr.hostname}]:${addr.port}`
+    : `${addr.hostname}:${addr.port}`;
   const open = new Set<Guarded>();
   const idle = new IdleList();
   const peers = new Map<string, Peer>();
+  let stopping = false;
   const closedBy: ClosedBy = {
     headers: 0,
     body: 0,
@@ -635,12 +462,11 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
         g.close("write");
         continue;
       }
+      if (g.handling) continue; // its handler has the request: its own deadlines apply
       if (g.phase === "body") {
-        // The body's average rate since its head ended, once it is past its grace. Bytes the relay
-        // has not read because Deno.serve is not reading count as not come: the socket buffers
-        // between them take over 100 KiB first, minutes' worth at the rate asked.
+        // The body's average rate since its head ended, once it is past its grace.
         const elapsed = now - g.since;
-        if (elapsed > bodyGraceMs && g.framing.bodyReceived * 1000 < minBodyRate * elapsed) {
+        if (elapsed > bodyGraceMs && g.parser.bodyReceived * 1000 < minBodyRate * elapsed) {
           g.close("body");
         }
         continue;
@@ -651,25 +477,47 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
   }, Math.min(1000, ...[...Object.values(limits), bodyGraceMs].map((ms) => Math.max(10, ms / 4))));
   Deno.unrefTimer(sweep);
 
-  async function relay(client: Deno.TcpConn, address: string): Promise<void> {
-    let server: Deno.TcpConn | undefined;
+  /** The request of `head` (and its body), or undefined when its target or fields cannot make one. */
+  function requestOf(
+    head: RequestHead,
+    body: Uint8Array<ArrayBuffer> | null,
+  ): Request | undefined {
+    let url: string;
+    if (head.target.charCodeAt(0) === 47 /* / */) {
+      const host = head.host || ownAuthority;
+      // An authority only: nothing that would move the path or add credentials.
+      if (!authority.test(host)) return undefined;
+      url = `http://${host}${head.target}`;
+    } else if (/^https?:\/\//i.test(head.target)) url = head.target;
+    else return undefined;
+    try {
+      const withBody = body !== null && head.method !== "GET" && head.method !== "HEAD";
+      const req = new Request(url, { method: head.method, body: withBody ? body : null });
+      const headers = req.headers;
+      const fields = head.fields;
+      for (let i = 0; i < fields.length; i += 2) headers.append(fields[i]!, fields[i + 1]!);
+      return req;
+    } catch {
+      return undefined; // a method Request refuses (CONNECT, TRACE), a URL it cannot parse
+    }
+  }
+
+  async function serveConnection(client: Deno.TcpConn, address: string): Promise<void> {
     let closed = false;
-    let turnedAway = false;
-    // A head is held here until it is complete, so that Deno.serve (~18 KiB a connection) sees
-    // only connections that sent a whole head, never holds part of one, and never sees one the
-    // guard answers itself. Its bytes are taken from the budget, as bytes of the client's
-    // address, which may hold at most its share.
-    let held: Uint8Array[] = [];
+    // Bytes held here (a head until it is complete, a body until its request is handled) are
+    // taken from the budget, as bytes of the client's address, which may hold at most its share.
     const lease = options.budget?.take(0, [`addr:${address}`]);
     let peer = peers.get(address);
     if (!peer) peers.set(address, peer = { count: 0, idle: new IdleList() });
     peer.count++;
+    const parser = new RequestParser();
     const g: Guarded = {
       client,
-      framing: new RequestFraming(),
+      parser,
       phase: "first",
       since: performance.now(),
       writingSince: undefined,
+      handling: false,
       heard: false,
       answered: 0,
       dropped: false,
@@ -679,11 +527,7 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
         g.lingering = performance.now();
         idle.remove(inListener);
         peer.idle.remove(inPeer);
-        held = [];
         lease?.shrink(lease.bytes);
-        try {
-          server?.close();
-        } catch { /* closed */ }
         client.closeWrite().catch(() => g.close());
       },
       close(reason) {
@@ -694,13 +538,9 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
         idle.remove(inListener);
         peer.idle.remove(inPeer);
         if (--peer.count === 0) peers.delete(address);
-        held = [];
         lease?.release();
         try {
           client.close();
-        } catch { /* closed */ }
-        try {
-          server?.close();
         } catch { /* closed */ }
       },
     };
@@ -713,131 +553,164 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
     };
     open.add(g);
     toBack();
-    const toClient = async (server: Deno.TcpConn) => {
-      const reader = new Reader(server);
-      try {
-        for (;;) {
-          const bytes = await reader.read();
-          if (bytes === null) break;
-          g.writingSince = performance.now();
-          await writeAll(client, bytes);
-          g.writingSince = undefined;
-          if (g.phase === "idle") g.since = performance.now();
-          if (g.answered !== g.framing.completed || g.dropped) {
-            // An answer started (or an eviction took it off its idle lists while busy): it is
-            // the most recently active now.
-            g.answered = g.framing.completed;
-            g.dropped = false;
-            toBack();
-          }
-        }
-      } finally {
-        reader.release();
-      }
-    };
-    const fromClient = async (reader: Reader) => {
-      let discarded = 0;
-      let serverGone = false;
-      for (let first = true;;) {
-        const bytes = await reader.read();
-        if (bytes === null) break;
-        if (g.lingering !== undefined || serverGone) {
-          // Answered: what the client still sends is read and dropped, up to a bound.
-          discarded += bytes.length;
-          if (discarded > lingerBytes) return;
-          continue;
-        }
-        if (first && bytes.length >= 4) {
-          first = false;
-          if (h2Preface.every((b, i) => i >= bytes.length || bytes[i] === b)) return;
-        }
-        g.framing.declared = 0;
-        g.framing.feed(bytes);
-        const refusal = g.framing.refusal;
-        if (
-          refusal !== undefined ||
-          (g.framing.declared > 0 && options.admit && !options.admit(g.framing.declared))
-        ) {
-          // Answered here: no byte of this request goes on. An answer of an earlier request on
-          // the connection still being written is cut (only pipelining clients can meet that).
-          turnedAway = true;
-          const answer = refusedFor(g.framing.path)[refusal ?? "memory"];
-          await writeAll(client, answer).catch(() => {});
-          g.linger();
-          continue;
-        }
-        // A deadline starts when its part starts: the first head at the accept, a later head at
-        // its first byte, the body at the end of the head; between requests, each byte restarts
-        // idle.
-        const phase = g.framing.phase;
-        if (phase !== g.phase || phase === "idle") {
-          g.phase = phase;
-          g.since = performance.now();
-        }
-        if (closed) return;
-        if (!server) g.heard = true;
-        if (phase === "first" || phase === "head") {
-          // The bytes end inside a head: what came before it goes on, the head waits for its end.
-          const from = server ? g.framing.headStart : 0;
-          if (from > 0) await writeAll(server!, bytes.subarray(0, from));
-          const more = bytes.length - from;
-          if (lease && !lease.grow(more, lease.bytes + more <= smallRequestBytes)) {
-            turnedAway = true;
-            await writeAll(client, refused.memory).catch(() => {});
-            g.linger();
-            continue;
-          }
-          held.push(bytes.slice(from));
-          continue;
-        }
-        let out = bytes;
-        if (held.length > 0) {
-          held.push(bytes);
-          out = concat(held);
-          held = [];
-          lease?.shrink(lease.bytes);
-        }
-        if (!server) {
-          server = await Deno.connect(upstream);
-          const relayPort = (server.localAddr as Deno.NetAddr).port;
-          clientOfPort.set(relayPort, address);
-          const forget = () => clientOfPort.delete(relayPort);
-          if (closed || g.lingering !== undefined) {
-            forget();
-            return;
-          }
-          server.setNoDelay(true);
-          // Deno.serve closed: between requests nothing more is coming, else the client may
-          // still be sending a request it answered early.
-          toClient(server).catch(() => {}).finally(() => {
-            forget();
-            if (g.lingering === undefined) g.phase === "idle" ? g.close() : g.linger();
-          });
-        }
-        try {
-          await writeAll(server, out);
-        } catch {
-          // Deno.serve answered early and closed (a refusal before the body was read): its
-          // answer is on its way to the client, which lingers on it.
-          serverGone = true;
-        }
-      }
-      try {
-        await server?.closeWrite();
-      } catch { /* closed */ }
+    const info: Deno.ServeHandlerInfo = {
+      remoteAddr: {
+        transport: "tcp",
+        hostname: address,
+        port: (client.remoteAddr as Deno.NetAddr).port,
+      },
+      completed: resolved,
     };
     const reader = new Reader(client);
+
+    const send = async (bytes: Uint8Array) => {
+      g.writingSince = performance.now();
+      await writeAll(client, bytes);
+      g.writingSince = undefined;
+    };
+    /** Answers with one of the guard's own answers and lingers: nothing more is read as requests. */
+    const refuse = async (bytes: Uint8Array) => {
+      await send(bytes).catch(() => {});
+      g.linger();
+    };
+    /** A deadline starts when its part starts; between requests, each byte restarts idle. */
+    const track = () => {
+      const phase = parser.phase;
+      if (phase !== g.phase || phase === "idle") {
+        g.phase = phase;
+        g.since = performance.now();
+      }
+    };
+    /** Holds `bytes` in the lease (heads and bodies not yet handled); false past the budget. */
+    const hold = (bytes: number) => {
+      if (!lease) return true;
+      const more = bytes - lease.bytes;
+      if (more <= 0) {
+        lease.shrink(-more);
+        return true;
+      }
+      return lease.grow(more, bytes <= smallRequestBytes);
+    };
+    let first = true;
+    /** Reads more bytes into the parser; false at the end of the client's input. */
+    const read = async (): Promise<boolean> => {
+      parser.keep();
+      const bytes = await reader.read();
+      if (bytes === null || closed) return false;
+      if (first && bytes.length >= 4) {
+        first = false;
+        // The HTTP/2 preface of prior knowledge: this listener speaks HTTP/1.1 only.
+        if (h2Preface.every((b, i) => i >= bytes.length || bytes[i] === b)) return false;
+      }
+      g.heard = true;
+      parser.push(bytes);
+      return true;
+    };
+
+    /** Reads and handles requests until the connection ends; true when it should linger. */
+    const serve = async (): Promise<boolean> => {
+      for (;;) {
+        const parsed = parser.next();
+        track();
+        if (parsed.kind === "more") {
+          if (!hold(parser.buffered)) {
+            await refuse(refusedFor("").memory);
+            return true;
+          }
+          if (stopping && g.phase === "idle" && parser.buffered === 0) return false;
+          if (!await read()) return false;
+          continue;
+        }
+        if (parsed.kind === "refused") {
+          await refuse(refusedFor(parser.path)[parsed.refusal]);
+          return true;
+        }
+        if (parsed.kind !== "head") continue; // a body's end, read below
+        const head = parsed.head;
+        let body: Uint8Array<ArrayBuffer> | null = null;
+        // A body over the limit is not read: its handler answers from the declared length
+        // (413), and the connection ends after the answer.
+        const unread = head.length > maxBodyBytes;
+        if (head.length > 0 && !unread) {
+          if (options.admit && !options.admit(head.length)) {
+            await refuse(refusedFor(parser.path).memory);
+            return true;
+          }
+          if (head.expectContinue && parser.buffered === 0) await send(continueBytes);
+          const chunks: Uint8Array<ArrayBuffer>[] = [];
+          let received = 0;
+          for (;;) {
+            const part = parser.next();
+            if (part.kind === "end") break;
+            if (part.kind === "body") {
+              chunks.push(part.bytes.slice());
+              received += part.bytes.length;
+              continue;
+            }
+            track();
+            if (!hold(received + parser.buffered)) {
+              await refuse(refusedFor(parser.path).memory);
+              return true;
+            }
+            if (!await read()) return false;
+          }
+          // Joined into a new array (a single chunk is a copy already).
+          body = chunks.length === 1 ? chunks[0]! : concat(chunks) as Uint8Array<ArrayBuffer>;
+        }
+        track();
+        hold(parser.buffered);
+        const req = requestOf(head, body);
+        if (!req) {
+          await refuse(refusedFor(pathOf(head.target))["bad-request"]);
+          return true;
+        }
+        g.handling = true;
+        const close = head.close || unread || stopping;
+        const answer = { head: head.method === "HEAD", close };
+        let bytes: Uint8Array;
+        try {
+          bytes = await responseBytes(await handler(req, info), answer);
+        } catch {
+          // A handler that throws, or a response body that fails: 500, the JSON error body.
+          const fault = new Response(internal(pathOf(head.target)), {
+            status: 500,
+            headers: { "content-type": "application/json" },
+          });
+          bytes = await responseBytes(fault, answer);
+        }
+        g.handling = false;
+        if (closed) return false;
+        // An answer started: the connection is the most recently active one now.
+        g.answered = parser.completed;
+        g.dropped = false;
+        toBack();
+        await send(bytes);
+        if (g.phase === "idle") g.since = performance.now();
+        if (unread) {
+          g.linger();
+          return true;
+        }
+        if (close) return false;
+      }
+    };
+
     try {
       client.setNoDelay(true);
-      await fromClient(reader);
+      if (await serve()) {
+        // Answered while the client may still be sending: what it sends is read and dropped, up
+        // to a bound, until it closes or the linger ends.
+        let discarded = 0;
+        for (;;) {
+          const bytes = await reader.read();
+          if (bytes === null || (discarded += bytes.length) > lingerBytes) break;
+        }
+      }
     } catch {
-      /* reset */
+      /* reset, or closed by a deadline */
     } finally {
       reader.release();
+      g.close();
     }
-    // Without a server (or refused, or lingering), the client's end is the end; else the
-    // server's end is.
-    if (!server || turnedAway || g.lingering !== undefined) g.close();
   }
 
   /** Closes the connection idle the longest in `list`; false when none is idle. */
@@ -869,11 +742,10 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
         turnAway(client, refused.connections);
         continue;
       }
-      relay(client, address).catch(() => {});
+      serveConnection(client, address).catch(() => {});
     }
   })().catch(() => {});
 
-  const addr = listener.addr as Deno.NetAddr;
   options.onListen?.(addr);
   return {
     addr,
@@ -882,13 +754,16 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
     },
     closedBy,
     async shutdown() {
+      stopping = true;
       try {
         listener.close();
       } catch { /* closed */ }
       await accepting;
-      await inner.shutdown();
-      // Deno.serve has answered every request and closes its connections; let the relays pass
-      // the last answers on (at most a second) before closing what is left.
+      // Requests in flight are answered (with `connection: close`); idle connections close now.
+      for (const g of open) if (isIdle(g)) g.close();
+      for (let i = 0; i < 3000 && [...open].some((g) => g.handling); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
       for (let i = 0; i < 100 && open.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
       clearInterval(sweep);
       for (const g of open) g.close();

@@ -1,98 +1,152 @@
 import assert from "node:assert/strict";
 import { createMemoryBudget } from "../platform/mod.ts";
-import { connectErrorBody, RequestFraming, serveGuarded } from "./http_guard.ts";
+import { connectErrorBody, serveGuarded } from "./http_guard.ts";
+import { type RequestHead, RequestParser } from "./http1.ts";
 
 const encode = (s: string) => new TextEncoder().encode(s);
 
+/** Pushes `bytes` and reads all it holds: the heads and bodies found. */
+function feed(
+  parser: RequestParser,
+  bytes: Uint8Array,
+): { heads: RequestHead[]; bodies: string[] } {
+  const heads: RequestHead[] = [];
+  const bodies: string[] = [];
+  parser.push(bytes);
+  for (;;) {
+    const parsed = parser.next();
+    if (parsed.kind === "more" || parsed.kind === "refused") break;
+    if (parsed.kind === "head") heads.push(parsed.head);
+    if (parsed.kind === "body") bodies.push(new TextDecoder().decode(parsed.bytes));
+  }
+  parser.keep();
+  return { heads, bodies };
+}
+
 /** Feeds `text` one byte at a time (the hardest split) and returns the phases seen after each. */
-function feedBytes(framing: RequestFraming, text: string): string[] {
+function feedBytes(parser: RequestParser, text: string): string[] {
   const phases: string[] = [];
   for (const b of encode(text)) {
-    framing.feed(new Uint8Array([b]));
-    phases.push(framing.phase);
+    feed(parser, new Uint8Array([b]));
+    phases.push(parser.phase);
   }
   return phases;
 }
 
-Deno.test("RequestFraming follows heads and Content-Length bodies, byte by byte", () => {
-  const framing = new RequestFraming();
+Deno.test("RequestParser follows heads and Content-Length bodies, byte by byte", () => {
+  const parser = new RequestParser();
   // The first head is due from the accept: "first" from the start, before any byte.
-  assert.equal(framing.phase, "first");
+  assert.equal(parser.phase, "first");
   const get = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
-  const phases = feedBytes(framing, get);
+  const phases = feedBytes(parser, get);
   assert.deepEqual(new Set(phases.slice(0, -1)), new Set(["first"]));
-  assert.equal(framing.phase, "idle");
-  assert.equal(framing.completed, 1);
+  assert.equal(parser.phase, "idle");
+  assert.equal(parser.completed, 1);
 
-  const post = feedBytes(framing, "POST /b HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
+  const post = feedBytes(parser, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
   assert.deepEqual(new Set(post.slice(0, -1)), new Set(["head"]));
-  assert.equal(framing.phase, "body");
-  feedBytes(framing, "hell");
-  assert.equal(framing.phase, "body");
-  assert.equal(framing.bodyReceived, 4);
-  feedBytes(framing, "o");
-  assert.equal(framing.phase, "idle");
-  assert.equal(framing.completed, 2);
+  assert.equal(parser.phase, "body");
+  feedBytes(parser, "hell");
+  assert.equal(parser.phase, "body");
+  assert.equal(parser.bodyReceived, 4);
+  feedBytes(parser, "o");
+  assert.equal(parser.phase, "idle");
+  assert.equal(parser.completed, 2);
 
-  // Lines may end in a bare LF, as Deno.serve reads them; a Content-Length of many digits is read.
-  feedBytes(framing, "POST /c HTTP/1.1\nContent-Length: 0000000000000000003\n\nabc");
-  assert.equal(framing.completed, 3);
-  feedBytes(framing, "GET /d HTTP/1.1\r\nHost: x\n\r\nGET /e HTTP/1.1\nHost: x\r\n\n");
-  assert.equal(framing.completed, 5);
-  assert.equal(framing.phase, "idle");
-  assert.equal(framing.refusal, undefined);
+  // Lines may end in a bare LF (RFC 9112 2.2); a Content-Length of many digits is read.
+  feedBytes(parser, "POST /c HTTP/1.1\nHost: x\nContent-Length: 0000000000000000003\n\nabc");
+  assert.equal(parser.completed, 3);
+  feedBytes(parser, "GET /d HTTP/1.1\r\nHost: x\n\r\nGET /e HTTP/1.1\nHost: x\r\n\n");
+  assert.equal(parser.completed, 5);
+  assert.equal(parser.phase, "idle");
+  assert.equal(parser.refusal, undefined);
 });
 
-Deno.test("RequestFraming reads pipelined requests given in one chunk", () => {
-  const framing = new RequestFraming();
-  const text =
-    "GET / HTTP/1.1\r\n\r\nPOST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nokGET / HTTP/1.1\r\nA: b";
-  framing.feed(encode(text));
-  assert.equal(framing.completed, 2);
-  assert.equal(framing.phase, "head");
-  // Where the unfinished head began: the guard passes on what comes before, holds the rest.
-  assert.equal(framing.headStart, text.lastIndexOf("GET"));
-  framing.feed(encode("c: d\r\n"));
-  assert.equal(framing.headStart, 0);
+Deno.test("RequestParser reads a head's parts, and pipelined requests given in one chunk", () => {
+  const parser = new RequestParser();
+  const text = "GET /a?b=c HTTP/1.1\r\nHost: x:1\r\nX-A:  one two \t\r\nx-a: 3\r\n\r\n" +
+    "POST / HTTP/1.1\r\nHost: x\r\ncontent-length: 2\r\nConnection: keep-alive, Close\r\n" +
+    "Expect: 100-continue\r\n\r\nokGET / HTTP/1.1\r\nA: b";
+  const { heads, bodies } = feed(parser, encode(text));
+  assert.equal(parser.completed, 2);
+  assert.equal(parser.phase, "head");
+  assert.equal(parser.buffered, "GET / HTTP/1.1\r\nA: b".length);
+  assert.deepEqual(heads[0], {
+    method: "GET",
+    target: "/a?b=c",
+    minor: 1,
+    fields: ["Host", "x:1", "X-A", "one two", "x-a", "3"],
+    host: "x:1",
+    length: 0,
+    close: false,
+    expectContinue: false,
+  });
+  assert.equal(heads[1]!.length, 2);
+  assert.equal(heads[1]!.close, true);
+  assert.equal(heads[1]!.expectContinue, true);
+  assert.deepEqual(bodies, ["ok"]);
+  // HTTP/1.0 closes unless asked to keep the connection.
+  const old = new RequestParser();
+  assert.equal(feed(old, encode("GET / HTTP/1.0\r\n\r\n")).heads[0]!.close, true);
+  const kept = feed(old, encode("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  assert.equal(kept.heads[0]!.close, false);
 });
 
-Deno.test("RequestFraming refuses what it cannot follow, chunked bodies among it", () => {
+Deno.test("RequestParser refuses what could be read two ways, chunked bodies among it", () => {
   const cases: [string, string][] = [
-    ["POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "bad-request"],
-    ["POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\n", "bad-request"],
-    ["POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n", "bad-request"],
-    ["POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", "bad-request"],
+    ["POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "bad-request"],
+    ["POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1, 1\r\n\r\n", "bad-request"],
+    ["POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +1\r\n\r\n", "bad-request"],
+    ["POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", "bad-request"],
     ["PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "bad-request"],
-    ["POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "length-required"],
+    ["GET / HTTP/1.1\r\n\r\n", "bad-request"], // no Host
+    ["GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "bad-request"],
+    ["GET  / HTTP/1.1\r\nHost: a\r\n\r\n", "bad-request"],
+    ["GET / HTTP/1.1 \r\nHost: a\r\n\r\n", "bad-request"],
+    ["GET / HTTP/2.0\r\nHost: a\r\n\r\n", "bad-request"],
+    ["G@T / HTTP/1.1\r\nHost: a\r\n\r\n", "bad-request"],
+    ["GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n", "bad-request"],
+    ["GET / HTTP/1.1\r\nHost : a\r\n\r\n", "bad-request"],
+    ["GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", "bad-request"],
+    ["GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", "bad-request"],
+    ["GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", "bad-request"],
+    ["GET / HTTP/1.1\r\nHost: a\r\nno colon\r\n\r\n", "bad-request"],
+    ["POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "length-required"],
     [
-      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
       "length-required",
     ],
-    ["POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\n", "length-required"],
-    ["POST / HTTP/1.1\nTransfer-Encoding: chunked\n\n1\r\na\r\n0\r\n\r\n", "length-required"],
+    [
+      "POST / HTTP/1.1\r\nHost: x\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\n",
+      "length-required",
+    ],
+    [
+      "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\n\n1\r\na\r\n0\r\n\r\n",
+      "length-required",
+    ],
     ["GET / HTTP/1.1\r\nX: " + "a".repeat(70 * 1024), "head-too-large"],
+    ["GET / HTTP/1.1\r\nHost: a" + "\r\nX: a".repeat(100) + "\r\n\r\n", "head-too-large"],
   ];
   for (const [head, refusal] of cases) {
-    const framing = new RequestFraming();
-    framing.feed(encode(head));
-    assert.equal(framing.refusal, refusal, head.slice(0, 60));
-    // Nothing after it is followed.
-    const completed = framing.completed;
-    framing.feed(encode("GET / HTTP/1.1\r\n\r\n"));
-    assert.equal(framing.completed, completed);
+    const parser = new RequestParser();
+    const { heads } = feed(parser, encode(head));
+    assert.equal(parser.refusal, refusal, JSON.stringify(head.slice(0, 60)));
+    assert.equal(heads.length, 0);
+    // Nothing after it is read.
+    assert.equal(feed(parser, encode("GET / HTTP/1.1\r\nHost: a\r\n\r\n")).heads.length, 0);
   }
 });
 
-Deno.test("RequestFraming: blank lines between requests do not start a head", () => {
-  const framing = new RequestFraming();
-  framing.feed(encode("\r\n\r\n"));
-  assert.equal(framing.phase, "first");
-  framing.feed(encode("GET / HTTP/1.1\r\n\r\n"));
-  assert.equal(framing.completed, 1);
-  framing.feed(encode("\r\n\n"));
-  assert.equal(framing.phase, "idle");
-  framing.feed(encode("GET / HTTP/1.1\r\n\r\n"));
-  assert.equal(framing.completed, 2);
+Deno.test("RequestParser: blank lines between requests do not start a head", () => {
+  const parser = new RequestParser();
+  feed(parser, encode("\r\n\r\n"));
+  assert.equal(parser.phase, "first");
+  feed(parser, encode("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  assert.equal(parser.completed, 1);
+  feed(parser, encode("\r\n\n"));
+  assert.equal(parser.phase, "idle");
+  feed(parser, encode("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  assert.equal(parser.completed, 2);
 });
 
 /** Reads until the server closes the connection (null) or `ms` pass (timeout). */
@@ -179,7 +233,7 @@ Deno.test("serveGuarded answers past maxConnections, none idle, with 503, Retry-
   }
 });
 
-Deno.test("serveGuarded relays keep-alive requests and large bodies unchanged, and refuses chunked ones 411", async () => {
+Deno.test("serveGuarded hands keep-alive requests and large bodies to the handler unchanged, and refuses chunked ones 411", async () => {
   let calls = 0;
   const server = serveGuarded(
     { port: 0, hostname: "127.0.0.1" },
@@ -406,7 +460,7 @@ Deno.test("serveGuarded takes a held head from its address's share of the budget
   const conns: Deno.Conn[] = [];
   try {
     const port = server.addr.port;
-    const head = (c: string) => "GET / HTTP/1.1\r\nX: " + c.repeat(10 * 1024) + "\r\n";
+    const head = (c: string) => "GET / HTTP/1.1\r\nHost: x\r\nX: " + c.repeat(10 * 1024) + "\r\n";
     const first = await connectAndSend(port, head("a"));
     conns.push(first);
     await until(() => budget.heldBy("addr:::ffff:127.0.0.1") >= 10 * 1024);
@@ -438,7 +492,7 @@ Deno.test("serveGuarded takes a held head from its address's share of the budget
   assert.equal(budget.held, 0);
 });
 
-Deno.test("serveGuarded answers a head with Transfer-Encoding 411 itself; no byte reaches Deno.serve", async () => {
+Deno.test("serveGuarded answers a head with Transfer-Encoding 411 itself; the handler never sees it", async () => {
   let calls = 0;
   const server = serveGuarded(
     { port: 0, hostname: "127.0.0.1", errorBody: connectErrorBody },
@@ -450,11 +504,11 @@ Deno.test("serveGuarded answers a head with Transfer-Encoding 411 itself; no byt
   const conns: Deno.Conn[] = [];
   try {
     const port = server.addr.port;
-    // 72 KB of chunks, unfinished: the head must be found where Deno.serve finds it.
+    // 72 KB of chunks, unfinished: the head must be found where it ends.
     const chunks = "1\r\na\r\n".repeat(12_000);
     const heads = [
       "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
-      // Lines ending in a bare LF, which Deno.serve reads as well.
+      // Lines ending in a bare LF, which RFC 9112 2.2 lets a recipient read.
       "POST / HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\n\n",
     ];
     for (const head of heads) {
@@ -512,7 +566,7 @@ Deno.test("serveGuarded shapes its own answers by the request's path when told t
         "invalid_argument",
       );
     }
-    const memory = await bodyOf("POST /shaped HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+    const memory = await bodyOf("POST /shaped HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n");
     assert.equal(memory.shaped, "unavailable");
     for (const target of ["/shaped/more", "/other", "shaped", "/shaped\r\nX: /shaped"]) {
       const body = await bodyOf(`POST ${target} HTTP/1.1\r\n${chunked}`);
@@ -612,8 +666,8 @@ Deno.test("an answer given while the client still sends its body reaches it: the
   }
 });
 
-Deno.test("the handler sees the client's address, not the relay's loopback one", async () => {
-  // Listening on IPv6 loopback: the client is ::1, the relay to Deno.serve is 127.0.0.1.
+Deno.test("the handler sees the client's address", async () => {
+  // Listening on IPv6 loopback: the client is ::1.
   const server = serveGuarded(
     { port: 0, hostname: "::1" },
     (_req, info) => new Response((info.remoteAddr as Deno.NetAddr).hostname),
@@ -624,6 +678,99 @@ Deno.test("the handler sees the client's address, not the relay's loopback one",
     const again = await fetch(`http://[::1]:${server.addr.port}/again`);
     assert.equal(await again.text(), "::1");
   } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("serveGuarded answers as RFC 9112 asks: in order, HEAD without a body, 100 Continue, close", async () => {
+  const seen: string[] = [];
+  const server = serveGuarded(
+    { port: 0, hostname: "127.0.0.1", maxBodyBytes: 10 },
+    async (req) => {
+      const url = new URL(req.url);
+      seen.push(`${req.method} ${url.host}${url.pathname}`);
+      if (url.pathname === "/throw") throw new Error("a handler's bug");
+      if (url.pathname === "/big") {
+        return new Response("too large", { status: 413, headers: { "content-length": "999" } });
+      }
+      const body = req.body ? await req.text() : "";
+      return new Response(`${req.method} ${body} ${req.headers.get("x-a")}`, {
+        headers: { "x-b": "1", "transfer-encoding": "chunked" },
+      });
+    },
+  );
+  const conns: Deno.Conn[] = [];
+  /** Reads until `done` holds for what was read (or the connection ends). */
+  const readUntil = async (conn: Deno.Conn, done: (text: string) => boolean) => {
+    const buffer = new Uint8Array(64 * 1024);
+    let text = "";
+    while (!done(text)) {
+      const n = await conn.read(buffer).catch(() => null);
+      if (n === null) break;
+      text += new TextDecoder().decode(buffer.subarray(0, n));
+    }
+    return text;
+  };
+  try {
+    const port = server.addr.port;
+    // Two pipelined requests in one write: answered in order, each with its length and a date.
+    const conn = await connectAndSend(
+      port,
+      "POST /a HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nContent-Length: 3\r\n\r\nabc" +
+        "HEAD /b HTTP/1.1\r\nHost: h\r\nX-A: 2\r\n\r\n",
+    );
+    conns.push(conn);
+    const text = await readUntil(conn, (t) => /POST abc 1HTTP[^]*\r\n\r\n$/.test(t));
+    const [post, head] = text.split(/(?=HTTP\/1.1 )/);
+    assert.match(post!, /^HTTP\/1.1 200 OK\r\n/);
+    assert.match(post!, /\r\nx-b: 1\r\n/);
+    assert.match(post!, /\r\ndate: \w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT\r\n/);
+    assert.match(post!, /\r\ncontent-length: 10\r\n\r\nPOST abc 1$/);
+    assert.doesNotMatch(post!, /transfer-encoding/i, "the handler's framing fields are dropped");
+    // HEAD: the length the GET would have, and no body.
+    assert.match(head!, /\r\ncontent-length: 7\r\n\r\n$/);
+    // A client that waits for 100 Continue gets it before it sends its body.
+    await conn.write(
+      encode("PUT /c HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"),
+    );
+    assert.equal(
+      await readUntil(conn, (t) => t.endsWith("\r\n\r\n")),
+      "HTTP/1.1 100 Continue\r\n\r\n",
+    );
+    await conn.write(encode("ok"));
+    assert.match(await readAnswer(conn), /^HTTP\/1.1 200 OK[^]*\r\n\r\nPUT ok null$/);
+    // A handler that throws: 500 with the JSON error body; the connection goes on.
+    await conn.write(encode("GET /throw HTTP/1.1\r\nHost: h\r\n\r\n"));
+    const fault = await readAnswer(conn);
+    assert.match(fault, /^HTTP\/1.1 500 /);
+    assert.equal(JSON.parse(fault.slice(fault.indexOf("\r\n\r\n") + 4)).error.code, "internal");
+    // A body over maxBodyBytes is not read: the handler answers from its length, and the
+    // connection closes after the answer.
+    await conn.write(encode("POST /big HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n"));
+    const big = await readAnswer(conn);
+    assert.match(big, /^HTTP\/1.1 413 [^]*\r\nconnection: close\r\n\r\ntoo large$/);
+    assert.match(big, /\r\ncontent-length: 9\r\n/);
+    assert.equal(await closedWithin(conn, 1000), "closed");
+    // HTTP/1.0 ends the connection after its answer; a Host that is not an authority is a 400.
+    const old = await connectAndSend(port, "GET /d HTTP/1.0\r\n\r\n");
+    conns.push(old);
+    assert.match(await readAnswer(old), /^HTTP\/1.1 200 [^]*connection: close\r\n/);
+    assert.equal(await closedWithin(old, 1000), "closed");
+    for (const host of ["a/b", "a@b", "a?b", "a b"]) {
+      const bad = await connectAndSend(port, `GET /e HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      conns.push(bad);
+      assert.match(await readAnswer(bad), /^HTTP\/1.1 400 /, host);
+    }
+    assert.deepEqual(seen, [
+      "POST h/a",
+      "HEAD h/b",
+      "PUT h/c",
+      "GET h/throw",
+      "POST h/big",
+      `GET 127.0.0.1:${port}/d`,
+    ]);
+  } finally {
+    for (const c of conns) c.close();
     await server.shutdown();
   }
 });
