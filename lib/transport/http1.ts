@@ -385,9 +385,11 @@ export async function responseBytes(
   const status = response.status;
   const body = await response.bytes();
   let text = `HTTP/1.1 ${status} ${reasons[status] ?? response.statusText}\r\n`;
-  for (const [name, value] of response.headers) {
+  // forEach, not for-of: Deno's Headers iterator cost 6 to 9 us a response of 5 fields (its
+  // WebIDL iterator objects), forEach 1.4 (a loop of 100,000 here).
+  response.headers.forEach((value, name) => {
     if (!framingFields.has(name)) text += `${name}: ${value}\r\n`;
-  }
+  });
   text += date();
   const bodiless = status === 204 || status === 304 || status < 200;
   // A HEAD's answer may give the length its GET's body would have.
