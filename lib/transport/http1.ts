@@ -15,8 +15,6 @@
  * @module
  */
 
-import { concat } from "./bytes.ts";
-
 /** Why a request is answered by the listener itself instead of its handler. */
 export type Refusal = "length-required" | "bad-request" | "head-too-large";
 
@@ -76,6 +74,7 @@ export type Parsed =
   | { kind: "refused"; refusal: Refusal };
 
 const more: Parsed = { kind: "more" };
+const empty = new Uint8Array(0);
 const end: Parsed = { kind: "end" };
 
 /**
@@ -84,9 +83,14 @@ const end: Parsed = { kind: "end" };
  */
 export class RequestParser {
   #state: State = State.Head;
-  /** Bytes pushed and not yet parsed: `#bytes[#at..]`. */
-  #bytes: Uint8Array = new Uint8Array(0);
+  /**
+   * Bytes pushed and not yet parsed: `#bytes[#at..#end]`, a view of the last read's bytes or, once
+   * some are kept across reads, this parser's own buffer (`#owned`), which later reads append to.
+   */
+  #bytes: Uint8Array = empty;
   #at = 0;
+  #end = 0;
+  #owned = false;
   /** Where the scan for the current head's end stopped, and how the bytes before it ended. */
   #scanned = 0;
   /** 1 after LF, 2 after LF CR (a head ends at LF [CR] LF). */
@@ -120,24 +124,50 @@ export class RequestParser {
 
   /** Bytes held that are not parsed yet (a head still incomplete, or pipelined requests). */
   get buffered(): number {
-    return this.#bytes.length - this.#at;
+    return this.#end - this.#at;
   }
 
   /** Adds the bytes of a read; `bytes` must stay unchanged until the next `push` or `keep`. */
   push(bytes: Uint8Array): void {
-    if (this.#at < this.#bytes.length) {
-      this.#bytes = concat([this.#bytes.subarray(this.#at), bytes]);
-    } else this.#bytes = bytes;
-    this.#at = 0;
-    this.#scanned = 0;
+    if (this.#at === this.#end) {
+      // Nothing kept: the read's bytes are parsed where they are, without a copy.
+      this.#bytes = bytes;
+      this.#at = this.#scanned = 0;
+      this.#end = bytes.length;
+      this.#owned = false;
+      return;
+    }
+    // Bytes kept from earlier reads (`keep` made them this parser's own): the new ones are
+    // appended, in a buffer that doubles when full, and the scan for a head's end goes on from
+    // where it stopped, so a head sent a byte at a time costs O(n), not O(n²).
+    this.#reserve(bytes.length);
+    this.#bytes.set(bytes, this.#end);
+    this.#end += bytes.length;
   }
 
   /** Copies what is not parsed yet out of the pushed bytes (before their buffer is read into again). */
   keep(): void {
-    if (this.#at < this.#bytes.length) this.#bytes = this.#bytes.slice(this.#at);
-    else this.#bytes = new Uint8Array(0);
+    if (this.#at === this.#end) {
+      this.#bytes = empty;
+      this.#at = this.#end = this.#scanned = 0;
+      this.#owned = false;
+    } else if (!this.#owned) this.#reserve(0);
+  }
+
+  /** Makes `#bytes` this parser's own, its unparsed bytes first, with room for `more` after them. */
+  #reserve(more: number): void {
+    if (this.#owned && this.#end + more <= this.#bytes.length) return;
+    const length = this.#end - this.#at;
+    const into = this.#owned && length + more <= this.#bytes.length
+      ? this.#bytes
+      : new Uint8Array(Math.max(1024, 2 * (length + more)));
+    if (into === this.#bytes) into.copyWithin(0, this.#at, this.#end);
+    else into.set(this.#bytes.subarray(this.#at, this.#end));
     this.#scanned -= this.#at;
     this.#at = 0;
+    this.#end = length;
+    this.#bytes = into;
+    this.#owned = true;
   }
 
   /** The next thing in the bytes pushed so far. */
@@ -149,7 +179,7 @@ export class RequestParser {
         this.completed++;
         return end;
       }
-      const available = this.#bytes.length - this.#at;
+      const available = this.#end - this.#at;
       if (available === 0) return more;
       const n = Math.min(available, this.#remaining);
       const bytes = this.#bytes.subarray(this.#at, this.#at + n);
@@ -165,9 +195,9 @@ export class RequestParser {
     if (!this.#inHead) {
       // Blank lines before a request line are skipped (RFC 9112 2.2); they start no head.
       let s = this.#at;
-      while (s < bytes.length && (bytes[s] === CR || bytes[s] === LF)) s++;
+      while (s < this.#end && (bytes[s] === CR || bytes[s] === LF)) s++;
       this.#at = s;
-      if (s === bytes.length) return more;
+      if (s === this.#end) return more;
       this.#inHead = true;
       this.#scanned = s;
       this.#tail = 0;
@@ -175,7 +205,8 @@ export class RequestParser {
     // The head ends at an empty line: LF [CR] LF, #tail keeping how the bytes scanned ended.
     let tail = this.#tail;
     let stop = -1;
-    for (let i = Math.max(this.#scanned, this.#at); i < bytes.length; i++) {
+    const end = this.#end;
+    for (let i = Math.max(this.#scanned, this.#at); i < end; i++) {
       const b = bytes[i];
       if (b === LF) {
         if (tail !== 0) {
@@ -186,9 +217,9 @@ export class RequestParser {
       } else tail = b === CR && tail === 1 ? 2 : 0;
     }
     if (stop === -1) {
-      this.#scanned = bytes.length;
+      this.#scanned = end;
       this.#tail = tail;
-      if (bytes.length - this.#at > maxHeadBytes) {
+      if (end - this.#at > maxHeadBytes) {
         return this.#refuse(
           "head-too-large",
           latin1.decode(bytes.subarray(this.#at, this.#at + 8192)),
@@ -223,8 +254,9 @@ export class RequestParser {
     this.path = pathOf(line.split(" ")[1] ?? "");
     this.#state = State.Refused;
     this.refusal = refusal;
-    this.#bytes = new Uint8Array(0);
-    this.#at = 0;
+    this.#bytes = empty;
+    this.#at = this.#end = 0;
+    this.#owned = false;
     return { kind: "refused", refusal };
   }
 }

@@ -774,3 +774,75 @@ Deno.test("serveGuarded answers as RFC 9112 asks: in order, HEAD without a body,
     await server.shutdown();
   }
 });
+
+Deno.test("RequestParser reads the same requests however the bytes are split between reads", async () => {
+  const fc = (await import("fast-check")).default;
+  const request = fc.record({
+    method: fc.constantFrom("GET", "POST", "PUT"),
+    path: fc.stringMatching(/^\/[a-z0-9/?=&]{0,20}$/),
+    fields: fc.array(
+      fc.tuple(fc.stringMatching(/^x-[a-z]{1,8}$/), fc.stringMatching(/^[ -~]{0,30}$/)),
+      {
+        maxLength: 5,
+      },
+    ),
+    body: fc.stringMatching(/^[ -~\r\n]{0,40}$/),
+    lf: fc.boolean(),
+  });
+  const text = (
+    r: { method: string; path: string; fields: [string, string][]; body: string; lf: boolean },
+  ) => {
+    const eol = r.lf ? "\n" : "\r\n";
+    const lines = [
+      `${r.method} ${r.path} HTTP/1.1`,
+      "Host: h",
+      ...r.fields.map(([n, v]) => `${n}: ${v}`),
+    ];
+    if (r.body !== "") lines.push(`Content-Length: ${r.body.length}`);
+    return lines.join(eol) + eol + eol + r.body;
+  };
+  /** What the parser reads from `chunks`, one push each: the heads' methods, targets and fields, the bodies. */
+  const parse = (chunks: Uint8Array[]) => {
+    const parser = new RequestParser();
+    const out: string[] = [];
+    for (const chunk of chunks) {
+      parser.push(chunk);
+      for (let p = parser.next(); p.kind !== "more"; p = parser.next()) {
+        if (p.kind === "head") {
+          out.push(`${p.head.method} ${p.head.target} ${p.head.fields.join("|")}`);
+        } else if (p.kind === "body") {
+          // A body comes in as many parts as reads: joined, it must be the same.
+          const part = new TextDecoder().decode(p.bytes);
+          if (out.at(-1)?.startsWith("body ")) out[out.length - 1] += part;
+          else out.push(`body ${part}`);
+        } else if (p.kind === "end") out.push("end");
+        else return [...out, `refused ${p.refusal}`];
+      }
+      parser.keep();
+      // The caller's read buffer is reused: what the parser kept must not depend on it.
+      chunk.fill(0);
+    }
+    return [...out, `completed ${parser.completed}`, `buffered ${parser.buffered}`];
+  };
+  await fc.assert(
+    fc.property(
+      fc.array(request, { minLength: 1, maxLength: 4 }),
+      fc.array(fc.nat(), { maxLength: 30 }),
+      (requests, cuts) => {
+        const bytes = encode(requests.map(text).join("") + "GET /partial HTTP/1.1\r\nHo");
+        const whole = parse([bytes.slice()]);
+        const at = [...new Set(cuts.map((c) => c % bytes.length))].sort((a, b) => a - b);
+        const chunks: Uint8Array[] = [];
+        let from = 0;
+        for (const cut of [...at, bytes.length]) {
+          chunks.push(bytes.slice(from, cut));
+          from = cut;
+        }
+        assert.deepEqual(parse(chunks), whole);
+        // And one byte at a time.
+        assert.deepEqual(parse([...bytes].map((b) => Uint8Array.of(b))), whole);
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
