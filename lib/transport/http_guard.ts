@@ -637,13 +637,22 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
             return true;
           }
           if (head.expectContinue && parser.buffered === 0) await send(continueBytes);
-          const chunks: Uint8Array<ArrayBuffer>[] = [];
+          // The body grows as it comes, in one array that doubles up to the declared length
+          // (one-byte reads cost a copy each, not an object each), and holds only what came.
+          let into = new Uint8Array(Math.min(head.length, 16 * 1024));
           let received = 0;
           for (;;) {
             const part = parser.next();
             if (part.kind === "end") break;
             if (part.kind === "body") {
-              chunks.push(part.bytes.slice());
+              if (received + part.bytes.length > into.length) {
+                const grown = new Uint8Array(
+                  Math.min(head.length, Math.max(2 * into.length, received + part.bytes.length)),
+                );
+                grown.set(into.subarray(0, received));
+                into = grown;
+              }
+              into.set(part.bytes, received);
               received += part.bytes.length;
               continue;
             }
@@ -654,8 +663,7 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
             }
             if (!await read()) return false;
           }
-          // Joined into a new array (a single chunk is a copy already).
-          body = chunks.length === 1 ? chunks[0]! : concat(chunks) as Uint8Array<ArrayBuffer>;
+          body = into;
         }
         track();
         hold(parser.buffered);
