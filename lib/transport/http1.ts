@@ -216,22 +216,16 @@ export class RequestParser {
         tail = 1;
       } else tail = b === CR && tail === 1 ? 2 : 0;
     }
-    if (stop === -1) {
-      this.#scanned = end;
-      this.#tail = tail;
-      if (end - this.#at > maxHeadBytes) {
-        return this.#refuse(
-          "head-too-large",
-          latin1.decode(bytes.subarray(this.#at, this.#at + 8192)),
-        );
-      }
-      return more;
-    }
-    if (stop - this.#at > maxHeadBytes) {
+    if ((stop === -1 ? end : stop) - this.#at > maxHeadBytes) {
       return this.#refuse(
         "head-too-large",
         latin1.decode(bytes.subarray(this.#at, this.#at + 8192)),
       );
+    }
+    if (stop === -1) {
+      this.#scanned = end;
+      this.#tail = tail;
+      return more;
     }
     const text = latin1.decode(bytes.subarray(this.#at, stop));
     this.#at = stop;
@@ -425,9 +419,8 @@ export async function responseBytes(
   text += date();
   const bodiless = status === 204 || status === 304 || status < 200;
   // A HEAD's answer may give the length its GET's body would have.
-  const length = options.head
-    ? Number(response.headers.get("content-length") ?? body.length)
-    : body.length;
+  const given = options.head ? response.headers.get("content-length") : null;
+  const length = given !== null && /^\d+$/.test(given) ? given : body.length;
   if (!bodiless) text += `content-length: ${length}\r\n`;
   if (options.close) text += "connection: close\r\n";
   text += "\r\n";

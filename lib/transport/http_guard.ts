@@ -409,21 +409,19 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
   const maxConnections = options.maxConnections ?? 4096;
   const maxPerAddress = options.maxConnectionsPerAddress ?? Math.ceil(maxConnections / 2);
   const maxBodyBytes = options.maxBodyBytes ?? Infinity;
-  const refused = answers(options.errorBody ?? gatewayErrorBody);
-  // The answers in another shape, by path: built once for each shape.
+  const defaultShape = options.errorBody ?? gatewayErrorBody;
+  /** The error body of an answer to a request of `path` ("" when the path is not known). */
+  const shapeFor = (path: string) =>
+    (path === "" ? undefined : options.errorBodyFor?.(path)) ?? defaultShape;
+  // The listener's own answers, built once for each shape.
   const answersBy = new Map<ErrorBody, ReturnType<typeof answers>>();
   const refusedFor = (path: string) => {
-    const shape = path === "" ? undefined : options.errorBodyFor?.(path);
-    if (shape === undefined) return refused;
+    const shape = shapeFor(path);
     let shaped = answersBy.get(shape);
     if (!shaped) answersBy.set(shape, shaped = answers(shape));
     return shaped;
   };
-  const internal = (path: string) =>
-    (options.errorBodyFor?.(path) ?? options.errorBody ?? gatewayErrorBody)(
-      "internal",
-      "Internal error",
-    );
+  const refused = refusedFor("");
   const limits = {
     headers: options.headersTimeoutMs ?? 10_000,
     idle: options.idleTimeoutMs ?? 75_000,
@@ -680,7 +678,7 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
           bytes = await responseBytes(await handler(req, info), answer);
         } catch {
           // A handler that throws, or a response body that fails: 500, the JSON error body.
-          const fault = new Response(internal(pathOf(head.target)), {
+          const fault = new Response(shapeFor(pathOf(head.target))("internal", "Internal error"), {
             status: 500,
             headers: { "content-type": "application/json" },
           });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { createMemoryBudget } from "../platform/mod.ts";
 import { connectErrorBody, serveGuarded } from "./http_guard.ts";
 import { type RequestHead, RequestParser } from "./http1.ts";
@@ -776,7 +777,6 @@ Deno.test("serveGuarded answers as RFC 9112 asks: in order, HEAD without a body,
 });
 
 Deno.test("RequestParser reads the same requests however the bytes are split between reads", async () => {
-  const fc = (await import("fast-check")).default;
   const request = fc.record({
     method: fc.constantFrom("GET", "POST", "PUT"),
     path: fc.stringMatching(/^\/[a-z0-9/?=&]{0,20}$/),
