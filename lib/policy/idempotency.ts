@@ -51,13 +51,12 @@ import {
   getOption,
   hasOption,
   type Message,
-  toBinary,
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor, type UnaryResponse } from "@connectrpc/connect";
 import * as v from "valibot";
 import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
-import { answerWith } from "../rpc/mod.ts";
+import { answerWith, encodeMessage } from "../rpc/mod.ts";
 import { type Caller, callerOf } from "./auth.ts";
 import { positiveInt, sha256 } from "../platform/mod.ts";
 import { errorDomain, toConnectError } from "../platform/mod.ts";
@@ -174,7 +173,7 @@ function toStored(error: ConnectError): StoredError {
     code: error.code,
     message: error.rawMessage,
     details: error.details.map((d) => {
-      const bytes = "desc" in d ? toBinary(d.desc, create(d.desc, d.value)) : d.value;
+      const bytes = "desc" in d ? encodeMessage(d.desc, create(d.desc, d.value)) : d.value;
       return {
         type: "desc" in d ? d.desc.typeName : d.type,
         value: btoa(String.fromCharCode(...bytes)),
@@ -235,7 +234,7 @@ export function idempotency(
     const method = req.method as DescMethodUnary;
     const rpc = `${req.service.typeName}/${method.name}`;
     const scope = callerScope(callerOf({ values: req.contextValues }));
-    const hash = sha256(toBinary(method.input, req.message));
+    const hash = sha256(encodeMessage(method.input, req.message));
     if (Date.now() - lastPurge >= purgeEvery) {
       lastPurge = Date.now();
       store.purge().then(
@@ -292,7 +291,7 @@ export function idempotency(
     const output = res.message as Message;
     const strip = redact.get(method);
     const stored = strip ? strip(clone(method.output, output)) : output;
-    await store.complete(scope, rpc, key, owner, { response: toBinary(method.output, stored) })
+    await store.complete(scope, rpc, key, owner, { response: encodeMessage(method.output, stored) })
       .catch((e) => log.warn("cannot store an idempotent outcome", { rpc, error: e }));
     return res;
   };

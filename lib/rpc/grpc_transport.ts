@@ -20,7 +20,8 @@
  * @module
  */
 
-import { create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, isMessage } from "@bufbuild/protobuf";
+import { encodeMessage } from "./encode.ts";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { deadlines } from "../platform/mod.ts";
@@ -168,12 +169,16 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
         fields.push(lastTimeout.field);
       }
       headerFields(header, fields);
-      const message = toBinary(
+      const message = encodeMessage(
         method.input,
         isMessage(input, method.input) ? input : create(method.input, input),
       );
       const body = new Uint8Array(5 + message.length);
-      new DataView(body.buffer).setUint32(1, message.length);
+      const size = message.length;
+      body[1] = size >>> 24;
+      body[2] = (size >>> 16) & 0xff;
+      body[3] = (size >>> 8) & 0xff;
+      body[4] = size & 0xff;
       body.set(message, 5);
 
       const call = new Cancellation();

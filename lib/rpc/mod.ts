@@ -7,6 +7,7 @@
  */
 
 export { bindGrpc, encodeGrpcMessage, serveGrpc } from "./grpc_server.ts";
+export { encodeMessage } from "./encode.ts";
 export { createGrpcTransport, type GrpcTransportOptions, wireSizeOf } from "./grpc_transport.ts";
 export { availability, deadline, logging, metering, tracing } from "./interceptors.ts";
 export { answerWith, bind, type Binding, messageCostFactor, register } from "./router.ts";

@@ -6,13 +6,7 @@
  * @module
  */
 
-import {
-  type DescMessage,
-  type DescService,
-  fromBinary,
-  ScalarType,
-  toBinary,
-} from "@bufbuild/protobuf";
+import { type DescMessage, type DescService, fromBinary, ScalarType } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -35,6 +29,7 @@ import {
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
 import { deadlines, maxTimerMs } from "../platform/mod.ts";
+import { encodeMessage } from "./encode.ts";
 
 const answerKey = createContextKey<unknown>(undefined, { description: "answer" });
 
@@ -308,7 +303,7 @@ export async function invokeUnary(
     return {
       header: context.responseHeader,
       trailer: context.responseTrailer,
-      output: toBinary(spec.method.output, output),
+      output: encodeMessage(spec.method.output, output),
     };
   } catch (error) {
     return {
