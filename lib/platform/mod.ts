@@ -57,7 +57,7 @@ export {
   toConnectError,
   truncationMark,
 } from "./errors.ts";
-export { sha256 } from "./hash.ts";
+export { type HmacSha256, hmacSha256, sha256 } from "./hash.ts";
 export { type IdKind, idKind, uuidTime } from "./ids.ts";
 export {
   isDeclared,

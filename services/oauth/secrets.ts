@@ -16,6 +16,7 @@
  */
 
 import { Buffer } from "node:buffer";
+import { hmacSha256 } from "../../lib/platform/mod.ts";
 import { createHmac, timingSafeEqual } from "node:crypto";
 
 /** The prefix that makes a secret recognisable (to people and to secret scanners). */
@@ -92,8 +93,8 @@ export function createSecretHasher(key: string, previous: readonly string[] = []
     if (!keys.has(id)) keys.set(id, { id, key: k });
   }
   const all = [...keys.values()];
-  const hash = (secret: string, under = key): Buffer =>
-    createHmac("sha256", under).update(secret, "utf8").digest();
+  const macs = new Map(all.map((k) => [k.key, hmacSha256(k.key)]));
+  const hash = (secret: string, under = key): Uint8Array => macs.get(under)!.bytes(secret);
   return {
     keyId: current.id,
     previousKeyIds: all.slice(1).map((k) => k.id),

@@ -48,7 +48,6 @@
  */
 
 import { clone, create, toBinary } from "@bufbuild/protobuf";
-import { createHmac } from "node:crypto";
 import { type Client, ClientSchema, ClientStatus } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { LookupClientKeysResponseSchema } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { type OAuthConfig, OAuthConfigSchema } from "../../gen/registry/oauth/v1/config_pb.ts";
@@ -58,7 +57,7 @@ import {
   InstallationStatus,
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/db/mod.ts";
-import { idKind, type MemoryBudget } from "../../lib/platform/mod.ts";
+import { hmacSha256, idKind, type MemoryBudget } from "../../lib/platform/mod.ts";
 import { type ClientKeys, expired, type Registry, type VerifiedSecret } from "./registry.ts";
 
 /** The channel the registry's triggers notify. */
@@ -121,9 +120,8 @@ interface KeptClient {
 /** Wraps `registry` in a cache that Postgres keeps honest (see the module's header). */
 export function cacheRegistry(registry: Registry, options: RegistryCacheOptions): RegistryCache {
   const now = options.now ?? Date.now;
-  const digestKey = crypto.getRandomValues(new Uint8Array(32));
-  const digest = (clientId: string, secret: string) =>
-    createHmac("sha256", digestKey).update(clientId).update("\n").update(secret).digest("base64");
+  const mac = hmacSha256(crypto.getRandomValues(new Uint8Array(32)));
+  const digest = (clientId: string, secret: string) => mac.base64(`${clientId}\n${secret}`);
 
   let notifying = false;
   let asking = false;
