@@ -6,7 +6,7 @@
  * message of a few hundred bytes. Under Deno each of them is a backing store outside V8's heap
  * (a `new Uint8Array(128)` took 1.9 to 3.2 us in a loop here, a `new Uint8Array(16)` 0.4 to 1.2),
  * so encoding an introspection answer of ten fields took 13.5 to 14.6 us, ten times its decoding
- * (1.5 to 1.9). Here a writer that starts writing borrows one process-wide scratch buffer instead,
+ * (1.5 to 2.0). Here a writer that starts writing borrows one process-wide scratch buffer instead,
  * and gives it back in `finish()`, which copies its bytes out: 2.9 us for the same answer.
  *
  * Why this is safe: a `BinaryWriter` is only ever used inside one synchronous `toBinary` (nothing
@@ -26,6 +26,7 @@
 
 import { type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
+import { writeU32 } from "../transport/mod.ts";
 
 /** The size of the buffer lent to writers (a message larger than this grows its own). */
 export const scratchBytes = 64 * 1024;
@@ -80,4 +81,15 @@ export function encodeMessage<Desc extends DescMessage>(
   } finally {
     lentTo = undefined;
   }
+}
+
+/**
+ * A gRPC length-prefixed message (PROTOCOL-HTTP2.md): the compressed flag (0), the length as 32
+ * bits big-endian, then `message`.
+ */
+export function lengthPrefixed(message: Uint8Array): Uint8Array<ArrayBuffer> {
+  const framed = new Uint8Array(5 + message.length);
+  writeU32(framed, 1, message.length);
+  framed.set(message, 5);
+  return framed;
 }

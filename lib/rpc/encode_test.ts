@@ -10,7 +10,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { type Client, ClientSchema } from "../../gen/registry/oauth/v1/client_pb.ts";
-import { encodeMessage, scratchBytes, scratchLent } from "./encode.ts";
+import { encodeMessage, lengthPrefixed, scratchBytes, scratchLent } from "./encode.ts";
 
 /** protobuf-es's bytes as without the patch: the scratch buffer held by another writer. */
 function plainBytes(message: Client): Uint8Array {
@@ -74,4 +74,12 @@ Deno.test("encodeMessage(): a message that cannot be encoded throws and leaves t
   assert.deepEqual(fromBinary(ClientSchema, toBinary(ClientSchema, client)), client);
   assert.deepEqual(encodeMessage(ClientSchema, client), toBinary(ClientSchema, client));
   assert.ok(!scratchLent());
+});
+
+Deno.test("lengthPrefixed(): the flag byte, the length in 32 bits big-endian, the message", () => {
+  const message = new Uint8Array(70_000).fill(7);
+  const framed = lengthPrefixed(message);
+  assert.deepEqual([...framed.subarray(0, 5)], [0, 0x00, 0x01, 0x11, 0x70]);
+  assert.deepEqual(framed.subarray(5), message);
+  assert.deepEqual([...lengthPrefixed(new Uint8Array(0))], [0, 0, 0, 0, 0]);
 });

@@ -57,6 +57,7 @@ import {
   type Routes,
   type UnaryRoute,
 } from "./router.ts";
+import { lengthPrefixed } from "./encode.ts";
 
 /**
  * What a byte of gRPC request message costs: one more than on the Connect port, because
@@ -356,9 +357,7 @@ async function answerUnary(
     res.headers(fields(trailer, fields(outcome.header, [...baseHeaders])), true);
     return true;
   }
-  const data = new Uint8Array(5 + output.length);
-  new DataView(data.buffer).setUint32(1, output.length);
-  data.set(output, 5);
+  const data = lengthPrefixed(output);
   res.headers(fields(outcome.header, [...baseHeaders]));
   // Not awaited when queued at once, so the trailers leave in the same write.
   const pending = res.data(data);

@@ -21,7 +21,7 @@
  */
 
 import { create, fromBinary, isMessage } from "@bufbuild/protobuf";
-import { encodeMessage } from "./encode.ts";
+import { encodeMessage, lengthPrefixed } from "./encode.ts";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { deadlines } from "../platform/mod.ts";
@@ -169,17 +169,10 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
         fields.push(lastTimeout.field);
       }
       headerFields(header, fields);
-      const message = encodeMessage(
+      const body = lengthPrefixed(encodeMessage(
         method.input,
         isMessage(input, method.input) ? input : create(method.input, input),
-      );
-      const body = new Uint8Array(5 + message.length);
-      const size = message.length;
-      body[1] = size >>> 24;
-      body[2] = (size >>> 16) & 0xff;
-      body[3] = (size >>> 8) & 0xff;
-      body[4] = size & 0xff;
-      body.set(message, 5);
+      ));
 
       const call = new Cancellation();
       const timer = timeoutMs === undefined

@@ -16,7 +16,7 @@ export {
   type H2ClientOptions,
   type H2ClientResponse,
 } from "./h2_client.ts";
-export { ErrorCode, Flag, frame, FrameType, preface, Setting } from "./h2_frame.ts";
+export { ErrorCode, Flag, frame, FrameType, preface, Setting, writeU32 } from "./h2_frame.ts";
 export {
   bodyOverBudget,
   type H2Request,
