@@ -29,8 +29,11 @@ export interface Peer {
   basic: string;
   /** The form body of the grant: a JWT access token, EdDSA, 900 s, scope `read`. */
   grantBody: string;
-  /** The form body of an introspection: `token=<an opaque access token of the client>`. */
-  introspectBody: string;
+  /**
+   * The form body of an introspection, `token=<an opaque access token of the client>`, of a token
+   * made now: one lives 900 s, less than a full benchmark, so each run asks for its own.
+   */
+  introspectBody(): Promise<string>;
   /** Sends SIGTERM and waits for the process to exit. */
   stop(): Promise<void>;
 }
@@ -188,21 +191,27 @@ export async function startPeer(): Promise<Peer> {
 
   const url = `http://127.0.0.1:${port}`;
   const basic = `Basic ${btoa(`${clientId}:${clientSecret}`)}`;
-  let token: string;
-  try {
-    const res = await fetch(`${url}/token`, {
-      method: "POST",
-      headers: { authorization: basic, "content-type": "application/x-www-form-urlencoded" },
-      body: opaqueGrantBody,
-    });
-    const body = await res.json() as { access_token?: string };
-    if (!res.ok || typeof body.access_token !== "string") {
-      throw new Error(`${res.status} ${JSON.stringify(body)}`);
+  const introspectBody = async () => {
+    try {
+      const res = await fetch(`${url}/token`, {
+        method: "POST",
+        headers: { authorization: basic, "content-type": "application/x-www-form-urlencoded" },
+        body: opaqueGrantBody,
+      });
+      const body = await res.json() as { access_token?: string };
+      if (!res.ok || typeof body.access_token !== "string") {
+        throw new Error(`${res.status} ${JSON.stringify(body)}`);
+      }
+      return `token=${encodeURIComponent(body.access_token)}`;
+    } catch (e) {
+      throw new Error(`the benchmark peer gave no opaque token: ${e}\n${lines.join("\n")}`);
     }
-    token = body.access_token;
+  };
+  try {
+    await introspectBody();
   } catch (e) {
     await stop();
-    throw new Error(`the benchmark peer gave no opaque token: ${e}\n${lines.join("\n")}`);
+    throw e;
   }
 
   return {
@@ -212,7 +221,7 @@ export async function startPeer(): Promise<Peer> {
     pid: child.pid,
     basic,
     grantBody,
-    introspectBody: `token=${encodeURIComponent(token)}`,
+    introspectBody,
     stop,
   };
 }
