@@ -1,6 +1,8 @@
 /**
  * SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), computed at once, in JavaScript for the short
- * inputs of requests (secrets, codes, refresh tokens) and by node:crypto for long ones.
+ * inputs of requests (secrets, codes, refresh tokens); `sha256` hands inputs past 4 KiB to
+ * node:crypto, while an HMAC's message of any length is hashed here (it goes on from the key's
+ * midstate, which node:crypto cannot start from; the messages MACed are secrets, a few dozen bytes).
  *
  * Why not node:crypto for everything: under Deno each of its calls makes hash objects and buffers
  * outside V8's heap, a fixed cost of several microseconds that dwarfs hashing 100 bytes. In loops

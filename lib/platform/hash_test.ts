@@ -16,7 +16,7 @@ const keys = fc.oneof(
 const messages = fc.oneof(
   fc.string({ maxLength: 200 }),
   fc.string({ unit: "grapheme", maxLength: 100 }),
-  // Past the key's own buffer (4096 bytes): hashed in buffers of their own.
+  // Past the 4096 bytes of the module's own buffer: encoded into arrays of their own.
   fc.string({ minLength: 4000, maxLength: 5000 }),
   fc.string({ unit: "grapheme", minLength: 1400, maxLength: 1500 }),
 );
