@@ -35,8 +35,12 @@ export interface FeedCacheOptions {
   maxEntries?: number | undefined;
   /** The process's memory budget, which the kept bytes are taken from. */
   budget?: MemoryBudget | undefined;
-  /** Whether the cache may serve at all now, besides the feed being fresh (default: yes). */
-  ready?: () => boolean;
+  /**
+   * Whether the owner's schema notifies its changes (the migration that adds its triggers has
+   * run): until it says yes, nothing is served from memory. Asked at start, then on use at most
+   * every 250 ms until it says yes. Default: it does.
+   */
+  notifies?: () => Promise<boolean>;
 }
 
 /** The cache. */
@@ -69,7 +73,19 @@ export interface FeedCache {
 
 /** Creates a cache following `options.follow`'s feed (see the module's header). */
 export function createFeedCache(options: FeedCacheOptions): FeedCache {
-  const ready = options.ready ?? (() => true);
+  let notifying = options.notifies === undefined;
+  let asking = false;
+  let askedAt = -Infinity;
+  const ready = () => {
+    if (notifying) return true;
+    if (!asking && performance.now() - askedAt >= 250) {
+      asking = true;
+      askedAt = performance.now();
+      options.notifies!().then((yes) => notifying = yes, () => {}).finally(() => asking = false);
+    }
+    return false;
+  };
+  ready();
   const memory = createBoundedCache(options);
   let generation = 0;
   const counts = { hits: 0, misses: 0, bypassed: 0 };

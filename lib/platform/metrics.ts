@@ -173,3 +173,56 @@ export function registerBudgetMetrics(metrics: Metrics, budget: MemoryBudget): v
     },
   });
 }
+
+/** What a cache that Postgres keeps honest reports (lib/db/feed_cache.ts's stats). */
+export interface CacheStats {
+  entries: number;
+  bytes: number;
+  hits: number;
+  misses: number;
+  bypassed: number;
+}
+
+/**
+ * Exposes a cache: `<name>_bytes`, `<name>_entries` and `<name>_answers_total{result="hits"|
+ * "misses"|"bypassed"}`; `holds` says what its entries are, `answers` what it answers about.
+ */
+export function registerCacheMetrics(
+  metrics: Metrics,
+  name: string,
+  what: { holds: string; answers: string },
+  stats: () => CacheStats,
+): void {
+  const registers = [metrics.registry];
+  new Gauge({
+    name: `${name}_bytes`,
+    help: `Estimated bytes of ${what.answers} held in memory (in the memory budget).`,
+    registers,
+    collect() {
+      this.set(stats().bytes);
+    },
+  });
+  new Gauge({
+    name: `${name}_entries`,
+    help: `${what.holds} held in memory.`,
+    registers,
+    collect() {
+      this.set(stats().entries);
+    },
+  });
+  const counted = { hits: 0, misses: 0, bypassed: 0 };
+  new Counter({
+    name: `${name}_answers_total`,
+    help: `Answers about ${what.answers}, by where they came from: memory (hit), the source when ` +
+      "not held (miss), the source while the change feed was not fresh (bypassed).",
+    labelNames: ["result"],
+    registers,
+    collect() {
+      const now = stats();
+      for (const k of ["hits", "misses", "bypassed"] as const) {
+        this.inc({ result: k }, now[k] - counted[k]);
+        counted[k] = now[k];
+      }
+    },
+  });
+}

@@ -71,7 +71,13 @@ export {
   type StartSettingName,
 } from "./settings.ts";
 export { createLogger, type Logger } from "./log.ts";
-export { createMetrics, type Metrics, registerBudgetMetrics } from "./metrics.ts";
+export {
+  type CacheStats,
+  createMetrics,
+  type Metrics,
+  registerBudgetMetrics,
+  registerCacheMetrics,
+} from "./metrics.ts";
 export { componentEnv, componentFlags } from "./run_flags.ts";
 export {
   formatTraceparent,

@@ -15,6 +15,7 @@ import {
   oauthPaths,
   optionalString,
   positiveInt,
+  registerCacheMetrics,
   secretKey,
   secretKeyList,
 } from "../../lib/platform/mod.ts";
@@ -24,8 +25,7 @@ import { clientAuthentication, clientRules } from "./client_auth.ts";
 import { createAssertionVerifier } from "./client_assertion.ts";
 import { createKeyRing } from "./keys.ts";
 import { createRegistry } from "./registry.ts";
-import { cacheRegistry, type RegistryCache, registryChangesChannel } from "./registry_cache.ts";
-import { Counter, Gauge, type Registry } from "prom-client";
+import { cacheRegistry, registryChangesChannel } from "./registry_cache.ts";
 import { createRevocations, revocationsChannel, uncachedRevocations } from "./revocations.ts";
 import { followChanges, inBatches } from "../../lib/db/mod.ts";
 import { createAccessTokens } from "./access_tokens.ts";
@@ -122,7 +122,12 @@ export const tokenService = defineService({
         return row?.n === 1;
       },
     });
-    if (cache) registerCacheMetrics(metrics.registry, cache);
+    if (cache) {
+      registerCacheMetrics(metrics, "registry_cache", {
+        holds: "Clients, installations, configs and origin answers",
+        answers: "the registry's answers",
+      }, () => cache.stats());
+    }
     const registry = cache ?? remote;
     const revocations = cached
       ? createRevocations(sql, {
@@ -252,40 +257,5 @@ export const tokenService = defineService({
     };
   },
 });
-
-/** `registry_cache_*` on /metrics: what the cache holds, and where answers came from. */
-function registerCacheMetrics(registers: Registry, cache: RegistryCache): void {
-  new Gauge({
-    name: "registry_cache_bytes",
-    help: "Estimated bytes of the registry's answers held in memory (in the memory budget).",
-    registers: [registers],
-    collect() {
-      this.set(cache.stats().bytes);
-    },
-  });
-  new Gauge({
-    name: "registry_cache_entries",
-    help: "Clients, installations, configs and origin answers held in memory.",
-    registers: [registers],
-    collect() {
-      this.set(cache.stats().entries);
-    },
-  });
-  const counted = { hits: 0, misses: 0, bypassed: 0 };
-  new Counter({
-    name: "registry_cache_answers_total",
-    help: "Answers about the registry, by where they came from: memory (hit), the registry when " +
-      "not held (miss), the registry while the change feed was not fresh (bypassed).",
-    labelNames: ["result"],
-    registers: [registers],
-    collect() {
-      const now = cache.stats();
-      for (const k of ["hits", "misses", "bypassed"] as const) {
-        this.inc({ result: k }, now[k] - counted[k]);
-        counted[k] = now[k];
-      }
-    },
-  });
-}
 
 if (import.meta.main) Deno.exit(await runService(tokenService));

@@ -123,22 +123,11 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
   const mac = hmacSha256(crypto.getRandomValues(new Uint8Array(32)));
   const digest = (clientId: string, secret: string) => mac.base64(`${clientId}\n${secret}`);
 
-  let notifying = false;
-  let asking = false;
-  let askedAt = -Infinity;
-  const askNotifies = () => {
-    if (notifying || asking || performance.now() - askedAt < 250) return;
-    asking = true;
-    askedAt = performance.now();
-    options.notifies().then((yes) => notifying = yes, () => {}).finally(() => asking = false);
-  };
-
   const cache = createFeedCache({
     follow: options.follow,
     maxBytes: options.maxBytes,
     budget: options.budget,
-    // Asked again at most every 250 ms until the registry's triggers exist.
-    ready: () => notifying || (askNotifies(), false),
+    notifies: options.notifies,
     onChange(payload) {
       const colon = payload.indexOf(":");
       const kind = payload.slice(0, colon);
@@ -171,7 +160,6 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
    * what it points to; a user with no live installation is never kept.
    */
   const live = cache.region<string>();
-  askNotifies();
 
   const clientSize = (c: Client) => toBinary(ClientSchema, c).length * 3 + entryOverhead;
   /** Tells the registry of a use answered from memory (see the module's header). */
