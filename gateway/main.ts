@@ -40,7 +40,14 @@ import {
 import { budgetFromConfig, budgetSettings } from "../lib/platform/mod.ts";
 import { guardSettings, serveGuarded } from "../lib/transport/mod.ts";
 import { createLogger } from "../lib/platform/mod.ts";
-import { createMetrics, registerBudgetMetrics } from "../lib/platform/mod.ts";
+import {
+  createMetrics,
+  type MemoryBudget,
+  registerBudgetMetrics,
+  registerCacheMetrics,
+} from "../lib/platform/mod.ts";
+import { connect, followChanges } from "../lib/db/mod.ts";
+import { createIntrospectionCache } from "./introspection_cache.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
 import { errorResponse, methodNotAllowed } from "./http_errors.ts";
 import { headOf } from "./consent_page.ts";
@@ -81,6 +88,9 @@ export const gatewaySettings = {
     "0",
   ),
   SHUTDOWN_GRACE_MS: positiveInt(10_000),
+  // Only listened on, for the introspection cache (./introspection_cache.ts); unset: no cache.
+  DATABASE_URL: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
+  INTROSPECTION_CACHE_MIB: nonNegativeInt(4),
   // Per-caller (token `sub`) token bucket of this replica; 0 = off (gateway/rate_limit.ts).
   RATE_LIMIT_PER_SECOND: nonNegativeInt(100),
   RATE_LIMIT_BURST: positiveInt(200),
@@ -166,7 +176,17 @@ export function startGateway(
     /\/$/,
     "",
   );
+  const listening = config.DATABASE_URL !== undefined && config.INTROSPECTION_CACHE_MIB > 0
+    ? listenForIntrospections(config.DATABASE_URL, config.INTROSPECTION_CACHE_MIB, budget)
+    : undefined;
+  if (listening) {
+    registerCacheMetrics(metrics, "introspection_cache", {
+      holds: "Active introspections",
+      answers: "introspections",
+    }, () => listening.cache.stats());
+  }
   const oauth = createOAuthEndpoints({
+    introspections: listening?.cache,
     transport: backends[2]!.transport,
     issuer,
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
@@ -364,6 +384,33 @@ export function startGateway(
         new Promise((r) => timer = setTimeout(r, Math.max(0, deadline - Date.now()))),
       ]);
       clearTimeout(timer);
+      await listening?.close();
+    },
+  };
+}
+
+/** The introspection cache and the connection it follows Postgres' notifications on. */
+function listenForIntrospections(url: string, mib: number, budget: MemoryBudget) {
+  // One connection for the heartbeats, and postgres.js's own one for LISTEN: the gateway reads
+  // no table (it may run as a role that can read none).
+  const sql = connect(url, { max: 1, applicationName: `gateway/${Deno.pid}` });
+  const cache = createIntrospectionCache({
+    follow: (channel, handlers) => followChanges(sql, channel, handlers),
+    maxBytes: mib * 1024 * 1024,
+    budget,
+    // The owners' migrations that notify both channels have run (the catalog says so).
+    notifies: async () => {
+      const [row] = await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_trigger
+        where tgname in ('oauth_registry_changes_clients', 'revoked_tokens_inserted')`;
+      return row?.n === 2;
+    },
+  });
+  return {
+    cache,
+    async close() {
+      await cache.close();
+      await sql.end({ timeout: 1 });
     },
   };
 }

@@ -46,6 +46,7 @@ import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
 import {
   ClientAuthMethod,
   type ClientCredentials,
+  type IntrospectTokenResponse,
   TokenService,
 } from "../gen/registry/token/v1/token_service_pb.ts";
 import {
@@ -56,6 +57,7 @@ import {
   methodNotAllowedPage,
   serviceFailurePage,
 } from "./consent_page.ts";
+import type { IntrospectionCache } from "./introspection_cache.ts";
 import {
   assertionSigningAlgs,
   dpopSigningAlgs,
@@ -162,6 +164,8 @@ export interface OAuthOptions {
   loginUrl?: string | undefined;
   /** Whether every client must push its authorization requests (REQUIRE_PAR, RFC 9126). */
   requirePar?: boolean | undefined;
+  /** Active introspections answered from memory (./introspection_cache.ts); unset: none. */
+  introspections?: IntrospectionCache | undefined;
 }
 
 /** The endpoints' handler: a response for an OAuth path, or undefined for any other path. */
@@ -188,6 +192,9 @@ const noStore = { "cache-control": "no-store", pragma: "no-cache" };
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
   return Response.json(body, { status, headers: { ...noStore, ...headers } });
 }
+
+/** A JSON body already serialized, answered as {@link json} answers. */
+const jsonTextHeaders = { "content-type": "application/json", ...noStore };
 
 function errorAnswer(e: OAuthHttpError): Response {
   return json(
@@ -612,29 +619,25 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         return await form(req, endpoints.introspect, c, async (params, client) => {
           const token = params.get("token");
           if (token === undefined) throw missing("token");
-          const res = await tokens.introspectToken({
-            client,
-            token,
-            tokenTypeHint: params.get("token_type_hint") ?? "",
-          }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
-          if (!res.active) return json({ active: false });
-          // A member without a value is left out (RFC 7662 2.2 members are all optional).
-          const body: Record<string, unknown> = { active: true };
-          if (res.scope !== "") body.scope = res.scope;
-          if (res.clientId !== "") body.client_id = res.clientId;
-          if (res.tokenType !== "") body.token_type = res.tokenType;
-          body.exp = Number(res.exp);
-          body.iat = Number(res.iat);
-          if (res.sub !== "") body.sub = res.sub;
-          if (res.aud !== "") body.aud = res.aud;
-          if (res.iss !== "") body.iss = res.iss;
-          if (res.jti !== "") body.jti = res.jti;
-          if (res.accountId !== "") body.account_id = res.accountId;
-          if (res.installationId !== "") body.installation_id = res.installationId;
-          if (res.actSub !== "") body.act = { sub: res.actSub };
-          // RFC 9449 6.2: the key a DPoP-bound token's proofs must be made with.
-          if (res.cnfJkt !== "") body.cnf = { jkt: res.cnfJkt };
-          return json(body);
+          const tokenTypeHint = params.get("token_type_hint") ?? "";
+          const load = async () => {
+            const res = await tokens.introspectToken({ client, token, tokenTypeHint }, {
+              timeoutMs: options.rpcTimeoutMs,
+              headers: headersOf(c),
+            });
+            return { body: introspectionBody(res), reusableUntil: Number(res.reusableUntilMs) };
+          };
+          const cache = options.introspections;
+          // Only a caller with a secret: a client assertion is single use (./introspection_cache.ts).
+          const body = cache !== undefined && client.clientSecret !== "" &&
+              client.clientAssertion === ""
+            ? await cache.through(
+              `${client.method}\n${client.clientId}\n${client.clientSecret}\n${tokenTypeHint}`,
+              token,
+              load,
+            )
+            : (await load()).body;
+          return new Response(body, { headers: jsonTextHeaders });
         });
       case oauthPaths.par:
         // RFC 9126 2: the authorization request's parameters, with the client's credentials.
@@ -684,12 +687,36 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             token,
             tokenTypeHint: params.get("token_type_hint") ?? "",
           }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
+          // Not answered from this gateway's memory again, even before the notification is here.
+          options.introspections?.revoked(token);
           return new Response(null, { status: 200, headers: noStore });
         });
       default:
         return undefined;
     }
   };
+}
+
+/** RFC 7662 2.2's JSON of an introspection's answer. */
+function introspectionBody(res: IntrospectTokenResponse): string {
+  if (!res.active) return '{"active":false}';
+  // A member without a value is left out (RFC 7662 2.2 members are all optional).
+  const body: Record<string, unknown> = { active: true };
+  if (res.scope !== "") body.scope = res.scope;
+  if (res.clientId !== "") body.client_id = res.clientId;
+  if (res.tokenType !== "") body.token_type = res.tokenType;
+  body.exp = Number(res.exp);
+  body.iat = Number(res.iat);
+  if (res.sub !== "") body.sub = res.sub;
+  if (res.aud !== "") body.aud = res.aud;
+  if (res.iss !== "") body.iss = res.iss;
+  if (res.jti !== "") body.jti = res.jti;
+  if (res.accountId !== "") body.account_id = res.accountId;
+  if (res.installationId !== "") body.installation_id = res.installationId;
+  if (res.actSub !== "") body.act = { sub: res.actSub };
+  // RFC 9449 6.2: the key a DPoP-bound token's proofs must be made with.
+  if (res.cnfJkt !== "") body.cnf = { jkt: res.cnfJkt };
+  return JSON.stringify(body);
 }
 
 /**

@@ -4,7 +4,8 @@
  * secret deleted, a client suspended, an installation revoked, an access token revoked on the
  * other replica) takes effect in both within the promised second, also when one replica's
  * listening connection is cut just before the change. And the cache is really in use: the
- * replicas answer from memory (their `registry_cache_answers_total{result="hits"}` grows).
+ * replicas answer from memory (their `registry_cache_answers_total{result="hits"}` grows). The same
+ * for two gateways and their introspection cache (gateway/introspection_cache.ts).
  */
 
 import assert from "node:assert/strict";
@@ -21,6 +22,27 @@ import {
   waitReady,
 } from "../lib/testing/mod.ts";
 import postgres from "postgres";
+
+/** Makes web clients and their secrets in `project`, through the gateway. */
+function registrar(api: ReturnType<typeof httpClient>, admin: string, project: string) {
+  return {
+    async newClient() {
+      const client = await api("POST", `/v1/projects/${project}/clients`, {
+        token: admin,
+        json: { name: "cached", type: "web" },
+      });
+      assert.equal(client.status, 201, client.text);
+      return client.body.id as string;
+    },
+    async newSecret(clientId: string) {
+      const secret = await api("POST", `/v1/projects/${project}/clients/${clientId}/secrets`, {
+        token: admin,
+      });
+      assert.equal(secret.status, 201, secret.text);
+      return { id: secret.body.id as string, secret: secret.body.secret as string };
+    },
+  };
+}
 
 Deno.test("two token-service replicas: every change reaches both caches within a second", async (t) => {
   const stack = await startStack();
@@ -43,21 +65,7 @@ Deno.test("two token-service replicas: every change reaches both caches within a
       token: admin,
       json: { application_name: "Cached", audience: "external" },
     });
-    const newClient = async () => {
-      const client = await api("POST", "/v1/projects/cp1/clients", {
-        token: admin,
-        json: { name: "cached", type: "web" },
-      });
-      assert.equal(client.status, 201, client.text);
-      return client.body.id as string;
-    };
-    const newSecret = async (clientId: string) => {
-      const secret = await api("POST", `/v1/projects/cp1/clients/${clientId}/secrets`, {
-        token: admin,
-      });
-      assert.equal(secret.status, 201, secret.text);
-      return { id: secret.body.id as string, secret: secret.body.secret as string };
-    };
+    const { newClient, newSecret } = registrar(api, admin, "cp1");
     const a = await newClient();
     const aSecret = await newSecret(a);
     const watcher = await newClient(); // introspects the others' tokens
@@ -202,6 +210,203 @@ Deno.test("two token-service replicas: every change reaches both caches within a
     });
   } finally {
     for (const replica of replicas) replica.close();
+    await sql.end();
+    second.child.kill("SIGTERM");
+    await second.child.status;
+    await stack.stop();
+  }
+});
+
+Deno.test("two gateways: introspection answered from memory, and every change reaches both within a second", async (t) => {
+  const stack = await startStack();
+  const port = freePort();
+  const second = spawn("gateway/main.ts", { ...stack.envOf("gateway"), GATEWAY_PORT: `${port}` });
+  const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+  const gateways = [stack.gatewayUrl, `http://127.0.0.1:${port}`];
+  try {
+    await waitReady(gateways[1]!);
+    const api = httpClient(stack.gatewayUrl);
+    const admin = await stack.token({ sub: "admin", projects: ["gp1"] });
+    const user = await stack.token({ sub: "user-1", projects: [] });
+    await api("PATCH", "/v1/projects/gp1/config", {
+      token: admin,
+      json: { application_name: "Cached", audience: "external" },
+    });
+    const { newClient, newSecret } = registrar(api, admin, "gp1");
+    const basic = (clientId: string, secret: string) => ({
+      "content-type": "application/x-www-form-urlencoded",
+      authorization: `Basic ${btoa(`${clientId}:${secret}`)}`,
+    });
+    const a = await newClient();
+    const aSecret = await newSecret(a);
+    const watcher = await newClient(); // the resource server that introspects a's tokens
+    const watcherSecret = await newSecret(watcher);
+
+    const grant = async () => {
+      const res = await api("POST", "/oauth2/token", {
+        headers: basic(a, aSecret.secret),
+        raw: "grant_type=client_credentials",
+      });
+      assert.equal(res.status, 200, res.text);
+      return res.body.access_token as string;
+    };
+    /** Introspects on gateway `i`: the status and the body's text. */
+    const introspect = async (i: number, token: string, secret = watcherSecret.secret) => {
+      const res = await httpClient(gateways[i]!)("POST", "/oauth2/introspect", {
+        headers: basic(watcher, secret),
+        raw: new URLSearchParams({ token }).toString(),
+      });
+      return { status: res.status, text: res.text };
+    };
+    const hits = async (i: number) => {
+      const text = await (await fetch(`${gateways[i]}/metrics`)).text();
+      return Number(
+        /introspection_cache_answers_total\{result="hits"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0,
+      );
+    };
+    /**
+     * Introspects `token` on both gateways until each answers it from memory: an answer is kept
+     * once the gateway has seen the triggers and its feeds are fresh, and not within 800 ms after
+     * a change (so not at a known time). Returns the active answer's text.
+     */
+    const held = async (token: string, secret = watcherSecret.secret) => {
+      let text = "";
+      for (const i of [0, 1]) {
+        const before = await hits(i);
+        for (let round = 0;; round++) {
+          assert.ok(round < 300, `gateway ${i + 1} never answered from memory`);
+          const res = await introspect(i, token, secret);
+          assert.equal(res.status, 200, res.text);
+          assert.equal(JSON.parse(res.text).active, true, res.text);
+          // The answer from memory is the token service's, to the byte.
+          if (text !== "") assert.equal(res.text, text);
+          text = res.text;
+          if (await hits(i) > before) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      return text;
+    };
+    const inactive = async (i: number, token: string) => {
+      const res = await introspect(i, token);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.text, '{"active":false}', `gateway ${i + 1}`);
+    };
+
+    await t.step("both gateways answer from memory what the token service answered", async () => {
+      const token = await grant();
+      const text = await held(token);
+      const body = JSON.parse(text);
+      assert.equal(body.client_id, a);
+      assert.equal(body.token_type, "Bearer");
+    });
+
+    await t.step(
+      "a token revoked through one gateway: at once there, within a second in the other",
+      async () => {
+        const token = await grant();
+        await held(token);
+        const revoked = await api("POST", "/oauth2/revoke", {
+          headers: basic(a, aSecret.secret),
+          raw: new URLSearchParams({ token }).toString(),
+        });
+        assert.equal(revoked.status, 200, revoked.text);
+        await inactive(0, token);
+        await propagated();
+        await inactive(1, token);
+      },
+    );
+
+    await t.step("a deleted secret of the caller stops working in both", async () => {
+      const extra = await newSecret(watcher);
+      const token = await grant();
+      await held(token, extra.secret);
+      const deleted = await api(
+        "DELETE",
+        `/v1/projects/gp1/clients/${watcher}/secrets/${extra.id}`,
+        { token: admin },
+      );
+      assert.equal(deleted.status, 204, deleted.text);
+      await propagated();
+      for (const i of [0, 1]) {
+        const res = await introspect(i, token, extra.secret);
+        assert.equal(res.status, 401, res.text);
+        assert.equal(JSON.parse(res.text).error, "invalid_client");
+      }
+    });
+
+    await t.step("a revoked installation's tokens are inactive in both", async () => {
+      const installation = await api("POST", "/v1/installations", {
+        token: user,
+        json: { project_id: "gp1", scopes: ["read"] },
+      });
+      assert.equal(installation.status, 201, installation.text);
+      const exchanged = await api("POST", "/oauth2/token", {
+        headers: basic(a, aSecret.secret),
+        raw: new URLSearchParams({
+          grant_type: "urn:ietf:params:oauth:grant-type:token-exchange",
+          subject_token: await grant(),
+          subject_token_type: "urn:ietf:params:oauth:token-type:access_token",
+          audience: installation.body.id,
+        }).toString(),
+      });
+      assert.equal(exchanged.status, 200, exchanged.text);
+      const token = exchanged.body.access_token as string;
+      await held(token);
+      const revoked = await api("DELETE", `/v1/installations/${installation.body.id}`, {
+        token: user,
+      });
+      assert.equal(revoked.status, 204, revoked.text);
+      await propagated();
+      for (const i of [0, 1]) await inactive(i, token);
+    });
+
+    /** Suspends or reactivates client `a`. */
+    const setStatus = async (status: "suspended" | "active") => {
+      const res = await api("PATCH", `/v1/projects/gp1/clients/${a}`, {
+        token: admin,
+        json: { status },
+      });
+      assert.equal(res.status, 200, res.text);
+    };
+
+    await t.step("a suspended client's tokens are inactive in both", async () => {
+      const token = await grant();
+      await held(token);
+      await setStatus("suspended");
+      await propagated();
+      for (const i of [0, 1]) await inactive(i, token);
+      await setStatus("active");
+    });
+
+    await t.step("a deleted client's tokens are inactive in both", async () => {
+      const doomed = await newClient();
+      const doomedSecret = await newSecret(doomed);
+      const issued = await api("POST", "/oauth2/token", {
+        headers: basic(doomed, doomedSecret.secret),
+        raw: "grant_type=client_credentials",
+      });
+      assert.equal(issued.status, 200, issued.text);
+      const token = issued.body.access_token as string;
+      await held(token);
+      const deleted = await api("DELETE", `/v1/projects/gp1/clients/${doomed}`, { token: admin });
+      assert.equal(deleted.status, 204, deleted.text);
+      await propagated();
+      for (const i of [0, 1]) await inactive(i, token);
+    });
+
+    await t.step("a change made while a gateway's listener is cut still reaches it", async () => {
+      const token = await grant();
+      await held(token);
+      const cut = await sql`
+        select pg_terminate_backend(pid) from pg_stat_activity
+        where application_name = ${`gateway/${second.child.pid}`} and query ilike 'listen%'`;
+      assert.ok(cut.length >= 1, "the second gateway listens on a connection of its own");
+      await setStatus("suspended");
+      await propagated();
+      for (const i of [0, 1]) await inactive(i, token);
+    });
+  } finally {
     await sql.end();
     second.child.kill("SIGTERM");
     await second.child.status;

@@ -74,8 +74,13 @@ Deno.test({
       `postgres://postgres:${superPassword}@127.0.0.1:${await publishedPort(pg, 5432)}/postgres`,
       { max: 1, connect_timeout: 2, onnotice: () => {} },
     );
-    const roles = { oauth: "oauth_registry", core: "registry_core", token: "registry_token" };
-    const passwords = { oauth: random(), core: random(), token: random() };
+    const roles = {
+      oauth: "oauth_registry",
+      core: "registry_core",
+      token: "registry_token",
+      gateway: "registry_gateway",
+    };
+    const passwords = { oauth: random(), core: random(), token: random(), gateway: random() };
     try {
       // The image's first start runs initdb, then restarts the server: wait until it stays up.
       await until(
@@ -105,6 +110,7 @@ Deno.test({
       "oauth-database-url": databaseUrl("oauth"),
       "core-database-url": databaseUrl("core"),
       "token-database-url": databaseUrl("token"),
+      "gateway-database-url": databaseUrl("gateway"),
       "auth-jwt-secret": random(),
       "client-secret-hmac-key": random(),
       "token-key-encryption-key": random(),

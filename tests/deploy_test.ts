@@ -274,6 +274,7 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
   const oauth = as("oauth_registry");
   const core = as("registry_core");
   const token = as("registry_token");
+  const gateway = as("registry_gateway");
   try {
     await admin.unsafe(
       await Deno.readTextFile(new URL("../deploy/sql/roles.sql", import.meta.url)),
@@ -302,8 +303,21 @@ Deno.test("deploy/sql/roles.sql gives each service its own schema and no other",
     await denied(core, "select * from token.refresh_tokens");
     assert.equal((await oauth`select count(*)::int as n from oauth.clients`)[0]!.n, 0);
     assert.equal((await token`select count(*)::int as n from token.signing_keys`)[0]!.n, 0);
+    // The gateway reads no table, and listens to the services' change notifications.
+    await denied(gateway, "select * from oauth.clients");
+    await denied(gateway, "select * from token.revoked_tokens");
+    await denied(gateway, "select * from core.roles");
+    await denied(gateway, "create table public.evil (id int)");
+    const heard = Promise.withResolvers<string>();
+    const listening = await gateway.listen(
+      "token_revocations",
+      (payload) => heard.resolve(payload),
+    );
+    await token`select pg_notify('token_revocations', 'heard')`;
+    assert.equal(await heard.promise, "heard");
+    await listening.unlisten();
   } finally {
-    await Promise.all([oauth.end(), core.end(), token.end()]);
+    await Promise.all([oauth.end(), core.end(), token.end(), gateway.end()]);
     await admin.end();
     await db.drop();
   }

@@ -2,9 +2,13 @@
 -- Run once per database, as a superuser, before the first rollout:
 --   psql -v ON_ERROR_STOP=1 -d "$ADMIN_DATABASE_URL" -f deploy/sql/roles.sql
 -- then set the passwords out of band (ALTER ROLE oauth_registry PASSWORD '...') and put
--- postgres://oauth_registry:...@host/db, postgres://registry_core:...@host/db and
--- postgres://registry_token:...@host/db into the Secret keys oauth-database-url,
--- core-database-url and token-database-url. Safe to run again.
+-- postgres://oauth_registry:...@host/db, postgres://registry_core:...@host/db,
+-- postgres://registry_token:...@host/db and postgres://registry_gateway:...@host/db into the
+-- Secret keys oauth-database-url, core-database-url, token-database-url and
+-- gateway-database-url. Safe to run again.
+--
+-- The gateway's role reads no table: it only listens to the registry's and the token service's
+-- change notifications (LISTEN and NOTIFY need nothing but CONNECT), for its introspection cache.
 
 do $$
 begin
@@ -17,7 +21,11 @@ begin
   if not exists (select from pg_roles where rolname = 'registry_token') then
     create role registry_token login;
   end if;
-  execute format('grant connect on database %I to oauth_registry, registry_core, registry_token',
+  if not exists (select from pg_roles where rolname = 'registry_gateway') then
+    create role registry_gateway login;
+  end if;
+  execute format(
+    'grant connect on database %I to oauth_registry, registry_core, registry_token, registry_gateway',
     current_database());
 end
 $$;

@@ -44,10 +44,11 @@ const secretDefault = "generated into the data folder (`./.data`) by `deno task 
 /** The settings, in the README's order. */
 export const settings = {
   DATABASE_URL: {
-    usedBy: [...services, "start"],
-    default: "embedded PGlite (start); required (services)",
+    usedBy: [...all, "start"],
+    default: "embedded PGlite (start); required (services); unset (gateway)",
     meaning: "Postgres URL; each service owns one schema (`oauth`, `core`, `token`) and reads no " +
-      "other",
+      "other; the gateway reads no table, and only listens to the registry's and the token " +
+      "service's change notifications, for its introspection cache (unset: no cache)",
     help: "a Postgres server to use (else the embedded database, one process)",
   },
   AUTH_JWT_SECRET: {
@@ -361,6 +362,12 @@ export const settings = {
     meaning: "memory for the registry's answers (clients, verified secrets' digests, " +
       "installations, configs), from the memory budget; `0` keeps nothing in memory and listens " +
       "to nothing",
+  },
+  INTROSPECTION_CACHE_MIB: {
+    usedBy: ["gateway"],
+    default: "`4`",
+    meaning: "memory for active introspections answered again without the token service (with " +
+      "`DATABASE_URL`), from the memory budget; `0` keeps nothing and listens to nothing",
   },
   DPOP_NONCE_REQUIRED: {
     usedBy: ["token-service"],

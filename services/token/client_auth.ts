@@ -92,11 +92,24 @@ export const clientRules: Record<keyof typeof TokenService.method, ClientRule> =
 
 const clientKey = createContextKey<Client | undefined>(undefined, { description: "oauth client" });
 
+const secretUntilKey = createContextKey<number | undefined>(undefined, {
+  description: "when the secret the client authenticated with expires",
+});
+
 /** The verified client of a call whose rule is `client`. */
 export function clientOf(ctx: HandlerContext | { values: ContextValues }): Client {
   const client = ctx.values.get(clientKey);
   if (!client) throw new ConnectError("No authenticated client", Code.Internal);
   return client;
+}
+
+/**
+ * When the secret the call's client authenticated with expires (ms since the epoch; Infinity:
+ * never), or undefined when the client did not authenticate with a secret (a client assertion, a
+ * public client's client_id).
+ */
+export function secretUntilOf(ctx: HandlerContext | { values: ContextValues }): number | undefined {
+  return ctx.values.get(secretUntilKey);
 }
 
 /** The HTTP endpoint of each method that authenticates clients: a client assertion may name it. */
@@ -190,7 +203,7 @@ export function clientAuthentication(options: ClientAuthOptions): Interceptor {
       throw new ConnectError(`${req.method.name} has no client rule`, Code.PermissionDenied);
     }
     const credentials = (req.message as { client?: ClientCredentials }).client;
-    let client: Client;
+    let client: Authenticated;
     try {
       const path = endpointPaths[req.method.localName as keyof typeof TokenService.method];
       const endpoint = path === undefined ? undefined : options.issuer + path;
@@ -203,7 +216,8 @@ export function clientAuthentication(options: ClientAuthOptions): Interceptor {
       }
       throw error;
     }
-    req.contextValues.set(clientKey, client);
+    req.contextValues.set(clientKey, client.client);
+    req.contextValues.set(secretUntilKey, client.secretUntil);
     return await next(req);
   };
 }
@@ -223,12 +237,18 @@ function usesSecret(client: Client): boolean {
     method !== TokenEndpointAuthMethod.NONE;
 }
 
+/** A verified client, and when the secret it authenticated with expires (Infinity: never). */
+interface Authenticated {
+  client: Client;
+  secretUntil?: number;
+}
+
 async function authenticate(
   { registry, assertions, now }: ClientAuthOptions,
   credentials: ClientCredentials | undefined,
   publicAllowed: boolean,
   endpoint: string | undefined,
-): Promise<Client> {
+): Promise<Authenticated> {
   if (
     credentials && (credentials.clientAssertion !== "" || credentials.clientAssertionType !== "")
   ) {
@@ -250,7 +270,9 @@ async function authenticate(
         "Use one client authentication method: a client assertion or a secret, not both",
       );
     }
-    return await assertions(credentials.clientAssertion, credentials.clientId, endpoint);
+    return {
+      client: await assertions(credentials.clientAssertion, credentials.clientId, endpoint),
+    };
   }
   if (!credentials || credentials.clientId === "") {
     throw oauthError("invalid_client", "Client authentication is required");
@@ -262,7 +284,7 @@ async function authenticate(
     if (!verified || expired(verified, now()) || !usesSecret(verified.client)) {
       throw oauthError("invalid_client", "Client authentication failed");
     }
-    return verified.client;
+    return { client: verified.client, secretUntil: verified.expiresAt ?? Infinity };
   }
   if (!publicAllowed) {
     throw oauthError(
@@ -283,5 +305,5 @@ async function authenticate(
         : "A confidential client authenticates with its secret (client_secret_basic or client_secret_post)",
     );
   }
-  return client;
+  return { client };
 }

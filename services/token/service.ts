@@ -36,7 +36,7 @@ import {
   decideAuthorization,
   startAuthorization,
 } from "./authorization.ts";
-import { clientOf } from "./client_auth.ts";
+import { clientOf, secretUntilOf } from "./client_auth.ts";
 import type { Dpop } from "./dpop.ts";
 import type { Pushed } from "./pushed.ts";
 import type { UsedJtis } from "./repository/used_jtis.ts";
@@ -57,6 +57,7 @@ import { createDeviceCodeRepository } from "./repository/device_codes.ts";
 import type { KeyRing } from "./keys.ts";
 import { oauthError } from "./oauth_errors.ts";
 import type { Registry } from "./registry.ts";
+import { reportUsesEveryMs } from "./registry_cache.ts";
 import type { Revocations } from "./revocations.ts";
 import { createGrantRepository, type FamilyRow, type RefreshRow } from "./repository/grants.ts";
 import {
@@ -123,6 +124,14 @@ const refusedGrantTypes = new Set([
   "urn:ietf:params:oauth:grant-type:jwt-bearer",
   "urn:ietf:params:oauth:grant-type:saml2-bearer",
 ]);
+
+/**
+ * How long, at most, an introspection's answer may be given again without asking this service
+ * (IntrospectTokenResponse.reusable_until_ms): half the period in which a secret answered from
+ * memory has its use reported (./registry_cache.ts), so that a secret whose introspections the
+ * gateway answers from memory still has its `last_used_time` recorded about once a minute.
+ */
+export const introspectionReuseMs = reportUsesEveryMs / 2;
 
 /** What introspection answers for a token that is not active (RFC 7662 2.2). */
 const inactive = { active: false } as const;
@@ -285,9 +294,14 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       const claims = await accessTokens.verify(req.token);
       // Another project's token is inactive to this caller: it learns nothing about it.
       if (claims) {
-        return claims.aud === caller.projectId
-          ? await introspectAccess(claims, caller.id)
-          : inactive;
+        if (claims.aud !== caller.projectId) return inactive;
+        const answer = await introspectAccess(claims, caller.id);
+        const secretUntil = secretUntilOf(ctx);
+        if (!answer.active || secretUntil === undefined) return answer;
+        // Whatever may end it without a notification: the token's expiry, the secret's, and the
+        // next report of the secret's use (see introspectionReuseMs).
+        const until = Math.min(claims.exp * 1000, secretUntil, now() + introspectionReuseMs);
+        return { ...answer, reusableUntilMs: BigInt(until) };
       }
       const refresh = await refreshOf(req.token);
       if (!refresh || refresh.family.project_id !== caller.projectId) return inactive;
