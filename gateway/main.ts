@@ -48,6 +48,7 @@ import {
 } from "../lib/platform/mod.ts";
 import { connect, followChanges } from "../lib/db/mod.ts";
 import { createIntrospectionCache } from "./introspection_cache.ts";
+import { createReadCache } from "./read_cache.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
 import { errorResponse, methodNotAllowed } from "./http_errors.ts";
 import { headOf } from "./consent_page.ts";
@@ -88,9 +89,11 @@ export const gatewaySettings = {
     "0",
   ),
   SHUTDOWN_GRACE_MS: positiveInt(10_000),
-  // Only listened on, for the introspection cache (./introspection_cache.ts); unset: no cache.
+  // Only listened on, for the caches of introspections and client reads (./introspection_cache.ts,
+  // ./read_cache.ts); unset: no cache.
   DATABASE_URL: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
   INTROSPECTION_CACHE_MIB: nonNegativeInt(4),
+  READ_CACHE_MIB: nonNegativeInt(4),
   // Per-caller (token `sub`) token bucket of this replica; 0 = off (gateway/rate_limit.ts).
   RATE_LIMIT_PER_SECOND: nonNegativeInt(100),
   RATE_LIMIT_BURST: positiveInt(200),
@@ -148,6 +151,24 @@ export function startGateway(
   const metrics = createMetrics("gateway");
   const budget = budgetFromConfig(config);
   registerBudgetMetrics(metrics, budget);
+  const listening = config.DATABASE_URL === undefined ||
+      config.INTROSPECTION_CACHE_MIB + config.READ_CACHE_MIB === 0
+    ? undefined
+    : listenForChanges(config.DATABASE_URL, config, budget);
+  if (listening?.introspections) {
+    const { introspections } = listening;
+    registerCacheMetrics(metrics, "introspection_cache", {
+      holds: "Active introspections",
+      answers: "introspections",
+    }, () => introspections.stats());
+  }
+  if (listening?.reads) {
+    const { reads } = listening;
+    registerCacheMetrics(metrics, "read_cache", {
+      holds: "Registry answers (clients)",
+      answers: "registry reads",
+    }, () => reads.stats());
+  }
   const backends: Backend[] = [
     {
       services: [OAuthRegistryService],
@@ -171,22 +192,14 @@ export function startGateway(
       budget,
     }),
     budget,
+    reads: listening?.reads,
   });
   const issuer = (config.ISSUER_URL ?? `http://127.0.0.1:${config.GATEWAY_PORT}`).replace(
     /\/$/,
     "",
   );
-  const listening = config.DATABASE_URL !== undefined && config.INTROSPECTION_CACHE_MIB > 0
-    ? listenForIntrospections(config.DATABASE_URL, config.INTROSPECTION_CACHE_MIB, budget)
-    : undefined;
-  if (listening) {
-    registerCacheMetrics(metrics, "introspection_cache", {
-      holds: "Active introspections",
-      answers: "introspections",
-    }, () => listening.cache.stats());
-  }
   const oauth = createOAuthEndpoints({
-    introspections: listening?.cache,
+    introspections: listening?.introspections,
     transport: backends[2]!.transport,
     issuer,
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
@@ -389,27 +402,40 @@ export function startGateway(
   };
 }
 
-/** The introspection cache and the connection it follows Postgres' notifications on. */
-function listenForIntrospections(url: string, mib: number, budget: MemoryBudget) {
+/**
+ * The caches that follow the services' changes through Postgres (each unset when its size is 0),
+ * and the connection they listen on.
+ */
+function listenForChanges(url: string, config: GatewayConfig, budget: MemoryBudget) {
   // One connection for the heartbeats, and postgres.js's own one for LISTEN: the gateway reads
   // no table (it may run as a role that can read none).
   const sql = connect(url, { max: 1, applicationName: `gateway/${Deno.pid}` });
-  const cache = createIntrospectionCache({
-    follow: (channel, handlers) => followChanges(sql, channel, handlers),
-    maxBytes: mib * 1024 * 1024,
+  // The owners' migrations that notify have run (the catalog says so).
+  const triggers = async (names: string[]) => {
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_trigger where tgname = any(${names})`;
+    return row?.n === names.length;
+  };
+  const mib = 1024 * 1024;
+  const introspections = config.INTROSPECTION_CACHE_MIB === 0
+    ? undefined
+    : createIntrospectionCache({
+      follow: (channel, handlers) => followChanges(sql, channel, handlers),
+      maxBytes: config.INTROSPECTION_CACHE_MIB * mib,
+      budget,
+      notifies: () => triggers(["oauth_registry_changes_clients", "revoked_tokens_inserted"]),
+    });
+  const reads = config.READ_CACHE_MIB === 0 ? undefined : createReadCache({
+    follow: (handlers) => followChanges(sql, "oauth_registry_changes", handlers),
+    maxBytes: config.READ_CACHE_MIB * mib,
     budget,
-    // The owners' migrations that notify both channels have run (the catalog says so).
-    notifies: async () => {
-      const [row] = await sql<{ n: number }[]>`
-        select count(*)::int as n from pg_trigger
-        where tgname in ('oauth_registry_changes_clients', 'revoked_tokens_inserted')`;
-      return row?.n === 2;
-    },
+    notifies: () => triggers(["oauth_registry_changes_clients"]),
   });
   return {
-    cache,
+    introspections,
+    reads,
     async close() {
-      await cache.close();
+      await Promise.all([introspections?.close(), reads?.close()]);
       await sql.end({ timeout: 1 });
     },
   };

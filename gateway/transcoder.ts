@@ -62,6 +62,7 @@ import { type Condition, matches, noneMatches, parseCondition, strongTags } from
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage, repeatedMember } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
+import type { ReadCache } from "./read_cache.ts";
 import {
   buildRoutes,
   conditional,
@@ -96,6 +97,8 @@ export interface TranscoderOptions {
   rateLimit?: RateLimiter | undefined;
   /** The process's memory budget, which every request body is taken from (lib/platform/budget.ts). */
   budget: MemoryBudget;
+  /** Registry reads answered from memory (./read_cache.ts); unset: every read is a call. */
+  reads?: ReadCache | undefined;
 }
 
 /**
@@ -450,11 +453,26 @@ export function createTranscoder(
       const key = req.headers.get(keyHeader);
       if (key !== null) header[keyHeader] = key;
       let responseHeader = noHeaders;
-      const message = await clients.get(route.service)![route.method.localName]!(input, {
-        timeoutMs,
-        headers: header,
-        onHeader: (h) => responseHeader = h,
-      });
+      const invoke = () =>
+        clients.get(route.service)![route.method.localName]!(input, {
+          timeoutMs,
+          headers: header,
+          onHeader: (h) => responseHeader = h,
+        });
+      const reads = options.reads;
+      let message: Message;
+      if (reads === undefined) message = await invoke();
+      else if (route.httpMethod === "GET") {
+        message = reads.keeps(route.method)
+          ? await reads.through(route.method, input, caller, invoke)
+          : await invoke();
+      } else {
+        try {
+          message = await invoke();
+        } finally {
+          reads.wrote(route.method, input);
+        }
+      }
       // The answer is held again while it becomes JSON: its bytes are taken too.
       const cost = wireSizeOf(message) * bodyCostFactor;
       if (!lease.grow(cost, lease.bytes + cost <= smallRequestBytes)) {

@@ -4,8 +4,9 @@
  * secret deleted, a client suspended, an installation revoked, an access token revoked on the
  * other replica) takes effect in both within the promised second, also when one replica's
  * listening connection is cut just before the change. And the cache is really in use: the
- * replicas answer from memory (their `registry_cache_answers_total{result="hits"}` grows). The same
- * for two gateways and their introspection cache (gateway/introspection_cache.ts).
+ * replicas answer from memory (their `registry_cache_answers_total{result="hits"}` grows). The
+ * same for two gateways and their caches of introspections and client reads
+ * (gateway/introspection_cache.ts, gateway/read_cache.ts).
  */
 
 import assert from "node:assert/strict";
@@ -22,6 +23,16 @@ import {
   waitReady,
 } from "../lib/testing/mod.ts";
 import postgres from "postgres";
+import { keptReads } from "../gateway/read_cache.ts";
+import { createOAuthPolicy } from "../services/oauth/policy.ts";
+import { idKind } from "../lib/platform/mod.ts";
+
+const ids = idKind("cli");
+
+Deno.test("the gateway's read cache checks the registry's own rule of each read it keeps", () => {
+  const policy = createOAuthPolicy({} as never) as Record<string, unknown>;
+  for (const [name, rule] of Object.entries(keptReads)) assert.equal(rule, policy[name], name);
+});
 
 /** Makes web clients and their secrets in `project`, through the gateway. */
 function registrar(api: ReturnType<typeof httpClient>, admin: string, project: string) {
@@ -395,7 +406,62 @@ Deno.test("two gateways: introspection answered from memory, and every change re
       for (const i of [0, 1]) await inactive(i, token);
     });
 
+    /** How many registry reads gateway `i` answered from memory. */
+    const readHits = async (i: number) => {
+      const text = await (await fetch(`${gateways[i]}/metrics`)).text();
+      return Number(/read_cache_answers_total\{result="hits"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    /** GET of a client on gateway `i`, as `as` (the admin by default). */
+    const read = (i: number, clientId: string, as = admin) =>
+      httpClient(gateways[i]!)("GET", `/v1/projects/gp1/clients/${clientId}`, { token: as });
+    /** Reads `clientId` on both gateways until each answers it from memory; its name. */
+    const readHeld = async (clientId: string) => {
+      let text = "";
+      for (const i of [0, 1]) {
+        const before = await readHits(i);
+        for (let round = 0;; round++) {
+          assert.ok(round < 300, `gateway ${i + 1} never answered a read from memory`);
+          const res = await read(i, clientId);
+          assert.equal(res.status, 200, res.text);
+          if (text !== "") assert.equal(res.text, text, "the answer from memory is the registry's");
+          text = res.text;
+          if (await readHits(i) > before) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      return JSON.parse(text).name as string;
+    };
+
+    await t.step(
+      "a client read from memory: renamed, at once where, within a second elsewhere",
+      async () => {
+        const c = await newClient();
+        assert.equal(await readHeld(c), "cached");
+        // Only for callers the registry lets read it: the others get the registry's own refusal.
+        const stranger = await stack.token({ sub: "stranger", projects: ["other"] });
+        for (const i of [0, 1]) assert.equal((await read(i, c, stranger)).status, 403);
+        const renamed = await httpClient(gateways[0]!)("PATCH", `/v1/projects/gp1/clients/${c}`, {
+          token: admin,
+          json: { name: "renamed" },
+        });
+        assert.equal(renamed.status, 200, renamed.text);
+        assert.equal((await read(0, c)).body.name, "renamed", "at once through the same gateway");
+        await propagated();
+        assert.equal((await read(1, c)).body.name, "renamed");
+        assert.equal(await readHeld(c), "renamed");
+        const deleted = await httpClient(gateways[1]!)("DELETE", `/v1/projects/gp1/clients/${c}`, {
+          token: admin,
+        });
+        assert.equal(deleted.status, 204, deleted.text);
+        assert.equal((await read(1, c)).status, 404, "at once through the same gateway");
+        await propagated();
+        assert.equal((await read(0, c)).status, 404);
+      },
+    );
+
     await t.step("a change made while a gateway's listener is cut still reaches it", async () => {
+      const c = await newClient();
+      await readHeld(c);
       const token = await grant();
       await held(token);
       const cut = await sql`
@@ -403,8 +469,10 @@ Deno.test("two gateways: introspection answered from memory, and every change re
         where application_name = ${`gateway/${second.child.pid}`} and query ilike 'listen%'`;
       assert.ok(cut.length >= 1, "the second gateway listens on a connection of its own");
       await setStatus("suspended");
+      await sql`update oauth.clients set name = 'changed' where id = ${ids.toUuid(c)!}`;
       await propagated();
       for (const i of [0, 1]) await inactive(i, token);
+      for (const i of [0, 1]) assert.equal((await read(i, c)).body.name, "changed");
     });
   } finally {
     await sql.end();

@@ -96,6 +96,7 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
       HTTP_PORT: ports.oauthHttp,
       // No change feed: a listener would need a second connection to the single-user database.
       CONFIG_CACHE_ENTRIES: "0",
+      CLIENT_CACHE_MIB: "0",
     }),
     sql,
     applicationName,
@@ -125,9 +126,11 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
     applicationName,
   );
   await Promise.all([oauth.migrated, core.migrated, token.migrated]);
+  // No change feed for the gateway's caches either (the database's one connection is taken).
+  const { DATABASE_URL: _, ...gatewayEnv } = env;
   const gateway = startGateway(
     readConfig("gateway", v.object(gatewaySettings), {
-      ...env,
+      ...gatewayEnv,
       GATEWAY_PORT: ports.gateway,
       OAUTH_REGISTRY_GRPC_URL: `http://${host}:${ports.oauthGrpc}`,
       CORE_GRPC_URL: `http://${host}:${ports.coreGrpc}`,

@@ -8,7 +8,8 @@
 -- gateway-database-url. Safe to run again.
 --
 -- The gateway's role reads no table: it only listens to the registry's and the token service's
--- change notifications (LISTEN and NOTIFY need nothing but CONNECT), for its introspection cache.
+-- change notifications (LISTEN and NOTIFY need nothing but CONNECT), for its caches of
+-- introspections and client reads.
 
 do $$
 begin

@@ -48,7 +48,7 @@ export const settings = {
     default: "embedded PGlite (start); required (services); unset (gateway)",
     meaning: "Postgres URL; each service owns one schema (`oauth`, `core`, `token`) and reads no " +
       "other; the gateway reads no table, and only listens to the registry's and the token " +
-      "service's change notifications, for its introspection cache (unset: no cache)",
+      "service's change notifications, for its introspection and client-read caches (unset: none)",
     help: "a Postgres server to use (else the embedded database, one process)",
   },
   AUTH_JWT_SECRET: {
@@ -111,6 +111,12 @@ export const settings = {
     default: "`10`",
     meaning: "live secrets one client may have at once (twice as many in all, expired ones " +
       "included); creating one more answers 409 `failed_precondition`",
+  },
+  CLIENT_CACHE_MIB: {
+    usedBy: ["oauth-registry"],
+    default: "`4` (`0` in the embedded stack)",
+    meaning: "memory for the clients GetClient and LookupClient read, from the memory budget; " +
+      "changes reach every replica within a second (the registry's change feed); `0` keeps none",
   },
   CONFIG_CACHE_ENTRIES: {
     usedBy: ["oauth-registry"],
@@ -368,6 +374,12 @@ export const settings = {
     default: "`4`",
     meaning: "memory for active introspections answered again without the token service (with " +
       "`DATABASE_URL`), from the memory budget; `0` keeps nothing and listens to nothing",
+  },
+  READ_CACHE_MIB: {
+    usedBy: ["gateway"],
+    default: "`4`",
+    meaning: "memory for the registry's answers to `GET` of a client, given again without the " +
+      "call (with `DATABASE_URL`), from the memory budget; `0` keeps nothing and listens to nothing",
   },
   DPOP_NONCE_REQUIRED: {
     usedBy: ["token-service"],

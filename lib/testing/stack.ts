@@ -300,7 +300,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
         ...common,
         ...(checked ? { OPENAPI_VIOLATIONS_FILE: violations } : {}),
         GATEWAY_PORT: `${ports.gateway}`,
-        // Listened on only, for the introspection cache (gateway/introspection_cache.ts).
+        // Listened on only, for the gateway's caches (gateway/introspection_cache.ts, ...).
         DATABASE_URL: serviceDb,
         OAUTH_REGISTRY_GRPC_URL: `http://127.0.0.1:${ports.oauthGrpc}`,
         CORE_GRPC_URL: `http://127.0.0.1:${ports.coreGrpc}`,

@@ -16,6 +16,7 @@ import {
   type Logger,
   nonNegativeInt,
   positiveInt,
+  registerCacheMetrics,
   secretKey,
   secretKeyList,
 } from "../../lib/platform/mod.ts";
@@ -28,7 +29,9 @@ import {
 } from "../../lib/policy/mod.ts";
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
+import { cacheClients } from "./client_cache.ts";
 import { cacheConfigs, registryChangesChannel } from "./config_cache.ts";
+import { createClientRepository } from "./repository/clients.ts";
 import { createOAuthPolicy } from "./policy.ts";
 import { createConfigRepository } from "./repository/configs.ts";
 import {
@@ -50,6 +53,7 @@ export const oauthRegistryService = defineService({
     MAX_SECRETS_PER_CLIENT: positiveInt(10),
     MAX_KEYS_PER_CLIENT: positiveInt(10),
     CONFIG_CACHE_ENTRIES: nonNegativeInt(1000),
+    CLIENT_CACHE_MIB: nonNegativeInt(4),
     ...idempotencySettings,
     ...auditSettings,
   },
@@ -70,10 +74,25 @@ export const oauthRegistryService = defineService({
         maxEntries: config.CONFIG_CACHE_ENTRIES,
         budget,
       });
+    // What GetClient and LookupClient read, kept the same way.
+    const clients = config.CLIENT_CACHE_MIB === 0
+      ? undefined
+      : cacheClients(createClientRepository(sql), {
+        follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
+        maxBytes: config.CLIENT_CACHE_MIB * 1024 * 1024,
+        budget,
+      });
+    if (clients) {
+      registerCacheMetrics(metrics, "client_cache", {
+        holds: "Clients",
+        answers: "clients",
+      }, () => clients.stats());
+    }
     return {
       stop() {
         audit.stop();
         void cache?.close();
+        void clients?.close();
       },
       services: [
         bind(
@@ -87,6 +106,7 @@ export const oauthRegistryService = defineService({
             log,
             feed: audit.feed,
             onConfigChanged: (projectId) => cache?.changed(projectId),
+            clients,
           }),
         ),
       ],

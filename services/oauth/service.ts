@@ -79,6 +79,7 @@ import { type ClientKeyRow, createClientKeyRepository } from "./repository/clien
 import { type ClientSecretRow, createClientSecretRepository } from "./repository/client_secrets.ts";
 import {
   type ClientChanges,
+  type ClientRepository,
   type ClientRow,
   createClientRepository,
 } from "./repository/clients.ts";
@@ -141,6 +142,11 @@ export interface OAuthRegistryDeps {
    * config cache of ./config_cache.ts forgets it at once; other replicas learn it from the feed).
    */
   onConfigChanged?: (projectId: string) => void;
+  /**
+   * The clients' repository (default: oauth.clients read and written in Postgres; ./main.ts gives
+   * it with `get` and `find` through memory, ./client_cache.ts).
+   */
+  clients?: ClientRepository | undefined;
 }
 
 const configMask = {
@@ -381,7 +387,7 @@ export function createOAuthRegistry(
   deps: OAuthRegistryDeps,
 ): ServiceImpl<typeof OAuthRegistryService> {
   const configs = createConfigRepository(deps.sql);
-  const clients = createClientRepository(deps.sql);
+  const clients = deps.clients ?? createClientRepository(deps.sql);
   const secrets = createClientSecretRepository(deps.sql);
   const keys = createClientKeyRepository(deps.sql);
   const installations = createInstallationRepository(deps.sql);

@@ -1,0 +1,157 @@
+import assert from "node:assert/strict";
+import { create, type Message } from "@bufbuild/protobuf";
+import { ClientSchema } from "../gen/registry/oauth/v1/client_pb.ts";
+import {
+  GetClientRequestSchema,
+  type GetClientResponse,
+  GetClientResponseSchema,
+  OAuthRegistryService,
+} from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import { idKind } from "../lib/platform/mod.ts";
+import type { Caller } from "../lib/policy/mod.ts";
+import { gate, manualFeed } from "../lib/testing/mod.ts";
+import { createReadCache } from "./read_cache.ts";
+
+const method = OAuthRegistryService.method;
+const ids = idKind("cli");
+const one = ids.generate();
+const two = ids.generate();
+const admin = (projects: "*" | string[]): Caller => ({
+  subject: "admin",
+  accountId: "admin",
+  projects: projects === "*" ? "*" : new Set(projects),
+  space: undefined,
+});
+
+async function setup(maxBytes = 100_000) {
+  const feed = manualFeed();
+  const cache = createReadCache({
+    follow: feed.follow,
+    maxBytes,
+    notifies: () => Promise.resolve(true),
+  });
+  await new Promise((r) => setTimeout(r, 0)); // the first answer of `notifies` is in
+  let calls = 0;
+  const request = (clientId: string, projectId = "p") =>
+    create(GetClientRequestSchema, { projectId, clientId });
+  /** What the registry answers: the client, named after the call that read it. */
+  const load = (clientId: string, projectId = "p") => (): Promise<Message> => {
+    calls++;
+    return Promise.resolve(create(GetClientResponseSchema, {
+      client: create(ClientSchema, { id: clientId, projectId, name: `call ${calls}` }),
+    }));
+  };
+  const get = async (clientId: string, caller = admin(["p"]), projectId = "p") => {
+    const answer = await cache.through(
+      method.getClient,
+      request(clientId, projectId),
+      caller,
+      load(clientId, projectId),
+    );
+    return (answer as GetClientResponse).client!.name;
+  };
+  return { cache, feed, get, request, calls: () => calls };
+}
+
+Deno.test("read cache: a client read is given again, to callers the registry's rule lets read it", async () => {
+  const { cache, get, calls } = await setup();
+  assert.equal(await get(one.id), "call 1");
+  assert.equal(await get(one.id), "call 1");
+  assert.equal(await get(one.id, admin("*")), "call 1");
+  assert.equal(calls(), 1);
+  // A caller that does not administer the project: the registry decides (here it would refuse).
+  assert.equal(await get(one.id, admin(["q"])), "call 2");
+  // The same client asked for in another project: the registry decides.
+  assert.equal(await get(one.id, admin("*"), "q"), "call 3");
+  // An id that is not a client's is never kept.
+  await get("cli_nonsense");
+  await get("cli_nonsense");
+  assert.equal(calls(), 5);
+  assert.deepEqual(
+    [cache.stats().hits, cache.stats().misses, cache.stats().bypassed],
+    [2, 3, 2],
+  );
+  await cache.close();
+});
+
+Deno.test("read cache: a notification drops the client it names; other kinds nothing; unknown ones and resets all", async () => {
+  const { cache, feed, get, calls } = await setup();
+  await get(one.id);
+  await get(two.id);
+  feed.handlers().onChange(`client:${one.uuid}`);
+  await get(one.id);
+  await get(two.id);
+  assert.equal(calls(), 3);
+  for (const other of ["installation:x", "config:p", "origins"]) feed.handlers().onChange(other);
+  await get(one.id);
+  await get(two.id);
+  assert.equal(calls(), 3);
+  feed.handlers().onChange("reset");
+  assert.equal(cache.stats().entries, 0);
+  await get(one.id);
+  await get(two.id);
+  feed.handlers().onReset();
+  assert.equal(cache.stats().entries, 0);
+  await cache.close();
+});
+
+Deno.test("read cache: nothing from memory while the feed is stale, nor kept across a change", async () => {
+  const { cache, feed, get, request, calls } = await setup();
+  feed.setFresh(false);
+  await get(one.id);
+  await get(one.id);
+  assert.equal(calls(), 2);
+  feed.setFresh(true);
+  const held = gate();
+  const release = held.hold();
+  const pending = cache.through(method.getClient, request(one.id), admin(["p"]), async () => {
+    await held.pass();
+    return create(GetClientResponseSchema, { client: create(ClientSchema, { id: one.id }) });
+  });
+  feed.handlers().onChange(`client:${one.uuid}`);
+  release();
+  await pending;
+  assert.equal(cache.stats().entries, 0);
+  await cache.close();
+});
+
+Deno.test("read cache: a write through this gateway drops what it names, and what was being read", async () => {
+  const { cache, get, request, calls } = await setup();
+  await get(one.id);
+  await get(two.id);
+  // Writes of another service change nothing here.
+  cache.wrote(CoreService.method.createRole, create(GetClientRequestSchema));
+  cache.wrote(method.updateClient, request(one.id));
+  await get(one.id);
+  await get(two.id);
+  assert.equal(calls(), 3);
+  // A write that names no client drops them all; a new client none.
+  cache.wrote(method.createClient, create(GetClientRequestSchema, { projectId: "p" }));
+  await get(two.id);
+  assert.equal(calls(), 3);
+  cache.wrote(method.updateOAuthConfig, create(GetClientRequestSchema, { projectId: "p" }));
+  await get(two.id);
+  assert.equal(calls(), 4);
+  // A read under way when a write returns is not kept.
+  const held = gate();
+  const release = held.hold();
+  const pending = cache.through(method.getClient, request(one.id), admin(["p"]), async () => {
+    await held.pass();
+    return create(GetClientResponseSchema, { client: create(ClientSchema, { id: one.id }) });
+  });
+  cache.wrote(method.deleteClientSecret, request(two.id));
+  release();
+  await pending;
+  await get(one.id);
+  assert.equal(calls(), 5);
+  await cache.close();
+});
+
+Deno.test("read cache: bounded in bytes", async () => {
+  const { cache, get } = await setup(3_000);
+  for (let i = 0; i < 50; i++) await get(ids.generate().id);
+  const { entries, bytes } = cache.stats();
+  assert.ok(bytes <= 3_000 && entries > 0 && entries < 50, `${entries} entries, ${bytes} bytes`);
+  await cache.close();
+});

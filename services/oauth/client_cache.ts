@@ -1,0 +1,101 @@
+/**
+ * Clients, remembered: GetClient and LookupClient read one client by its id, the registry's most
+ * frequent reads, and a client changes seldom, so each replica keeps the clients it read, and
+ * Postgres keeps them honest. The client trigger notifies `oauth_registry_changes` with
+ * `client:<uuid>` in the transaction of every update or deletion of a client (and of a secret
+ * deleted, a key added or deleted: migrations/0004_change_feed.sql, 0006_client_keys.sql); each
+ * replica follows the channel (lib/db/change_feed.ts):
+ *
+ * - `client:<uuid>` drops that client; the channel's other payloads (installations, configs,
+ *   browser origins) are not about a client row; one this version does not know, and a lost
+ *   listening connection, drop all;
+ * - a client is served from memory only while the feed is fresh (every change committed more than
+ *   800 ms ago applied): a change reaches every replica within a second; while the feed is not
+ *   fresh every read goes to Postgres;
+ * - a client read while a notification arrived is not kept (it may predate the change); an id
+ *   with no client is never kept (creating one notifies nobody);
+ * - the replica that updates or deletes a client forgets it as soon as the write returns, and
+ *   reads under way then are not kept, so its own next read sees the change without waiting for
+ *   the feed.
+ *
+ * Every other read (lists, the etag a write checks, secrets, keys) goes to Postgres as before: only
+ * `get` and `find` of the repository go through memory. Bounded: at most `maxBytes` (each client's
+ * JSON twice, as UTF-16, plus 256 bytes), oldest first, in the memory budget's `cache` share. The
+ * freshness, the counting and the bounds are lib/db/feed_cache.ts's.
+ *
+ * @module
+ */
+
+import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/db/mod.ts";
+import type { MemoryBudget } from "../../lib/platform/mod.ts";
+import type { ClientRepository, ClientRow } from "./repository/clients.ts";
+
+/** Options of {@link cacheClients}. */
+export interface ClientCacheOptions {
+  /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */
+  follow(options: FollowOptions): ChangeFeed;
+  /** The most bytes kept (estimated). */
+  maxBytes: number;
+  /** The process's memory budget, which the kept clients' bytes are taken from. */
+  budget?: MemoryBudget | undefined;
+}
+
+/** The repository, with `get` and `find` through memory, and what it holds. */
+export interface ClientCache extends ClientRepository {
+  /** Clients kept now, their bytes, and how reads were answered so far. */
+  stats(): { entries: number; bytes: number; hits: number; misses: number; bypassed: number };
+  /** Stops following the feed, and forgets every client. */
+  close(): Promise<void>;
+}
+
+/** Payloads of the channel that are about something else than a client row. */
+const otherKinds = ["installation:", "config:"];
+
+/** Wraps `clients` (see the module's header). */
+export function cacheClients(clients: ClientRepository, options: ClientCacheOptions): ClientCache {
+  const cache = createFeedCache({
+    follow: options.follow,
+    maxBytes: options.maxBytes,
+    budget: options.budget,
+    onChange(payload) {
+      if (payload.startsWith("client:")) rows.delete(payload.slice("client:".length));
+      else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
+        return false;
+      }
+      return true;
+    },
+  });
+  const rows = cache.region<ClientRow>();
+  const size = (row: ClientRow) => JSON.stringify(row).length * 2 + 256;
+  const find = (id: string) => cache.through(rows, id, () => clients.find(id), size);
+  /** This replica wrote `id`: forgotten at once, and reads under way not kept. */
+  const wrote = (id: string) => {
+    cache.changed();
+    rows.delete(id);
+  };
+
+  return {
+    ...clients,
+    find,
+    async get(projectId, id) {
+      const row = await find(id);
+      return row?.project_id === projectId ? row : undefined;
+    },
+    async update(projectId, id, changes, write) {
+      try {
+        return await clients.update(projectId, id, changes, write);
+      } finally {
+        wrote(id);
+      }
+    },
+    async delete(projectId, id, write) {
+      try {
+        return await clients.delete(projectId, id, write);
+      } finally {
+        wrote(id);
+      }
+    },
+    stats: () => cache.stats(),
+    close: () => cache.close(),
+  };
+}
