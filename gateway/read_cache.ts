@@ -34,7 +34,7 @@ import {
   GetClientResponseSchema,
   OAuthRegistryService,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { type ChangeFeed, createFeedCache, type FollowOptions } from "../lib/db/mod.ts";
+import { type ChangeFeed, createFeedCache, dropNamed, type FollowOptions } from "../lib/db/mod.ts";
 import { idKind, type MemoryBudget } from "../lib/platform/mod.ts";
 import { type Caller, projectAdmin, type Rule } from "../lib/policy/mod.ts";
 
@@ -85,7 +85,7 @@ interface Kept {
 
 const clientIds = idKind("cli");
 /** The channel's payloads that change no client. */
-const otherKinds = ["installation:", "config:"];
+const otherKinds = ["installation", "config", "origins"];
 const entryOverhead = 256;
 const getClient = OAuthRegistryService.method.getClient;
 
@@ -96,13 +96,7 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
     maxBytes: options.maxBytes,
     budget: options.budget,
     notifies: options.notifies,
-    onChange(payload) {
-      if (payload.startsWith("client:")) clients.delete(payload.slice("client:".length));
-      else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
-        return false;
-      }
-      return true;
-    },
+    onChange: (payload) => dropNamed(payload, "client", otherKinds, (key) => clients.delete(key)),
   });
   const clients = cache.region<Kept>();
   const values = createContextValues();

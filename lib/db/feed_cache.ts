@@ -139,3 +139,22 @@ export function createFeedCache(options: FeedCacheOptions): FeedCache {
     },
   };
 }
+
+/**
+ * Applies a `<kind>:<key>` notification (the payloads of the registry's channel) for a cache that
+ * keeps one kind of thing, as {@link FeedCacheOptions.onChange} wants it: `drop`s the key of a
+ * payload of `kind` (true); true for a kind in `others`, which names nothing kept (a payload
+ * without a colon is its own kind: `origins`); false for any other, so that everything is dropped.
+ */
+export function dropNamed(
+  payload: string,
+  kind: string,
+  others: readonly string[],
+  drop: (key: string) => void,
+): boolean {
+  const colon = payload.indexOf(":");
+  if (colon < 0) return others.includes(payload);
+  const named = payload.slice(0, colon);
+  if (named === kind) drop(payload.slice(colon + 1));
+  return named === kind || others.includes(named);
+}

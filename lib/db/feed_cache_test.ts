@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { manualFeed } from "../testing/mod.ts";
-import { createFeedCache } from "./feed_cache.ts";
+import { createFeedCache, dropNamed } from "./feed_cache.ts";
 
 /** A cache of two regions over a feed driven by hand; `drop:<key>` drops a key of both. */
 function setup() {
@@ -55,4 +55,17 @@ Deno.test("feed cache: served only while fresh, never kept across a change", asy
   assert.equal(await cache.through(a, undefined, load, () => 100), "v5");
   assert.deepEqual(cache.stats(), { entries: 0, bytes: 0, hits: 1, misses: 3, bypassed: 2 });
   await cache.close();
+});
+
+Deno.test("dropNamed: drops the key of its kind, knows the others, and asks to drop all for the rest", () => {
+  const dropped: string[] = [];
+  const apply = (payload: string) =>
+    dropNamed(payload, "client", ["config", "origins"], (key) => dropped.push(key));
+  assert.equal(apply("client:a:b"), true);
+  assert.equal(apply("config:p"), true);
+  assert.equal(apply("origins"), true);
+  assert.equal(apply("installation:x"), false);
+  assert.equal(apply("reset"), false);
+  assert.equal(apply("client"), false);
+  assert.deepEqual(dropped, ["a:b"]);
 });

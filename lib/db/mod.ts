@@ -13,7 +13,7 @@ export {
   heartbeatPrefix,
   propagationMs,
 } from "./change_feed.ts";
-export { createFeedCache, type FeedCache, type FeedCacheOptions } from "./feed_cache.ts";
+export { createFeedCache, dropNamed, type FeedCache, type FeedCacheOptions } from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
 export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";
 export {

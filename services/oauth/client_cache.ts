@@ -26,7 +26,12 @@
  * @module
  */
 
-import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/db/mod.ts";
+import {
+  type ChangeFeed,
+  createFeedCache,
+  dropNamed,
+  type FollowOptions,
+} from "../../lib/db/mod.ts";
 import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ClientRepository, ClientRow } from "./repository/clients.ts";
 
@@ -49,7 +54,7 @@ export interface ClientCache extends ClientRepository {
 }
 
 /** Payloads of the channel that are about something else than a client row. */
-const otherKinds = ["installation:", "config:"];
+const otherKinds = ["installation", "config", "origins"];
 
 /** Wraps `clients` (see the module's header). */
 export function cacheClients(clients: ClientRepository, options: ClientCacheOptions): ClientCache {
@@ -57,13 +62,7 @@ export function cacheClients(clients: ClientRepository, options: ClientCacheOpti
     follow: options.follow,
     maxBytes: options.maxBytes,
     budget: options.budget,
-    onChange(payload) {
-      if (payload.startsWith("client:")) rows.delete(payload.slice("client:".length));
-      else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
-        return false;
-      }
-      return true;
-    },
+    onChange: (payload) => dropNamed(payload, "client", otherKinds, (key) => rows.delete(key)),
   });
   const rows = cache.region<ClientRow>();
   const size = (row: ClientRow) => JSON.stringify(row).length * 2 + 256;

@@ -25,7 +25,12 @@
  * @module
  */
 
-import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/db/mod.ts";
+import {
+  type ChangeFeed,
+  createFeedCache,
+  dropNamed,
+  type FollowOptions,
+} from "../../lib/db/mod.ts";
 import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ConfigRow } from "./repository/configs.ts";
 
@@ -58,7 +63,7 @@ export interface ConfigCache {
 }
 
 /** Payloads of the channel that are about something else than configs. */
-const otherKinds = ["client:", "installation:"];
+const otherKinds = ["client", "installation", "origins"];
 
 /** Keeps what `read` answers (see the module's header). */
 export function cacheConfigs(
@@ -70,13 +75,7 @@ export function cacheConfigs(
     maxBytes: Infinity,
     maxEntries: options.maxEntries ?? 1000,
     budget: options.budget,
-    onChange(payload) {
-      if (payload.startsWith("config:")) configs.delete(payload.slice("config:".length));
-      else if (payload !== "origins" && !otherKinds.some((kind) => payload.startsWith(kind))) {
-        return false;
-      }
-      return true;
-    },
+    onChange: (payload) => dropNamed(payload, "config", otherKinds, (key) => configs.delete(key)),
   });
   const configs = cache.region<ConfigRow>();
   const size = (config: ConfigRow) => JSON.stringify(config).length * 2 + 256;
