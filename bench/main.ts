@@ -238,6 +238,23 @@ const grpc = <I extends DescMessage>(
 ): Target => grpcTarget(address, method, request, auth);
 
 type Target = LoadTarget;
+/** A GET of a client read from the source, not from memory (see its operation). */
+const noCacheGet = "get client (no-cache)";
+const fromSource = { "cache-control": "no-cache" };
+/** GETs of the seeded clients on each path, with `headers` besides the token. */
+const clientReads = (headers: Record<string, string>): Op["paths"] => ({
+  gateway: h1(
+    readClients.map((id) => `${gw}/v1/projects/bench/clients/${id}`),
+    "GET",
+    undefined,
+    { ...auth, ...headers },
+  ),
+  grpc: grpcTarget(stack.oauthGrpc, oauth.getClient, {
+    projectId: "bench",
+    clientId: readClients[0]!,
+  }, { ...auth, ...headers }),
+  reference: h1(readClients.map((id) => `${refUrl}/clients/${id}`), "GET"),
+});
 /** Requests sent once each (./unique_load.ts), for what h2load cannot repeat. */
 type UniqueTarget = { unique: Omit<UniqueLoadSpec, "concurrency" | "seconds" | "warmupSeconds"> };
 type Path = "gateway" | "grpc" | "reference" | "peer";
@@ -246,7 +263,8 @@ interface Op {
   /**
    * Reads and writes are judged against the reference; token calls against the peer; client
    * authentication and DPoP (`sender`) against {@link senderBaseline} through the same load tool;
-   * the sign-in flows' hot answers (`flow`) against a gateway GET of a client.
+   * the sign-in flows' hot answers (`flow`) against a gateway GET of a client from the source
+   * (`Cache-Control: no-cache`).
    */
   kind: "read" | "write" | "token" | "sender" | "flow";
   paths: Partial<Record<Path, Target | UniqueTarget>>;
@@ -494,23 +512,11 @@ const ops: Op[] = [
       reference: h1([`${refUrl}/clients`], "POST", { name: "bench", type: "web" }),
     },
   },
-  {
-    name: "get client",
-    kind: "read",
-    paths: {
-      gateway: h1(
-        readClients.map((id) => `${gw}/v1/projects/bench/clients/${id}`),
-        "GET",
-        undefined,
-        auth,
-      ),
-      grpc: grpc(stack.oauthGrpc, oauth.getClient, {
-        projectId: "bench",
-        clientId: readClients[0]!,
-      }),
-      reference: h1(readClients.map((id) => `${refUrl}/clients/${id}`), "GET"),
-    },
-  },
+  { name: "get client", kind: "read", paths: clientReads({}) },
+  // The same read from the source (RFC 9111 5.2.1.4: `Cache-Control: no-cache`): past the
+  // gateway's memory and the registry's, to Postgres, as every GET went before they kept
+  // clients. The baseline of the sign-in flows and of verify secret, which read Postgres.
+  { name: noCacheGet, kind: "read", paths: clientReads(fromSource) },
   {
     name: "list clients (100)",
     kind: "read",
@@ -858,7 +864,7 @@ for (const op of selected) {
       ? undefined
       : "reference";
     const ref = op.kind === "flow"
-      ? samples.get(key("get client", "gateway"))
+      ? samples.get(key(noCacheGet, "gateway"))
       : baseline === undefined
       ? (op.name === senderBaseline ? undefined : samples.get(key(senderBaseline, path)))
       : samples.get(key(op.name, baseline));
@@ -1060,7 +1066,7 @@ const gwWrites = rows.filter((r) => r.path === "gateway" && r.kind === "write");
 const grpcReads = rows.filter((r) => r.path === "grpc" && r.kind === "read");
 const rowOf = (op: string, path: Path) => rows.find((r) => r.op === op && r.path === path);
 const verify = rowOf("verify secret (internal RPC)", "grpc");
-const getGrpc = rowOf("get client", "grpc");
+const getGrpc = rowOf(noCacheGet, "grpc");
 const lines: string[] = [];
 if (gwReads.length > 0) {
   const w = worst(gwReads, (r) => r.ratio!, "min");
@@ -1155,7 +1161,10 @@ for (const op of ["authorize, consent remembered", "device poll, pending"]) {
   const row = rowOf(op, "gateway");
   if (row?.ratio === undefined) continue;
   lines.push(
-    target(row.ratio >= 0.5, `${op} >= 0.5 x a gateway GET of a client (${fmt(row.ratio, 2)})`),
+    target(
+      row.ratio >= 0.5,
+      `${op} >= 0.5 x a gateway GET of a client, no-cache (${fmt(row.ratio, 2)})`,
+    ),
   );
 }
 const getGateway = rowOf("get client", "gateway");
@@ -1168,7 +1177,9 @@ if (getGateway && getReference) {
 }
 if (verify && getGrpc) {
   const r = verify.rps / getGrpc.rps;
-  lines.push(target(r >= 0.8, `verify secret >= 0.8 x gRPC get client (${fmt(r, 2)})`));
+  lines.push(
+    target(r >= 0.8, `verify secret >= 0.8 x gRPC get client, no-cache (${fmt(r, 2)})`),
+  );
 }
 lines.push(
   target(

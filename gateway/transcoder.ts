@@ -9,6 +9,8 @@
  * `Deno.serve` sends the head of the same response, its `Content-Length` included. An
  * `Idempotency-Key` header goes to the service as `idempotency-key` metadata
  * (lib/policy/idempotency.ts); a replayed outcome is answered with `Idempotent-Replayed: true`.
+ * A GET's `Cache-Control: no-cache` (RFC 9111 5.2.1.4) goes to the service as metadata, and the
+ * answer comes from the source: neither this gateway's memory (./read_cache.ts) nor the service's.
  *
  * Conditional requests (RFC 9110 13.1, 13.2; ./conditions.ts) on every route:
  *
@@ -55,7 +57,12 @@ import { concat } from "../lib/transport/mod.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
 import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
-import { forwardedForHeader, forwardedUserAgentHeader } from "../lib/platform/mod.ts";
+import {
+  cacheControlHeader,
+  forwardedForHeader,
+  forwardedUserAgentHeader,
+  noCache,
+} from "../lib/platform/mod.ts";
 import { wireSizeOf } from "../lib/rpc/mod.ts";
 import { anyVersion, isEtag, noVersion } from "../lib/resource/mod.ts";
 import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
@@ -452,6 +459,10 @@ export function createTranscoder(
       }
       const key = req.headers.get(keyHeader);
       if (key !== null) header[keyHeader] = key;
+      // A read that must come from the source (RFC 9111 5.2.1.4): past this gateway's memory and
+      // the service's.
+      const fresh = route.httpMethod === "GET" && noCache(req.headers);
+      if (fresh) header[cacheControlHeader] = "no-cache";
       let responseHeader = noHeaders;
       const invoke = () =>
         clients.get(route.service)![route.method.localName]!(input, {
@@ -463,7 +474,7 @@ export function createTranscoder(
       let message: Message;
       if (reads === undefined) message = await invoke();
       else if (route.httpMethod === "GET") {
-        message = reads.keeps(route.method)
+        message = reads.keeps(route.method) && !fresh
           ? await reads.through(route.method, input, caller, invoke)
           : await invoke();
       } else {

@@ -459,6 +459,26 @@ Deno.test("two gateways: introspection answered from memory, and every change re
       },
     );
 
+    await t.step("Cache-Control: no-cache reads past both memories", async () => {
+      const c = await newClient();
+      await readHeld(c);
+      // A change that notifies nobody (triggers off in this session): memory keeps the old name,
+      // and a no-cache GET reads Postgres through both gateways and the registry.
+      await sql.begin(async (tx) => {
+        await tx`set local session_replication_role = replica`;
+        await tx`update oauth.clients set name = 'unnotified' where id = ${ids.toUuid(c)!}`;
+      });
+      for (const i of [0, 1]) {
+        assert.equal((await read(i, c)).body.name, "cached", "from memory");
+        const fresh = await httpClient(gateways[i]!)("GET", `/v1/projects/gp1/clients/${c}`, {
+          token: admin,
+          headers: { "cache-control": "no-cache" },
+        });
+        assert.equal(fresh.status, 200, fresh.text);
+        assert.equal(fresh.body.name, "unnotified", "from Postgres");
+      }
+    });
+
     await t.step("a change made while a gateway's listener is cut still reaches it", async () => {
       const c = await newClient();
       await readHeld(c);

@@ -89,3 +89,4 @@ export {
   startSpan,
 } from "./trace.ts";
 export { assertionSigningAlgs, dpopSigningAlgs, oauthPaths } from "./oauth_metadata.ts";
+export { cacheControlHeader, noCache } from "./cache_control.ts";

@@ -69,7 +69,7 @@ import {
 import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { anyVersion, enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
-import { invalidArgument, type Logger, notFound } from "../../lib/platform/mod.ts";
+import { invalidArgument, type Logger, noCache, notFound } from "../../lib/platform/mod.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
 import { ids } from "./ids.ts";
 import { resolveMask } from "../../lib/resource/mod.ts";
@@ -387,7 +387,8 @@ export function createOAuthRegistry(
   deps: OAuthRegistryDeps,
 ): ServiceImpl<typeof OAuthRegistryService> {
   const configs = createConfigRepository(deps.sql);
-  const clients = deps.clients ?? createClientRepository(deps.sql);
+  const stored = createClientRepository(deps.sql);
+  const clients = deps.clients ?? stored;
   const secrets = createClientSecretRepository(deps.sql);
   const keys = createClientKeyRepository(deps.sql);
   const installations = createInstallationRepository(deps.sql);
@@ -510,9 +511,11 @@ export function createOAuthRegistry(
       }
     },
 
-    async getClient(req) {
+    async getClient(req, ctx) {
       project(req.projectId);
-      const row = await clients.get(req.projectId, pathId("client", req.clientId));
+      // `cache-control: no-cache` (RFC 9111 5.2.1.4): read Postgres, not the replica's memory.
+      const from = noCache(ctx.requestHeader) ? stored : clients;
+      const row = await from.get(req.projectId, pathId("client", req.clientId));
       if (!row) throw notFound("client", req.clientId);
       return { client: toClient(row) };
     },
