@@ -17,10 +17,16 @@
  *   connection, drops everything. Answers come from memory only while the feed is fresh (every
  *   change committed more than 800 ms ago applied), so a change reaches every gateway within a
  *   second; an answer read while a change arrived is not kept.
+ * - **Nor just after one.** The registry replica that answers a read keeps clients in memory too
+ *   (services/oauth/client_cache.ts), and may apply a change up to 800 ms after this gateway did:
+ *   an answer whose call began within 800 ms after a change to that client arrived here (or to
+ *   every client: a reset, a payload not known, more changes than it remembers one by one) is not
+ *   kept, or it could keep what the change replaced.
  * - **This gateway's own writes at once.** A write to the registry through this gateway (any
  *   method but a read, whether it succeeded or not) drops the client it names when it returns (or
- *   everything, when it names none), and answers read meanwhile are not kept: a caller that changed
- *   a client reads its change back from the same gateway without waiting for the notification.
+ *   everything, when it names none), and answers read meanwhile or within 800 ms after are not
+ *   kept: a caller that changed a client reads its change back from the same gateway without
+ *   waiting for the notification.
  * - **Bounded.** At most `maxBytes` (each answer's Protobuf size times three plus 256 bytes), from
  *   the process's memory budget, oldest out first (lib/platform/bounded_cache.ts).
  *
@@ -53,6 +59,8 @@ export interface ReadCacheOptions {
   budget?: MemoryBudget | undefined;
   /** Whether the registry's triggers exist (its migration that adds them has run). */
   notifies(): Promise<boolean>;
+  /** The monotonic clock (ms) the lag after a change is measured on. */
+  monotonic?: () => number;
 }
 
 /** The cache. */
@@ -88,15 +96,58 @@ const clientIds = idKind("cli");
 const otherKinds = ["installation", "config", "origins"];
 const entryOverhead = 256;
 const getClient = OAuthRegistryService.method.getClient;
+/** How late a registry replica may apply a change to its own memory (lib/db/change_feed.ts). */
+const maxLagMs = 800;
+/** The most clients remembered as changed lately; past it, a change counts for all. */
+const maxRecentChanges = 4096;
 
 /** Creates the cache (see the module's header). */
 export function createReadCache(options: ReadCacheOptions): ReadCache {
+  const monotonic = options.monotonic ?? (() => performance.now());
+  /** When a change to every client (a reset, a payload not known) last arrived (monotonic). */
+  let allChangedAt = -Infinity;
+  /** Clients changed lately (UUID -> monotonic time), oldest first. */
+  const recent = new Map<string, number>();
+  const changed = (key: string | undefined) => {
+    const at = monotonic();
+    for (const [k, when] of recent) {
+      if (at - when <= maxLagMs) break;
+      recent.delete(k);
+    }
+    if (key === undefined || recent.size >= maxRecentChanges) {
+      allChangedAt = at;
+      recent.clear();
+    } else {
+      recent.delete(key);
+      recent.set(key, at);
+    }
+  };
+  /**
+   * Whether an answer read by a call begun at `startedAt` may be kept: the registry replica that
+   * answered had applied every change to the client that arrived here more than the lag before.
+   */
+  const settled = (key: string, startedAt: number) =>
+    startedAt - allChangedAt > maxLagMs && startedAt - (recent.get(key) ?? -Infinity) > maxLagMs;
   const cache = createFeedCache({
-    follow: options.follow,
+    follow: (handlers) =>
+      options.follow({
+        ...handlers,
+        onReset() {
+          changed(undefined);
+          handlers.onReset();
+        },
+      }),
     maxBytes: options.maxBytes,
     budget: options.budget,
     notifies: options.notifies,
-    onChange: (payload) => dropNamed(payload, "client", otherKinds, (key) => clients.delete(key)),
+    onChange(payload) {
+      const known = dropNamed(payload, "client", otherKinds, (key) => {
+        clients.delete(key);
+        changed(key);
+      });
+      if (!known) changed(undefined);
+      return known;
+    },
   });
   const clients = cache.region<Kept>();
   const values = createContextValues();
@@ -117,9 +168,13 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
       }
       cache.count("misses");
       const before = cache.generation;
+      const startedAt = monotonic();
       const answer = await load();
       const client = (answer as { client?: Client }).client;
-      if (client !== undefined && cache.generation === before && cache.usable()) {
+      if (
+        client !== undefined && cache.generation === before && settled(key, startedAt) &&
+        cache.usable()
+      ) {
         const bytes = toBinary(GetClientResponseSchema, answer as never).length * 3 +
           entryOverhead;
         clients.set(key, { projectId, answer }, bytes);
@@ -135,6 +190,8 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
       const key = typeof clientId === "string" ? clientIds.toUuid(clientId) : undefined;
       if (key === undefined) clients.clear();
       else clients.delete(key);
+      // Another registry replica may answer the next read before it has seen this change.
+      changed(key);
     },
     stats: () => cache.stats(),
     close: () => cache.close(),

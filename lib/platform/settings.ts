@@ -115,7 +115,7 @@ export const settings = {
   CLIENT_CACHE_MIB: {
     usedBy: ["oauth-registry"],
     default: "`4` (`0` in the embedded stack)",
-    meaning: "memory for the clients GetClient and LookupClient read, from the memory budget; " +
+    meaning: "memory for the clients GetClient reads, from the memory budget; " +
       "changes reach every replica within a second (the registry's change feed); `0` keeps none",
   },
   CONFIG_CACHE_ENTRIES: {

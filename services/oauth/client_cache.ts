@@ -1,7 +1,9 @@
 /**
- * Clients, remembered: GetClient and LookupClient read one client by its id, the registry's most
- * frequent reads, and a client changes seldom, so each replica keeps the clients it read, and
- * Postgres keeps them honest. The client trigger notifies `oauth_registry_changes` with
+ * Clients, remembered: GetClient reads one client by its id, the registry's most frequent read, and
+ * a client changes seldom, so each replica keeps the clients it read, and Postgres keeps them
+ * honest. (The internal lookups, LookupClient and the like, read Postgres: the token service keeps
+ * their answers in memory of its own, and a copy taken from this one before it had seen a change
+ * could outlive the change there.) The client trigger notifies `oauth_registry_changes` with
  * `client:<uuid>` in the transaction of every update or deletion of a client (and of a secret
  * deleted, a key added or deleted: migrations/0004_change_feed.sql, 0006_client_keys.sql); each
  * replica follows the channel (lib/db/change_feed.ts):
@@ -19,7 +21,8 @@
  *   the feed.
  *
  * Every other read (lists, the etag a write checks, secrets, keys) goes to Postgres as before: only
- * `get` and `find` of the repository go through memory. Bounded: at most `maxBytes` (each client's
+ * `get` and `find` of this repository go through memory, and the service reads through it only for
+ * GetClient (without `cache-control: no-cache`). Bounded: at most `maxBytes` (each client's
  * JSON twice, as UTF-16, plus 256 bytes), oldest first, in the memory budget's `cache` share. The
  * freshness, the counting and the bounds are lib/db/feed_cache.ts's.
  *

@@ -22,6 +22,7 @@ import {
   InstallationStatus,
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { cacheControlHeader } from "../../lib/platform/mod.ts";
 import { signToken } from "../../lib/policy/mod.ts";
 import { createGrpcTransport } from "../../lib/rpc/mod.ts";
 
@@ -262,9 +263,13 @@ export function createRegistry(options: RegistryOptions): Registry {
     },
     async getClient(projectId, clientId) {
       try {
+        // From Postgres, not the registry's memory: this service keeps the answer in its own
+        // (./registry_cache.ts), and a copy of a copy that had not yet seen a change could outlive
+        // it.
+        const headers = await authorization();
         const res = await client.getClient(
           { projectId, clientId },
-          { headers: await authorization() },
+          { headers: { ...headers, [cacheControlHeader]: "no-cache" } },
         );
         return res.client;
       } catch (error) {
