@@ -146,6 +146,42 @@ Deno.test("an expired secret is invalid_client at its expiry, the client's other
       await answeredFromMemory(short.body.secret);
     });
 
+    await t.step(
+      "a resource server whose secret expires introspects, again and again",
+      async () => {
+        const issued = await api("POST", "/oauth2/token", {
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          raw: new URLSearchParams({
+            grant_type: "client_credentials",
+            client_id: clientId,
+            client_secret: lasting.body.secret,
+          }).toString(),
+        });
+        assert.equal(issued.status, 200, issued.text);
+        // An expiry to the microsecond (RFC 3339 allows any fraction), not a whole number of
+        // milliseconds: the answer may be given again until then at most (reusable_until_ms).
+        const expiresAt = new Date(Date.now() + 2 * hour * 1000).toISOString()
+          .replace("Z", "457Z");
+        const precise = await api("POST", secretsPath, {
+          token: admin,
+          json: { expires_at: expiresAt },
+        });
+        assert.equal(precise.status, 201, precise.text);
+        for (let i = 0; i < 3; i++) {
+          const res = await api("POST", "/oauth2/introspect", {
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            raw: new URLSearchParams({
+              token: issued.body.access_token,
+              client_id: clientId,
+              client_secret: precise.body.secret,
+            }).toString(),
+          });
+          assert.equal(res.status, 200, res.text);
+          assert.equal(res.body.active, true, res.text);
+        }
+      },
+    );
+
     // A secret that expires in an hour and is never used: nothing writes its row after its create.
     const idle = await api("POST", secretsPath, { token: admin, json: { lifetime_seconds: hour } });
     assert.equal(idle.status, 201, idle.text);

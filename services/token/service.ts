@@ -301,7 +301,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
         // Whatever may end it without a notification: the token's expiry, the secret's, and the
         // next report of the secret's use (see introspectionReuseMs).
         const until = Math.min(claims.exp * 1000, secretUntil, now() + introspectionReuseMs);
-        return { ...answer, reusableUntilMs: BigInt(until) };
+        return { ...answer, reusableUntilMs: BigInt(Math.floor(until)) };
       }
       const refresh = await refreshOf(req.token);
       if (!refresh || refresh.family.project_id !== caller.projectId) return inactive;
