@@ -632,7 +632,8 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           const body = cache !== undefined && client.clientSecret !== "" &&
               client.clientAssertion === ""
             ? await cache.through(
-              `${client.method}\n${client.clientId}\n${client.clientSecret}\n${tokenTypeHint}`,
+              // One string for the credentials, unambiguous whatever characters they hold.
+              JSON.stringify([client.method, client.clientId, client.clientSecret, tokenTypeHint]),
               token,
               load,
             )
