@@ -31,11 +31,17 @@
  * @module
  */
 
-import { type ChangeFeed, createFeedCache, type FollowOptions } from "../lib/db/mod.ts";
+import {
+  type ChangeFeed,
+  createFeedCache,
+  type FollowOptions,
+  registryChangesChannel,
+  revocationsChannel,
+} from "../lib/db/mod.ts";
 import { hmacSha256, type MemoryBudget } from "../lib/platform/mod.ts";
 
 /** The channels whose changes can end an active answer (their owners' triggers notify them). */
-export const introspectionChannels = ["oauth_registry_changes", "token_revocations"] as const;
+export const introspectionChannels = [registryChangesChannel, revocationsChannel] as const;
 
 /** How late a token service replica may apply a change (lib/db/change_feed.ts's default). */
 const maxLagMs = 800;

@@ -46,7 +46,7 @@ import {
   registerBudgetMetrics,
   registerCacheMetrics,
 } from "../lib/platform/mod.ts";
-import { connect, followChanges } from "../lib/db/mod.ts";
+import { connect, followChanges, registryChangesChannel } from "../lib/db/mod.ts";
 import { createIntrospectionCache } from "./introspection_cache.ts";
 import { createReadCache } from "./read_cache.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
@@ -423,13 +423,13 @@ function listenForChanges(url: string, config: GatewayConfig, budget: MemoryBudg
       follow: (channel, handlers) => followChanges(sql, channel, handlers),
       maxBytes: config.INTROSPECTION_CACHE_MIB * mib,
       budget,
-      notifies: () => triggers(["oauth_registry_changes_clients", "revoked_tokens_inserted"]),
+      notifies: () => triggers([`${registryChangesChannel}_clients`, "revoked_tokens_inserted"]),
     });
   const reads = config.READ_CACHE_MIB === 0 ? undefined : createReadCache({
-    follow: (handlers) => followChanges(sql, "oauth_registry_changes", handlers),
+    follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
     maxBytes: config.READ_CACHE_MIB * mib,
     budget,
-    notifies: () => triggers(["oauth_registry_changes_clients"]),
+    notifies: () => triggers([`${registryChangesChannel}_clients`]),
   });
   return {
     introspections,

@@ -1,7 +1,7 @@
 /**
- * Postgres, for the services only (the gateway's module graph must not contain it): the pool,
- * forward-only migrations, pool metrics, the idempotency keys' table, change feeds and the caches
- * they keep honest, and purges in batches.
+ * Postgres: the pool, forward-only migrations, pool metrics, the idempotency keys' table, change
+ * feeds and the caches they keep honest, and purges in batches. The gateway uses only the pool and
+ * the change feeds (it reads no table: tests/boundaries_test.ts).
  *
  * @module
  */
@@ -12,6 +12,8 @@ export {
   type FollowOptions,
   heartbeatPrefix,
   propagationMs,
+  registryChangesChannel,
+  revocationsChannel,
 } from "./change_feed.ts";
 export { createFeedCache, dropNamed, type FeedCache, type FeedCacheOptions } from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";

@@ -34,9 +34,6 @@ import {
 import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ConfigRow } from "./repository/configs.ts";
 
-/** The channel the registry's triggers notify. */
-export const registryChangesChannel = "oauth_registry_changes";
-
 /** Options of {@link cacheConfigs}. */
 export interface ConfigCacheOptions {
   /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */

@@ -11,7 +11,7 @@ import {
   OAuthRegistryService,
 } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
-import { createIdempotencyStore, followChanges } from "../../lib/db/mod.ts";
+import { createIdempotencyStore, followChanges, registryChangesChannel } from "../../lib/db/mod.ts";
 import {
   type Logger,
   nonNegativeInt,
@@ -30,7 +30,7 @@ import {
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
 import { cacheClients } from "./client_cache.ts";
-import { cacheConfigs, registryChangesChannel } from "./config_cache.ts";
+import { cacheConfigs } from "./config_cache.ts";
 import { createClientRepository } from "./repository/clients.ts";
 import { createOAuthPolicy } from "./policy.ts";
 import { createConfigRepository } from "./repository/configs.ts";

@@ -25,9 +25,14 @@ import { clientAuthentication, clientRules } from "./client_auth.ts";
 import { createAssertionVerifier } from "./client_assertion.ts";
 import { createKeyRing } from "./keys.ts";
 import { createRegistry } from "./registry.ts";
-import { cacheRegistry, registryChangesChannel } from "./registry_cache.ts";
-import { createRevocations, revocationsChannel, uncachedRevocations } from "./revocations.ts";
-import { followChanges, inBatches } from "../../lib/db/mod.ts";
+import { cacheRegistry } from "./registry_cache.ts";
+import { createRevocations, uncachedRevocations } from "./revocations.ts";
+import {
+  followChanges,
+  inBatches,
+  registryChangesChannel,
+  revocationsChannel,
+} from "../../lib/db/mod.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { deriveCsrfKey } from "./authorization.ts";
 import { createDpop, deriveDpopNonceKey } from "./dpop.ts";

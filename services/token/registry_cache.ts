@@ -60,9 +60,6 @@ import { type ChangeFeed, createFeedCache, type FollowOptions } from "../../lib/
 import { hmacSha256, idKind, type MemoryBudget } from "../../lib/platform/mod.ts";
 import { type ClientKeys, expired, type Registry, type VerifiedSecret } from "./registry.ts";
 
-/** The channel the registry's triggers notify. */
-export const registryChangesChannel = "oauth_registry_changes";
-
 /** Options of {@link cacheRegistry}. */
 export interface RegistryCacheOptions {
   /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */

@@ -18,9 +18,6 @@
 import type { ChangeFeed, FollowOptions, Sql } from "../../lib/db/mod.ts";
 import type { Lease, MemoryBudget } from "../../lib/platform/mod.ts";
 
-/** The channel the revocation trigger notifies. */
-export const revocationsChannel = "token_revocations";
-
 /** Revoked access tokens. */
 export interface Revocations {
   /** Whether the token of `jti` was revoked. */
