@@ -34,6 +34,7 @@
 import {
   type ChangeFeed,
   createFeedCache,
+  createSettling,
   type FollowOptions,
   registryChangesChannel,
   revocationsChannel,
@@ -52,7 +53,7 @@ const maxCallersPerToken = 4;
 /** Bytes counted per entry besides the body's characters. */
 const entryOverhead = 256;
 
-/** The most tokens remembered as just revoked here; past it, a revocation drops everything. */
+/** The most tokens remembered as just revoked here; past it, a revocation counts for all. */
 const maxRecentRevocations = 4096;
 
 /** Options of {@link createIntrospectionCache}. */
@@ -103,20 +104,19 @@ export function createIntrospectionCache(options: IntrospectionCacheOptions): In
   const now = options.now ?? Date.now;
   const monotonic = options.monotonic ?? (() => performance.now());
   const mac = hmacSha256(crypto.getRandomValues(new Uint8Array(32)));
-  /** When the last change arrived (monotonic). */
-  let changedAt = -Infinity;
-  /** Tokens revoked here lately (digest -> monotonic time). */
-  const recent = new Map<string, number>();
+  // The token service replica that answers keeps what it checks in memory too, and may apply a
+  // change later; every change is to every token, a revocation here to its own.
+  const settling = createSettling({ lagMs: maxLagMs, maxKeys: maxRecentRevocations, monotonic });
 
   const cache = createFeedCache({
     follow(handlers) {
       const noted: FollowOptions = {
         onChange(payload) {
-          changedAt = monotonic();
+          settling.changed();
           handlers.onChange(payload);
         },
         onReset() {
-          changedAt = monotonic();
+          settling.changed();
           handlers.onReset();
         },
       };
@@ -133,15 +133,6 @@ export function createIntrospectionCache(options: IntrospectionCacheOptions): In
     notifies: options.notifies,
   });
   const tokens = cache.region<Kept>();
-
-  /** Whether `tokenKey` was revoked here within the lag (forgetting older ones). */
-  function revokedLately(tokenKey: string, at: number): boolean {
-    for (const [key, when] of recent) {
-      if (at - when <= maxLagMs) break;
-      recent.delete(key);
-    }
-    return recent.has(tokenKey);
-  }
 
   return {
     async through(caller, token, load) {
@@ -166,8 +157,7 @@ export function createIntrospectionCache(options: IntrospectionCacheOptions): In
       const startedAt = monotonic();
       const answer = await load();
       const keep = answer.reusableUntil > now() && cache.generation === before &&
-        startedAt - changedAt > maxLagMs && !revokedLately(tokenKey, monotonic()) &&
-        cache.usable();
+        settling.settled(tokenKey, startedAt) && cache.usable();
       if (keep) {
         const bytes = bytesOf(callerKey, answer);
         const current = tokens.get(tokenKey);
@@ -185,16 +175,7 @@ export function createIntrospectionCache(options: IntrospectionCacheOptions): In
     revoked(token) {
       const tokenKey = mac.base64(token);
       tokens.delete(tokenKey);
-      if (recent.size >= maxRecentRevocations) {
-        // Too many to remember one by one: as if a change had arrived.
-        recent.clear();
-        cache.changed();
-        changedAt = monotonic();
-        tokens.clear();
-        return;
-      }
-      recent.delete(tokenKey);
-      recent.set(tokenKey, monotonic());
+      settling.changed(tokenKey);
     },
     stats: () => cache.stats(),
     close: () => cache.close(),

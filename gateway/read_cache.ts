@@ -40,7 +40,13 @@ import {
   GetClientResponseSchema,
   OAuthRegistryService,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { type ChangeFeed, createFeedCache, dropNamed, type FollowOptions } from "../lib/db/mod.ts";
+import {
+  type ChangeFeed,
+  createFeedCache,
+  createSettling,
+  dropNamed,
+  type FollowOptions,
+} from "../lib/db/mod.ts";
 import { idKind, type MemoryBudget } from "../lib/platform/mod.ts";
 import { type Caller, projectAdmin, type Rule } from "../lib/policy/mod.ts";
 
@@ -103,37 +109,15 @@ const maxRecentChanges = 4096;
 
 /** Creates the cache (see the module's header). */
 export function createReadCache(options: ReadCacheOptions): ReadCache {
+  // The registry replica that answers keeps clients in memory too, and may apply a change later.
   const monotonic = options.monotonic ?? (() => performance.now());
-  /** When a change to every client (a reset, a payload not known) last arrived (monotonic). */
-  let allChangedAt = -Infinity;
-  /** Clients changed lately (UUID -> monotonic time), oldest first. */
-  const recent = new Map<string, number>();
-  const changed = (key: string | undefined) => {
-    const at = monotonic();
-    for (const [k, when] of recent) {
-      if (at - when <= maxLagMs) break;
-      recent.delete(k);
-    }
-    if (key === undefined || recent.size >= maxRecentChanges) {
-      allChangedAt = at;
-      recent.clear();
-    } else {
-      recent.delete(key);
-      recent.set(key, at);
-    }
-  };
-  /**
-   * Whether an answer read by a call begun at `startedAt` may be kept: the registry replica that
-   * answered had applied every change to the client that arrived here more than the lag before.
-   */
-  const settled = (key: string, startedAt: number) =>
-    startedAt - allChangedAt > maxLagMs && startedAt - (recent.get(key) ?? -Infinity) > maxLagMs;
+  const settling = createSettling({ lagMs: maxLagMs, maxKeys: maxRecentChanges, monotonic });
   const cache = createFeedCache({
     follow: (handlers) =>
       options.follow({
         ...handlers,
         onReset() {
-          changed(undefined);
+          settling.changed();
           handlers.onReset();
         },
       }),
@@ -143,9 +127,9 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
     onChange(payload) {
       const known = dropNamed(payload, "client", otherKinds, (key) => {
         clients.delete(key);
-        changed(key);
+        settling.changed(key);
       });
-      if (!known) changed(undefined);
+      if (!known) settling.changed();
       return known;
     },
   });
@@ -172,7 +156,8 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
       const answer = await load();
       const client = (answer as { client?: Client }).client;
       if (
-        client !== undefined && cache.generation === before && settled(key, startedAt) &&
+        client !== undefined && cache.generation === before &&
+        settling.settled(key, startedAt) &&
         cache.usable()
       ) {
         const bytes = toBinary(GetClientResponseSchema, answer as never).length * 3 +
@@ -191,7 +176,7 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
       if (key === undefined) clients.clear();
       else clients.delete(key);
       // Another registry replica may answer the next read before it has seen this change.
-      changed(key);
+      settling.changed(key);
     },
     stats: () => cache.stats(),
     close: () => cache.close(),

@@ -158,3 +158,54 @@ export function dropNamed(
   if (named === kind) drop(payload.slice(colon + 1));
   return named === kind || others.includes(named);
 }
+
+/** Options of {@link createSettling}. */
+export interface SettlingOptions {
+  /** How late the source may apply a change that arrived here (lib/db/change_feed.ts: 800 ms). */
+  lagMs: number;
+  /** The most keys remembered one by one; past it, a change counts for every key. */
+  maxKeys: number;
+  /** The monotonic clock (ms). */
+  monotonic: () => number;
+}
+
+/** Which changes arrived lately, for a cache whose source is itself a copy (see below). */
+export interface Settling {
+  /** A change to `key` (undefined: to every key) arrived now. */
+  changed(key?: string): void;
+  /** Whether a read of `key` begun at `startedAt` came after the source applied every change. */
+  settled(key: string, startedAt: number): boolean;
+}
+
+/**
+ * For a cache whose source keeps a copy of its own that follows the same feed (another service's
+ * memory): the source may apply a change up to `lagMs` after this process did, so an answer read
+ * within that time after a change to its key may predate the change, and kept it would outlive
+ * it. Such an answer is not kept: {@link Settling.settled} says so. Keys are remembered for
+ * `lagMs`, at most `maxKeys` of them (oldest out first; past it, a change counts for all).
+ */
+export function createSettling(options: SettlingOptions): Settling {
+  const { lagMs, maxKeys, monotonic } = options;
+  /** When a change to every key last arrived. */
+  let allAt = -Infinity;
+  /** Keys changed within the lag, oldest first. */
+  const recent = new Map<string, number>();
+  return {
+    changed(key) {
+      const at = monotonic();
+      for (const [k, when] of recent) {
+        if (at - when <= lagMs) break;
+        recent.delete(k);
+      }
+      if (key === undefined || recent.size >= maxKeys) {
+        allAt = at;
+        recent.clear();
+      } else {
+        recent.delete(key);
+        recent.set(key, at);
+      }
+    },
+    settled: (key, startedAt) =>
+      startedAt - allAt > lagMs && startedAt - (recent.get(key) ?? -Infinity) > lagMs,
+  };
+}

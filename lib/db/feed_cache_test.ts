@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { manualFeed } from "../testing/mod.ts";
-import { createFeedCache, dropNamed } from "./feed_cache.ts";
+import { createFeedCache, createSettling, dropNamed } from "./feed_cache.ts";
 
 /** A cache of two regions over a feed driven by hand; `drop:<key>` drops a key of both. */
 function setup() {
@@ -68,4 +68,25 @@ Deno.test("dropNamed: drops the key of its kind, knows the others, and asks to d
   assert.equal(apply("reset"), false);
   assert.equal(apply("client"), false);
   assert.deepEqual(dropped, ["a:b"]);
+});
+
+Deno.test("createSettling: a key read within the lag after its change, or after a change to all, is not settled", () => {
+  let at = 1_000;
+  const settling = createSettling({ lagMs: 800, maxKeys: 2, monotonic: () => at });
+  assert.equal(settling.settled("a", at), true);
+  settling.changed("a");
+  assert.equal(settling.settled("a", at - 1), false, "a read begun before the change");
+  assert.equal(settling.settled("a", at + 800), false);
+  assert.equal(settling.settled("a", at + 801), true);
+  assert.equal(settling.settled("b", at), true, "another key");
+  settling.changed();
+  assert.equal(settling.settled("b", at), false, "a change to all");
+  at += 801;
+  assert.equal(settling.settled("b", at), true);
+  // Past maxKeys remembered at once, a change counts for all.
+  settling.changed("a");
+  settling.changed("b");
+  assert.equal(settling.settled("c", at), true);
+  settling.changed("c");
+  assert.equal(settling.settled("d", at), false);
 });

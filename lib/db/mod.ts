@@ -15,7 +15,14 @@ export {
   registryChangesChannel,
   revocationsChannel,
 } from "./change_feed.ts";
-export { createFeedCache, dropNamed, type FeedCache, type FeedCacheOptions } from "./feed_cache.ts";
+export {
+  createFeedCache,
+  createSettling,
+  dropNamed,
+  type FeedCache,
+  type FeedCacheOptions,
+  type Settling,
+} from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
 export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";
 export {
