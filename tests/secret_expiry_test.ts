@@ -158,8 +158,8 @@ Deno.test("an expired secret is invalid_client at its expiry, the client's other
           }).toString(),
         });
         assert.equal(issued.status, 200, issued.text);
-        // An expiry to the microsecond (RFC 3339 allows any fraction), not a whole number of
-        // milliseconds: the answer may be given again until then at most (reusable_until_ms).
+        // An expiry given to the microsecond (RFC 3339 allows any fraction): the answer may be
+        // given again until then at most (reusable_until_ms), and each time it is 200.
         const expiresAt = new Date(Date.now() + 2 * hour * 1000).toISOString()
           .replace("Z", "457Z");
         const precise = await api("POST", secretsPath, {

@@ -20,9 +20,9 @@
  *   reads under way then are not kept, so its own next read sees the change without waiting for
  *   the feed.
  *
- * Every other read (lists, the etag a write checks, secrets, keys) goes to Postgres as before: only
- * `get` and `find` of this repository go through memory, and the service reads through it only for
- * GetClient (without `cache-control: no-cache`). Bounded: at most `maxBytes` (each client's
+ * Every other read (lists, the etag a write checks, secrets, keys, and `find`, which the internal
+ * lookups use) goes to Postgres as before: only `get` goes through memory, which the service uses
+ * for GetClient (without `cache-control: no-cache`) and to read a client's type before an update. Bounded: at most `maxBytes` (each client's
  * JSON twice, as UTF-16, plus 256 bytes), oldest first, in the memory budget's `cache` share. The
  * freshness, the counting and the bounds are lib/db/feed_cache.ts's.
  *
@@ -48,7 +48,7 @@ export interface ClientCacheOptions {
   budget?: MemoryBudget | undefined;
 }
 
-/** The repository, with `get` and `find` through memory, and what it holds. */
+/** The repository, with `get` through memory, and what it holds. */
 export interface ClientCache extends ClientRepository {
   /** Clients kept now, their bytes, and how reads were answered so far. */
   stats(): { entries: number; bytes: number; hits: number; misses: number; bypassed: number };
@@ -69,7 +69,6 @@ export function cacheClients(clients: ClientRepository, options: ClientCacheOpti
   });
   const rows = cache.region<ClientRow>();
   const size = (row: ClientRow) => JSON.stringify(row).length * 2 + 256;
-  const find = (id: string) => cache.through(rows, id, () => clients.find(id), size);
   /** This replica wrote `id`: forgotten at once, and reads under way not kept. */
   const wrote = (id: string) => {
     cache.changed();
@@ -78,9 +77,9 @@ export function cacheClients(clients: ClientRepository, options: ClientCacheOpti
 
   return {
     ...clients,
-    find,
     async get(projectId, id) {
-      const row = await find(id);
+      // Kept by id alone (a client is in one project, and notifications name it by id).
+      const row = await cache.through(rows, id, () => clients.find(id), size);
       return row?.project_id === projectId ? row : undefined;
     },
     async update(projectId, id, changes, write) {

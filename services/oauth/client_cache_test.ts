@@ -27,17 +27,20 @@ function setup() {
   return { clients, feed, names, reads: () => reads };
 }
 
-Deno.test("client cache: get and find read a client once; another project's id is not found", async () => {
+Deno.test("client cache: get reads a client once, find every time; another project's id is not found", async () => {
   const { clients, reads } = setup();
   assert.equal((await clients.get("p", "u1"))?.name, "one");
-  assert.equal((await clients.find("u1"))?.name, "one");
   assert.equal((await clients.get("p", "u1"))?.name, "one");
   assert.equal(await clients.get("other", "u1"), undefined);
   assert.equal(reads(), 1);
+  // The internal lookups' read: from the source, always (its callers keep copies of their own).
+  assert.equal((await clients.find("u1"))?.name, "one");
+  assert.equal((await clients.find("u1"))?.name, "one");
+  assert.equal(reads(), 3);
   // No such client: never kept.
   assert.equal(await clients.get("p", "u9"), undefined);
   assert.equal(await clients.get("p", "u9"), undefined);
-  assert.equal(reads(), 3);
+  assert.equal(reads(), 5);
   await clients.close();
 });
 
@@ -75,7 +78,7 @@ Deno.test("client cache: this replica's writes are read back at once, and reads 
     update: () => Promise.resolve(undefined),
   } as unknown as ClientRepository, { follow: manualFeed().follow, maxBytes: 100_000 });
   const release = held.hold();
-  const pending = slow.find("u2");
+  const pending = slow.get("p", "u2");
   await slow.update("p", "u2", {} as never, {} as never);
   release();
   await pending;

@@ -387,9 +387,9 @@ export function createOAuthRegistry(
   deps: OAuthRegistryDeps,
 ): ServiceImpl<typeof OAuthRegistryService> {
   const configs = createConfigRepository(deps.sql);
-  // Only GetClient reads clients through memory (deps.clients). The internal lookups read
-  // Postgres: their callers (the token service) keep the answers in memory of their own, and a
-  // copy taken from a copy that had not yet seen a change could outlive it.
+  // Only GetClient reads clients through memory (deps.clients' `get`). The internal lookups read
+  // Postgres (`find`): their callers (the token service) keep the answers in memory of their own,
+  // and a copy taken from a copy that had not yet seen a change could outlive it.
   const stored = createClientRepository(deps.sql);
   const clients = deps.clients ?? stored;
   const secrets = createClientSecretRepository(deps.sql);
@@ -409,7 +409,7 @@ export function createOAuthRegistry(
    */
   async function reachableClient(caller: Caller, clientId: string) {
     const uuid = ids.client.toUuid(clientId);
-    const row = uuid === undefined ? undefined : await stored.find(uuid);
+    const row = uuid === undefined ? undefined : await clients.find(uuid);
     if (row && administers(caller, row.project_id)) return row;
     if (caller.projects !== "*") throw outOfReach(clientId);
     return undefined;
@@ -823,7 +823,7 @@ export function createOAuthRegistry(
       if (req.clientId !== "") {
         // A reference, as in any request: a client the caller cannot see is NOT_FOUND.
         const uuid = ids.client.toUuid(req.clientId);
-        const row = uuid === undefined ? undefined : await stored.find(uuid);
+        const row = uuid === undefined ? undefined : await clients.find(uuid);
         if (!row || !administers(caller, row.project_id)) throw notFound("client", req.clientId);
         projectId = row.project_id;
       }
