@@ -48,7 +48,7 @@ import {
 } from "../lib/platform/mod.ts";
 import { connect, followChanges, registryChangesChannel } from "../lib/db/mod.ts";
 import { createIntrospectionCache } from "./introspection_cache.ts";
-import { createReadCache } from "./read_cache.ts";
+import { createReadCache, keptReads, readCaches } from "./read_cache.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
 import { errorResponse, methodNotAllowed } from "./http_errors.ts";
 import { headOf } from "./consent_page.ts";
@@ -165,8 +165,8 @@ export function startGateway(
   if (listening?.reads) {
     const { reads } = listening;
     registerCacheMetrics(metrics, "read_cache", {
-      holds: "Registry answers (clients)",
-      answers: "registry reads",
+      holds: "Answers of clients and units",
+      answers: "reads of clients and units",
     }, () => reads.stats());
   }
   const backends: Backend[] = [
@@ -425,12 +425,18 @@ function listenForChanges(url: string, config: GatewayConfig, budget: MemoryBudg
       budget,
       notifies: () => triggers([`${registryChangesChannel}_clients`, "revoked_tokens_inserted"]),
     });
-  const reads = config.READ_CACHE_MIB === 0 ? undefined : createReadCache({
-    follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
-    maxBytes: config.READ_CACHE_MIB * mib,
-    budget,
-    notifies: () => triggers([`${registryChangesChannel}_clients`]),
-  });
+  // One cache per kept read (./read_cache.ts), each following its owner's channel.
+  const reads = config.READ_CACHE_MIB === 0 ? undefined : readCaches(
+    Object.values(keptReads).map((kept) =>
+      createReadCache({
+        kept,
+        follow: (handlers) => followChanges(sql, kept.channel, handlers),
+        maxBytes: config.READ_CACHE_MIB * mib,
+        budget,
+        notifies: () => triggers([kept.trigger]),
+      })
+    ),
+  );
   return {
     introspections,
     reads,

@@ -1,69 +1,127 @@
 /**
- * Reads of the registry answered from memory, kept honest by Postgres: `GET
- * /v1/projects/{project_id}/clients/{client_id}` (GetClient) is the registry's most frequent read,
- * and its answer changes only when the client does, which the registry notifies. So each gateway
- * replica with `DATABASE_URL` keeps the registry's GetClient answers and gives them again without
- * the call:
+ * Reads answered from memory, kept honest by Postgres: the services' most frequent reads are a Get
+ * of one resource (`GET /v1/projects/{project_id}/clients/{client_id}`, GetClient;
+ * `GET /v1/core/units/{unit_id}`, GetUnit), and an answer changes only when the resource does,
+ * which its owner notifies. So each gateway replica with `DATABASE_URL` keeps those answers
+ * ({@link keptReads}, one cache per owner) and gives them again without the call:
  *
- * - **Authorized as the registry authorizes.** On an answer from memory the caller's platform
- *   token has been verified (as for every `/v1` call), and the method's rule of the registry's
- *   policy ({@link keptReads}: GetClient's is `projectAdmin`, and a test checks that it is the
- *   registry's) must pass; when it does not, the call goes to the registry, which refuses it with
- *   its own words. An answer is kept only when the registry gave it (never "not found").
- * - **Dropped by the registry's notifications** (`oauth_registry_changes`, followed as the token
- *   service follows it: lib/db/change_feed.ts). `client:<id>` drops that client's answer (an update,
- *   a deletion, a secret deleted, a key added or deleted); the channel's other kinds
- *   (`installation:`, `config:`, `origins`) change no client; any other payload, or a lost listening
- *   connection, drops everything. Answers come from memory only while the feed is fresh (every
- *   change committed more than 800 ms ago applied), so a change reaches every gateway within a
- *   second; an answer read while a change arrived is not kept.
- * - **Nor just after one.** The registry replica that answers a read keeps clients in memory too
- *   (services/oauth/client_cache.ts), and may apply a change up to 800 ms after this gateway did:
- *   an answer whose call began within 800 ms after a change to that client arrived here (or to
- *   every client: a reset, a payload not known, more changes than it remembers one by one) is not
- *   kept, or it could keep what the change replaced.
- * - **This gateway's own writes at once.** A write to the registry through this gateway (any
- *   method but a read, whether it succeeded or not) drops the client it names when it returns (or
- *   everything, when it names none), and answers read meanwhile or within 800 ms after are not
- *   kept: a caller that changed a client reads its change back from the same gateway without
- *   waiting for the notification.
- * - **Bounded.** At most `maxBytes` (each answer's Protobuf size times three plus 256 bytes), from
- *   the process's memory budget, oldest out first (lib/platform/bounded_cache.ts).
+ * - **Authorized as the owner authorizes.** On an answer from memory the caller's platform token
+ *   has been verified (as for every `/v1` call), and the method's rule of the owner's policy
+ *   (GetClient's is `projectAdmin`, GetUnit's `inSpace`; a test checks that they are the owners')
+ *   must pass; when it does not, the call goes to the owner, which refuses it with its own words.
+ *   An answer is given again only in the tenancy it was read in (the path's project, the caller's
+ *   space), and is kept only when the owner gave it (never "not found").
+ * - **Dropped by the owner's notifications** (`oauth_registry_changes`, `core_changes`, followed as
+ *   the token service follows the first: lib/db/change_feed.ts). `client:<id>` drops that client's
+ *   answer (an update, a deletion, a secret deleted, a key added or deleted), `unit:<id>` that
+ *   unit's (an update, a deletion); the registry's other kinds (`installation:`, `config:`,
+ *   `origins`) change no client; any other payload, or a lost listening connection, drops
+ *   everything of that owner. Answers come from memory only while the feed is fresh (every change
+ *   committed more than 800 ms ago applied), so a change reaches every gateway within a second; an
+ *   answer read while a change arrived is not kept.
+ * - **Nor just after one.** The owner's replica that answers a read keeps the resource in memory
+ *   too (services/oauth/client_cache.ts, services/core/unit_cache.ts), and may apply a change up
+ *   to 800 ms after this gateway did: an answer whose call began within 800 ms after a change to
+ *   that resource arrived here (or to every one: a reset, a payload not known, more changes than
+ *   it remembers one by one) is not kept, or it could keep what the change replaced.
+ * - **This gateway's own writes at once.** A write to the owner through this gateway (any method
+ *   but a read, whether it succeeded or not) drops the resource it names when it returns (or every
+ *   one, when it names none; a create drops nothing), and answers read meanwhile or within 800 ms
+ *   after are not kept: a caller that changed a resource reads its change back from the same
+ *   gateway without waiting for the notification.
+ * - **Bounded.** At most `maxBytes` per owner (each answer's Protobuf size times three plus 256
+ *   bytes), from the process's memory budget, oldest out first (lib/platform/bounded_cache.ts).
  *
  * @module
  */
 
-import { type DescMethod, type Message, toBinary } from "@bufbuild/protobuf";
+import { type DescMethod, type DescService, type Message, toBinary } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
-import type { Client } from "../gen/registry/oauth/v1/client_pb.ts";
-import {
-  GetClientResponseSchema,
-  OAuthRegistryService,
-} from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import {
   type ChangeFeed,
+  coreChangesChannel,
   createFeedCache,
   createSettling,
   dropNamed,
   type FollowOptions,
+  registryChangesChannel,
 } from "../lib/db/mod.ts";
 import { idKind, type MemoryBudget } from "../lib/platform/mod.ts";
-import { type Caller, projectAdmin, type Rule } from "../lib/policy/mod.ts";
+import { type Caller, inSpace, projectAdmin, type Rule } from "../lib/policy/mod.ts";
 
-/** The registry's reads this gateway keeps, each with the rule of the registry's policy. */
+/** A read this gateway keeps: an owner's Get of one resource, and how the resource is named. */
+export interface KeptRead {
+  /** The owner: its writes through this gateway drop what they name. */
+  service: DescService;
+  /** The read kept. */
+  method: DescMethod;
+  /** The method's rule in the owner's policy. */
+  rule: Rule<never>;
+  /** The channel the owner's triggers notify (lib/db/change_feed.ts). */
+  channel: string;
+  /** The trigger whose presence says the owner notifies (its migration has run). */
+  trigger: string;
+  /** The notification kind (`<kind>:<uuid>`) that names one resource. */
+  kind: string;
+  /** The channel's other kinds: they change nothing kept. */
+  others: readonly string[];
+  /** The owner's method that creates one: a new resource changes none kept. */
+  create: DescMethod;
+  /** The stored id of the resource a request (a read's or a write's) names, or undefined. */
+  key(input: Record<string, unknown>): string | undefined;
+  /** Where an answer is read: it is given again only there. */
+  scope(input: Record<string, unknown>, caller: Caller): string | undefined;
+}
+
+/** The stored id of the TypeID in `input[field]`, or undefined. */
+function idIn(kind: ReturnType<typeof idKind>, field: string) {
+  return (input: Record<string, unknown>) => {
+    const id = input[field];
+    return typeof id === "string" ? kind.toUuid(id) : undefined;
+  };
+}
+
+/** The reads this gateway keeps, each with the rule of its owner's policy. */
 export const keptReads = {
-  getClient: projectAdmin,
-} as const satisfies Partial<Record<keyof typeof OAuthRegistryService.method, Rule<never>>>;
+  client: {
+    service: OAuthRegistryService,
+    method: OAuthRegistryService.method.getClient,
+    rule: projectAdmin,
+    channel: registryChangesChannel,
+    trigger: `${registryChangesChannel}_clients`,
+    kind: "client",
+    others: ["installation", "config", "origins"],
+    create: OAuthRegistryService.method.createClient,
+    key: idIn(idKind("cli"), "clientId"),
+    scope: (input) => typeof input.projectId === "string" ? input.projectId : undefined,
+  },
+  unit: {
+    service: CoreService,
+    method: CoreService.method.getUnit,
+    rule: inSpace,
+    channel: coreChangesChannel,
+    trigger: `${coreChangesChannel}_units`,
+    kind: "unit",
+    others: [],
+    create: CoreService.method.createUnit,
+    key: idIn(idKind("unit"), "unitId"),
+    scope: (_input, caller) => caller.space,
+  },
+} as const satisfies Record<string, KeptRead>;
 
 /** Options of {@link createReadCache}. */
 export interface ReadCacheOptions {
-  /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */
+  /** The read kept. */
+  kept: KeptRead;
+  /** Follows the owner's change channel (lib/db/change_feed.ts's followChanges, bound). */
   follow(options: FollowOptions): ChangeFeed;
   /** The most bytes kept (estimated). */
   maxBytes: number;
   /** The process's memory budget, which the kept bytes are taken from. */
   budget?: MemoryBudget | undefined;
-  /** Whether the registry's triggers exist (its migration that adds them has run). */
+  /** Whether the owner's triggers exist (its migration that adds them has run). */
   notifies(): Promise<boolean>;
   /** The monotonic clock (ms) the lag after a change is measured on. */
   monotonic?: () => number;
@@ -91,25 +149,22 @@ export interface ReadCache {
   close(): Promise<void>;
 }
 
-/** A kept GetClient answer, with the project it was read in. */
+/** A kept answer, with where it was read. */
 interface Kept {
-  projectId: string;
+  scope: string;
   answer: Message;
 }
 
-const clientIds = idKind("cli");
-/** The channel's payloads that change no client. */
-const otherKinds = ["installation", "config", "origins"];
 const entryOverhead = 256;
-const getClient = OAuthRegistryService.method.getClient;
-/** How late a registry replica may apply a change to its own memory (lib/db/change_feed.ts). */
+/** How late an owner's replica may apply a change to its own memory (lib/db/change_feed.ts). */
 const maxLagMs = 800;
-/** The most clients remembered as changed lately; past it, a change counts for all. */
+/** The most resources remembered as changed lately; past it, a change counts for all. */
 const maxRecentChanges = 4096;
 
-/** Creates the cache (see the module's header). */
+/** Creates the cache of one kept read (see the module's header). */
 export function createReadCache(options: ReadCacheOptions): ReadCache {
-  // The registry replica that answers keeps clients in memory too, and may apply a change later.
+  const { kept } = options;
+  // The owner's replica that answers keeps the resource in memory too, and may apply a change later.
   const monotonic = options.monotonic ?? (() => performance.now());
   const settling = createSettling({ lagMs: maxLagMs, maxKeys: maxRecentChanges, monotonic });
   const cache = createFeedCache({
@@ -125,28 +180,29 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
     budget: options.budget,
     notifies: options.notifies,
     onChange(payload) {
-      const known = dropNamed(payload, "client", otherKinds, (key) => {
-        clients.delete(key);
+      const known = dropNamed(payload, kept.kind, kept.others, (key) => {
+        answers.delete(key);
         settling.changed(key);
       });
       if (!known) settling.changed();
       return known;
     },
   });
-  const clients = cache.region<Kept>();
+  const answers = cache.region<Kept>();
   const values = createContextValues();
 
   return {
-    keeps: (method) => method === getClient,
+    keeps: (method) => method === kept.method,
     async through(method, input, caller, load) {
-      const { projectId, clientId } = input as unknown as { projectId: string; clientId: string };
-      const key = method === getClient ? clientIds.toUuid(clientId) : undefined;
-      if (key === undefined || !cache.usable()) {
+      const fields = input as unknown as Record<string, unknown>;
+      const key = method === kept.method ? kept.key(fields) : undefined;
+      const scope = kept.scope(fields, caller);
+      if (key === undefined || scope === undefined || !cache.usable()) {
         cache.count("bypassed");
         return await load();
       }
-      const held = clients.get(key);
-      if (held !== undefined && held.projectId === projectId && allowed(input, caller)) {
+      const held = answers.get(key);
+      if (held !== undefined && held.scope === scope && allowed(input, caller)) {
         cache.count("hits");
         return held.answer;
       }
@@ -154,41 +210,70 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
       const before = cache.generation;
       const startedAt = monotonic();
       const answer = await load();
-      const client = (answer as { client?: Client }).client;
       if (
-        client !== undefined && cache.generation === before &&
-        settling.settled(key, startedAt) &&
+        holds(kept, answer) && cache.generation === before && settling.settled(key, startedAt) &&
         cache.usable()
       ) {
-        const bytes = toBinary(GetClientResponseSchema, answer as never).length * 3 +
-          entryOverhead;
-        clients.set(key, { projectId, answer }, bytes);
+        const bytes = toBinary(kept.method.output, answer as never).length * 3 + entryOverhead;
+        answers.set(key, { scope, answer }, bytes);
       }
       return answer;
     },
     wrote(method, input) {
-      if (method.parent !== OAuthRegistryService) return;
+      if (method.parent !== kept.service) return;
       cache.changed();
-      // A new client changes no kept one.
-      if (method === OAuthRegistryService.method.createClient) return;
-      const clientId = (input as { clientId?: unknown }).clientId;
-      const key = typeof clientId === "string" ? clientIds.toUuid(clientId) : undefined;
-      if (key === undefined) clients.clear();
-      else clients.delete(key);
-      // Another registry replica may answer the next read before it has seen this change.
+      // A new resource changes no kept one.
+      if (method === kept.create) return;
+      const key = kept.key(input as unknown as Record<string, unknown>);
+      if (key === undefined) answers.clear();
+      else answers.delete(key);
+      // Another replica of the owner may answer the next read before it has seen this change.
       settling.changed(key);
     },
     stats: () => cache.stats(),
     close: () => cache.close(),
   };
 
-  /** Whether the registry's rule lets `caller` make this call (it throws to refuse). */
+  /** Whether the owner's rule lets `caller` make this call (it throws to refuse). */
   function allowed(input: Message, caller: Caller): boolean {
     try {
-      const checked = keptReads.getClient(input as never, caller, values);
+      const checked = kept.rule(input as never, caller, values);
       return checked === undefined;
     } catch {
       return false;
     }
   }
+}
+
+/** Whether an answer holds the resource (a Get's response has it in its one field). */
+function holds(kept: KeptRead, answer: Message): boolean {
+  const field = kept.method.output.fields[0]!.localName;
+  return (answer as unknown as Record<string, unknown>)[field] !== undefined;
+}
+
+/** One cache per kept read, seen as one (what the transcoder calls). */
+export function readCaches(caches: readonly ReadCache[]): ReadCache {
+  const of = (method: DescMethod) => caches.find((cache) => cache.keeps(method));
+  return {
+    keeps: (method) => of(method) !== undefined,
+    through: (method, input, caller, load) =>
+      of(method)?.through(method, input, caller, load) ?? load(),
+    wrote(method, input) {
+      for (const cache of caches) cache.wrote(method, input);
+    },
+    stats() {
+      const all = caches.map((cache) => cache.stats());
+      const sum = (field: keyof (typeof all)[number]) => all.reduce((n, s) => n + s[field], 0);
+      return {
+        entries: sum("entries"),
+        bytes: sum("bytes"),
+        hits: sum("hits"),
+        misses: sum("misses"),
+        bypassed: sum("bypassed"),
+      };
+    },
+    async close() {
+      await Promise.all(caches.map((cache) => cache.close()));
+    },
+  };
 }

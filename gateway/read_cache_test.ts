@@ -7,11 +7,18 @@ import {
   GetClientResponseSchema,
   OAuthRegistryService,
 } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
+import {
+  CoreService,
+  GetUnitRequestSchema,
+  type GetUnitResponse,
+  GetUnitResponseSchema,
+  UpdateUnitRequestSchema,
+} from "../gen/registry/core/v1/core_service_pb.ts";
+import { UnitSchema } from "../gen/registry/core/v1/unit_pb.ts";
 import { idKind } from "../lib/platform/mod.ts";
 import type { Caller } from "../lib/policy/mod.ts";
 import { gate, manualFeed } from "../lib/testing/mod.ts";
-import { createReadCache } from "./read_cache.ts";
+import { createReadCache, keptReads, readCaches } from "./read_cache.ts";
 
 const method = OAuthRegistryService.method;
 const ids = idKind("cli");
@@ -28,6 +35,7 @@ async function setup(maxBytes = 100_000) {
   const feed = manualFeed();
   const clock = { mono: 10_000 };
   const cache = createReadCache({
+    kept: keptReads.client,
     follow: feed.follow,
     maxBytes,
     notifies: () => Promise.resolve(true),
@@ -173,5 +181,62 @@ Deno.test("read cache: bounded in bytes", async () => {
   for (let i = 0; i < 50; i++) await get(ids.generate().id);
   const { entries, bytes } = cache.stats();
   assert.ok(bytes <= 3_000 && entries > 0 && entries < 50, `${entries} entries, ${bytes} bytes`);
+  await cache.close();
+});
+
+/** A member of `space` (undefined: a token without a space claim). */
+const member = (space: string | undefined): Caller => ({
+  subject: "member",
+  accountId: "member",
+  projects: new Set(),
+  space,
+});
+
+Deno.test("read cache: a unit is given again only in the caller's space, and its owner's writes drop it", async () => {
+  const feed = manualFeed();
+  const units = createReadCache({
+    kept: keptReads.unit,
+    follow: feed.follow,
+    maxBytes: 100_000,
+    notifies: () => Promise.resolve(true),
+    monotonic: () => 10_000,
+  });
+  const clients = (await setup()).cache;
+  const cache = readCaches([clients, units]);
+  await new Promise((r) => setTimeout(r, 0));
+  const unit = idKind("unit").generate();
+  let calls = 0;
+  const get = async (caller: Caller) => {
+    const answer = await cache.through(
+      CoreService.method.getUnit,
+      create(GetUnitRequestSchema, { unitId: unit.id }),
+      caller,
+      () => {
+        calls++;
+        // The unit is in space `a`: the core service answers not found anywhere else.
+        if (caller.space !== "a") return Promise.reject(new Error("not found"));
+        return Promise.resolve(create(GetUnitResponseSchema, {
+          unit: create(UnitSchema, { id: unit.id, title: `call ${calls}` }),
+        }));
+      },
+    );
+    return (answer as GetUnitResponse).unit!.title;
+  };
+  assert.ok(cache.keeps(CoreService.method.getUnit) && cache.keeps(method.getClient));
+  assert.ok(!cache.keeps(CoreService.method.listUnits));
+  assert.equal(await get(member("a")), "call 1");
+  assert.equal(await get(member("a")), "call 1");
+  // Another space, or none: the core service decides.
+  await assert.rejects(get(member("b")), /not found/);
+  await assert.rejects(get(member(undefined)), /not found/);
+  assert.equal(await get(member("a")), "call 1");
+  // The registry's notifications and writes change no unit; the core area's do.
+  cache.wrote(method.updateClient, create(GetClientRequestSchema, { clientId: "cli_x" }));
+  assert.equal(await get(member("a")), "call 1");
+  feed.handlers().onChange(`unit:${unit.uuid}`);
+  assert.equal(await get(member("a")), "call 4");
+  cache.wrote(CoreService.method.updateUnit, create(UpdateUnitRequestSchema, { unitId: unit.id }));
+  assert.equal(await get(member("a")), "call 5");
+  assert.equal(cache.stats().hits, 3);
   await cache.close();
 });

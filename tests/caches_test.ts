@@ -25,13 +25,19 @@ import {
 import postgres from "postgres";
 import { keptReads } from "../gateway/read_cache.ts";
 import { createOAuthPolicy } from "../services/oauth/policy.ts";
+import { corePolicy } from "../services/core/policy.ts";
 import { idKind } from "../lib/platform/mod.ts";
 
 const ids = idKind("cli");
 
-Deno.test("the gateway's read cache checks the registry's own rule of each read it keeps", () => {
-  const policy = createOAuthPolicy({} as never) as Record<string, unknown>;
-  for (const [name, rule] of Object.entries(keptReads)) assert.equal(rule, policy[name], name);
+Deno.test("the gateway's read cache checks the owner's own rule of each read it keeps", () => {
+  const policies = new Map<unknown, Record<string, unknown>>([
+    [keptReads.client.service, createOAuthPolicy({} as never) as Record<string, unknown>],
+    [keptReads.unit.service, corePolicy as unknown as Record<string, unknown>],
+  ]);
+  for (const [name, kept] of Object.entries(keptReads)) {
+    assert.equal(kept.rule, policies.get(kept.service)?.[kept.method.localName], name);
+  }
 });
 
 /** Makes web clients and their secrets in `project`, through the gateway. */
@@ -406,22 +412,23 @@ Deno.test("two gateways: introspection answered from memory, and every change re
       for (const i of [0, 1]) await inactive(i, token);
     });
 
-    /** How many registry reads gateway `i` answered from memory. */
+    const clientPath = (clientId: string) => `/v1/projects/gp1/clients/${clientId}`;
+    /** How many reads gateway `i` answered from memory. */
     const readHits = async (i: number) => {
       const text = await (await fetch(`${gateways[i]}/metrics`)).text();
       return Number(/read_cache_answers_total\{result="hits"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0);
     };
-    /** GET of a client on gateway `i`, as `as` (the admin by default). */
-    const read = (i: number, clientId: string, as = admin) =>
-      httpClient(gateways[i]!)("GET", `/v1/projects/gp1/clients/${clientId}`, { token: as });
-    /** Reads `clientId` on both gateways until each answers it from memory; its name. */
-    const readHeld = async (clientId: string) => {
+    /** GET of a client (or of what `path` names) on gateway `i`, as `as` (the admin by default). */
+    const read = (i: number, clientId: string, as = admin, path = clientPath(clientId)) =>
+      httpClient(gateways[i]!)("GET", path, { token: as });
+    /** Reads `clientId` (or `path`, as `as`) on both gateways until each answers it from memory. */
+    const readHeld = async (clientId: string, as = admin, path = clientPath(clientId)) => {
       let text = "";
       for (const i of [0, 1]) {
         const before = await readHits(i);
         for (let round = 0;; round++) {
           assert.ok(round < 300, `gateway ${i + 1} never answered a read from memory`);
-          const res = await read(i, clientId);
+          const res = await read(i, clientId, as, path);
           assert.equal(res.status, 200, res.text);
           if (text !== "") assert.equal(res.text, text, "the answer from memory is the registry's");
           text = res.text;
@@ -429,7 +436,7 @@ Deno.test("two gateways: introspection answered from memory, and every change re
           await new Promise((r) => setTimeout(r, 100));
         }
       }
-      return JSON.parse(text).name as string;
+      return JSON.parse(text).name ?? JSON.parse(text).title as string;
     };
 
     await t.step(
@@ -456,6 +463,35 @@ Deno.test("two gateways: introspection answered from memory, and every change re
         assert.equal((await read(1, c)).status, 404, "at once through the same gateway");
         await propagated();
         assert.equal((await read(0, c)).status, 404);
+      },
+    );
+
+    await t.step(
+      "a unit read from memory: in its space only, changed within a second elsewhere",
+      async () => {
+        const member = await stack.token({ sub: "member", projects: [], space: "cs1" });
+        const outsider = await stack.token({ sub: "outsider", projects: [], space: "cs2" });
+        const journey = await api("POST", "/v1/core/journeys", {
+          token: member,
+          json: { name: "kept" },
+        });
+        assert.equal(journey.status, 201, journey.text);
+        const unit = await api("POST", "/v1/core/units", {
+          token: member,
+          json: { journey: journey.body.id, title: "one" },
+        });
+        assert.equal(unit.status, 201, unit.text);
+        const path = `/v1/core/units/${unit.body.id}`;
+        assert.equal(await readHeld("", member, path), "one");
+        for (const i of [0, 1]) assert.equal((await read(i, "", outsider, path)).status, 404);
+        const renamed = await httpClient(gateways[0]!)("PUT", path, {
+          token: member,
+          json: { journey: journey.body.id, title: "two" },
+        });
+        assert.equal(renamed.status, 200, renamed.text);
+        assert.equal((await read(0, "", member, path)).body.title, "two", "at once, same gateway");
+        await propagated();
+        assert.equal((await read(1, "", member, path)).body.title, "two");
       },
     );
 

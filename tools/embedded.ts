@@ -107,6 +107,8 @@ export async function runEmbedded(options: EmbeddedOptions): Promise<{ stop(): P
       ...env,
       GRPC_PORT: ports.coreGrpc,
       HTTP_PORT: ports.coreHttp,
+      // No change feed, as above.
+      UNIT_CACHE_MIB: "0",
     }),
     sql,
     applicationName,

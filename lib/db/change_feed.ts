@@ -69,11 +69,13 @@ export const propagationMs = 1000;
 /**
  * The channels the owners' triggers notify, named once for every follower: the oauth registry's
  * (services/oauth/migrations/0004_change_feed.sql; its triggers are named after it, the clients'
- * one `<channel>_clients`) and the token service's revoked tokens
- * (services/token/migrations/0004_revocation_feed.sql, trigger `revoked_tokens_inserted`).
+ * one `<channel>_clients`), the token service's revoked tokens
+ * (services/token/migrations/0004_revocation_feed.sql, trigger `revoked_tokens_inserted`) and the
+ * core area's units (services/core/migrations/0008_change_feed.sql, trigger `<channel>_units`).
  */
 export const registryChangesChannel = "oauth_registry_changes";
 export const revocationsChannel = "token_revocations";
+export const coreChangesChannel = "core_changes";
 
 /** The prefix of heartbeats; owners' payloads never start with it. */
 export const heartbeatPrefix = "~hb:";

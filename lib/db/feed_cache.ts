@@ -159,6 +159,49 @@ export function dropNamed(
   return named === kind || others.includes(named);
 }
 
+/** What a service's cache of its own rows (a {@link keptRows}) is given. */
+export type RowCacheOptions = Pick<FeedCacheOptions, "follow" | "maxBytes" | "budget">;
+
+/** A repository whose rows are kept ({@link keptRows}), and what the cache holds. */
+export type RowCache<Repository> = Repository & Pick<FeedCache, "stats" | "close">;
+
+/** A table's rows kept by id in a region of a feed cache (a service's cache of its own rows). */
+export interface KeptRows<R> {
+  /** The row `id`: from memory, or read by `find` and kept (a row that is not there never is). */
+  get(id: string): Promise<R | undefined>;
+  /** Forgets the row `id` (a notification named it). */
+  drop(id: string): void;
+  /**
+   * Runs this replica's write of the row `id`: when it returns, or fails, the row is forgotten and
+   * reads under way are not kept, so the replica's next read sees the change without waiting for
+   * the feed.
+   */
+  write<T>(id: string, run: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * Keeps rows read by `find` in `cache`, each counted as its JSON twice (UTF-16) plus 256 bytes.
+ */
+export function keptRows<R>(
+  cache: FeedCache,
+  find: (id: string) => Promise<R | undefined>,
+): KeptRows<R> {
+  const rows = cache.region<R>();
+  const size = (row: R) => JSON.stringify(row).length * 2 + 256;
+  return {
+    get: (id) => cache.through(rows, id, () => find(id), size),
+    drop: (id) => rows.delete(id),
+    async write(id, run) {
+      try {
+        return await run();
+      } finally {
+        cache.changed();
+        rows.delete(id);
+      }
+    },
+  };
+}
+
 /** Options of {@link createSettling}. */
 export interface SettlingOptions {
   /** How late the source may apply a change that arrived here (lib/db/change_feed.ts: 800 ms). */

@@ -8,6 +8,7 @@
 
 export {
   type ChangeFeed,
+  coreChangesChannel,
   followChanges,
   type FollowOptions,
   heartbeatPrefix,
@@ -21,6 +22,10 @@ export {
   dropNamed,
   type FeedCache,
   type FeedCacheOptions,
+  type KeptRows,
+  keptRows,
+  type RowCache,
+  type RowCacheOptions,
   type Settling,
 } from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";

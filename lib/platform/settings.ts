@@ -118,6 +118,12 @@ export const settings = {
     meaning: "memory for the clients GetClient reads, from the memory budget; " +
       "changes reach every replica within a second (the registry's change feed); `0` keeps none",
   },
+  UNIT_CACHE_MIB: {
+    usedBy: ["core"],
+    default: "`4` (`0` in the embedded stack)",
+    meaning: "memory for the units GetUnit reads, from the memory budget; changes reach every " +
+      "replica within a second (the core area's change feed); `0` keeps none",
+  },
   CONFIG_CACHE_ENTRIES: {
     usedBy: ["oauth-registry"],
     default: "`1000` (`0` in the embedded stack)",
@@ -378,8 +384,9 @@ export const settings = {
   READ_CACHE_MIB: {
     usedBy: ["gateway"],
     default: "`4`",
-    meaning: "memory for the registry's answers to `GET` of a client, given again without the " +
-      "call (with `DATABASE_URL`), from the memory budget; `0` keeps nothing and listens to nothing",
+    meaning: "memory for the answers to `GET` of a client and of a unit, given again without the " +
+      "call (with `DATABASE_URL`), for each of the two, from the memory budget; `0` keeps nothing " +
+      "and listens to nothing",
   },
   DPOP_NONCE_REQUIRED: {
     usedBy: ["token-service"],

@@ -56,6 +56,19 @@ export const projectAdmin: Rule<{ projectId: string }> = (req, caller) => {
   requireProject(caller, req.projectId);
 };
 
+/**
+ * Callers whose token names a space (the core area's only tenancy: its queries are scoped to the
+ * caller's space).
+ */
+export const inSpace: Rule = (_req, caller) => {
+  if (caller.space === undefined) {
+    throw new ConnectError(
+      "The token has no space claim; the core area needs one",
+      Code.PermissionDenied,
+    );
+  }
+};
+
 /** Throws PERMISSION_DENIED unless the caller administers the project. */
 export function requireProject(caller: Caller, projectId: string): void {
   if (!administers(caller, projectId)) {

@@ -20,6 +20,7 @@ export {
 export {
   authenticated,
   authorization,
+  inSpace,
   type Policy,
   policyOf,
   projectAdmin,

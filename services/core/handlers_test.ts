@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { Code, createClient } from "@connectrpc/connect";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { rejection, serveInProcess } from "../../lib/testing/mod.ts";
+import { propagated, rejection, serveInProcess } from "../../lib/testing/mod.ts";
 import { coreService } from "./main.ts";
 
 Deno.test("core handlers, in process, through the real interceptors", async (t) => {
@@ -111,6 +111,41 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
           headers: { ...bob, "idempotency-key": "journey-once" },
         });
         assert.notEqual(other.journey?.id, first.journey?.id);
+      },
+    );
+
+    await t.step(
+      "a unit read from memory: in its space only, and changed by any replica within the second",
+      async () => {
+        const { journey } = await api.createJourney({ journey: { name: "Kept" } }, {
+          headers: ann,
+        });
+        const { unit } = await api.createUnit({ unit: { journey: journey!.id, title: "One" } }, {
+          headers: ann,
+        });
+        const read = async (headers = ann) =>
+          (await api.getUnit({ unitId: unit!.id }, { headers })).unit?.title;
+        assert.equal(await read(), "One");
+        assert.equal(await read(), "One"); // now kept
+        const err = await rejection(api.getUnit({ unitId: unit!.id }, { headers: bob }));
+        assert.equal(err.code, Code.NotFound);
+        // This replica's own write is read back at once.
+        await api.updateUnit({ unitId: unit!.id, unit: { journey: journey!.id, title: "Two" } }, {
+          headers: ann,
+        });
+        assert.equal(await read(), "Two");
+        // Another replica's write (here, straight in Postgres: the trigger notifies) within the
+        // promised second; `cache-control: no-cache` reads Postgres at once.
+        assert.equal(await read(), "Two");
+        await service.sql`update core.units set title = 'Three' where title = 'Two'`;
+        const fresh = { ...ann, "cache-control": "no-cache" };
+        assert.equal(await read(fresh), "Three");
+        await propagated();
+        assert.equal(await read(), "Three");
+        await service.sql`delete from core.units where title = 'Three'`;
+        await propagated();
+        const gone = await rejection(api.getUnit({ unitId: unit!.id }, { headers: ann }));
+        assert.equal(gone.code, Code.NotFound);
       },
     );
   } finally {

@@ -7,7 +7,8 @@
 
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
 import { auditSettings, startAudit } from "../../lib/audit/mod.ts";
-import { createIdempotencyStore } from "../../lib/db/mod.ts";
+import { coreChangesChannel, createIdempotencyStore, followChanges } from "../../lib/db/mod.ts";
+import { nonNegativeInt, registerCacheMetrics } from "../../lib/platform/mod.ts";
 import {
   authentication,
   authorization,
@@ -18,7 +19,9 @@ import {
 import { availability, bind, deadline, logging, metering, tracing } from "../../lib/rpc/mod.ts";
 import { defineService, runService } from "../../lib/service/mod.ts";
 import { corePolicy } from "./policy.ts";
+import { createUnitRepository } from "./repository/units.ts";
 import { createCore } from "./service.ts";
+import { cacheUnits } from "./unit_cache.ts";
 
 /** The service: run as its own process, or embedded by `deno task start`. */
 export const coreService = defineService({
@@ -26,11 +29,29 @@ export const coreService = defineService({
   schema: "core",
   migrations: new URL("./migrations/", import.meta.url),
   ports: { grpc: 50052, http: 8082 },
-  settings: { ...idempotencySettings, ...auditSettings },
-  serve: ({ sql, config, log, metrics, verify, notReady, now }) => {
+  settings: { UNIT_CACHE_MIB: nonNegativeInt(4), ...idempotencySettings, ...auditSettings },
+  serve: ({ sql, config, log, metrics, verify, notReady, now, budget }) => {
     const audit = startAudit(sql, "core", { config, now, log });
+    // What GetUnit reads, kept in memory; changes reach every replica through Postgres within a
+    // second (./unit_cache.ts).
+    const units = config.UNIT_CACHE_MIB === 0 ? undefined : cacheUnits(createUnitRepository(sql), {
+      follow: (handlers) => followChanges(sql, coreChangesChannel, handlers),
+      maxBytes: config.UNIT_CACHE_MIB * 1024 * 1024,
+      budget,
+    });
+    if (units) {
+      registerCacheMetrics(
+        metrics,
+        "unit_cache",
+        { holds: "Units", answers: "units" },
+        () => units.stats(),
+      );
+    }
     return {
-      stop: audit.stop,
+      stop() {
+        audit.stop();
+        void units?.close();
+      },
       services: [
         bind(
           CoreService,
@@ -38,6 +59,7 @@ export const coreService = defineService({
             sql,
             now,
             feed: audit.feed,
+            units,
           }),
         ),
       ],

@@ -8,19 +8,8 @@
  * @module
  */
 
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
-import type { Policy, Rule } from "../../lib/policy/mod.ts";
-
-/** Callers whose token names a space. */
-const inSpace: Rule = (_req, caller) => {
-  if (caller.space === undefined) {
-    throw new ConnectError(
-      "The token has no space claim; the core area needs one",
-      Code.PermissionDenied,
-    );
-  }
-};
+import { inSpace, type Policy } from "../../lib/policy/mod.ts";
 
 /** The service's policy. */
 export const corePolicy: Policy<typeof CoreService> = {

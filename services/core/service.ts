@@ -43,7 +43,7 @@ import {
 } from "../../lib/audit/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
-import { invalidArgument, notFound } from "../../lib/platform/mod.ts";
+import { invalidArgument, noCache, notFound } from "../../lib/platform/mod.ts";
 import { ids } from "./ids.ts";
 import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
 import { callerOf } from "../../lib/policy/mod.ts";
@@ -54,7 +54,12 @@ import {
   type JourneyRow,
 } from "./repository/journeys.ts";
 import { createRoleRepository, type RoleFields, type RoleRow } from "./repository/roles.ts";
-import { createUnitRepository, type UnitFields, type UnitRow } from "./repository/units.ts";
+import {
+  createUnitRepository,
+  type UnitFields,
+  type UnitRepository,
+  type UnitRow,
+} from "./repository/units.ts";
 import { journeyInput, roleFilter, roleInput, unitFilter, unitInput } from "./validation.ts";
 import * as v from "valibot";
 
@@ -145,13 +150,19 @@ export interface CoreDeps {
   now?: () => number;
   /** The change feed WatchEvents serves (none: WatchEvents is UNAVAILABLE). */
   feed?: EventFeed;
+  /**
+   * The units, when not read from `sql` alone: GetUnit reads them through memory (./unit_cache.ts);
+   * every other read goes to Postgres, and writes go through it so that it forgets what changed.
+   */
+  units?: UnitRepository | undefined;
 }
 
 /** Creates the CoreService handlers. */
 export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
   const roles = createRoleRepository(deps.sql);
   const journeys = createJourneyRepository(deps.sql);
-  const units = createUnitRepository(deps.sql);
+  const stored = createUnitRepository(deps.sql);
+  const units = deps.units ?? stored;
   const now = deps.now ?? Date.now;
   /** What a write records (who, from where, when), and the etag it is conditional on. */
   const writing = (ctx: HandlerContext, etag?: string, field?: string): Write =>
@@ -339,7 +350,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     async createUnit(req, ctx) {
       const space = spaceOf(ctx);
       const fields = unitFields(req);
-      const row = await units.create({
+      const row = await stored.create({
         id: ids.unit.generate().uuid,
         space,
         originator: callerOf(ctx).subject,
@@ -350,7 +361,9 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     },
 
     async getUnit(req, ctx) {
-      const row = await units.get(spaceOf(ctx), pathUuid(ids.unit, "unit", req.unitId));
+      // `cache-control: no-cache` (RFC 9111 5.2.1.4): read Postgres, not the replica's memory.
+      const from = noCache(ctx.requestHeader) ? stored : units;
+      const row = await from.get(spaceOf(ctx), pathUuid(ids.unit, "unit", req.unitId));
       if (!row) throw notFound("unit", req.unitId);
       return { unit: toUnit(row) };
     },
@@ -364,9 +377,9 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
         ListUnitsRequestSchema,
         ids.unit,
         "unit",
-        (uuid) => units.isCursor(journeyId, uuid),
+        (uuid) => stored.isCursor(journeyId, uuid),
       );
-      const rows = await units.list(
+      const rows = await stored.list(
         journeyId,
         {
           status: filter.status === undefined
@@ -383,7 +396,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     async updateUnit(req, ctx) {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.unit, "unit", req.unitId);
-      if (!(await units.get(space, uuid))) throw notFound("unit", req.unitId);
+      if (!(await stored.get(space, uuid))) throw notFound("unit", req.unitId);
       const fields = unitFields(req);
       fields.journey_id = await journeyRef(space, req.unit!.journey);
       const write = writing(ctx, req.unit?.etag, "unit.etag");

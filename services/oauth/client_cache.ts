@@ -22,80 +22,47 @@
  *
  * Every other read (lists, the etag a write checks, secrets, keys, and `find`, which the internal
  * lookups use) goes to Postgres as before: only `get` goes through memory, which the service uses
- * for GetClient (without `cache-control: no-cache`) and to read a client's type before an update. Bounded: at most `maxBytes` (each client's
- * JSON twice, as UTF-16, plus 256 bytes), oldest first, in the memory budget's `cache` share. The
- * freshness, the counting and the bounds are lib/db/feed_cache.ts's.
+ * for GetClient (without `cache-control: no-cache`) and to read a client's type before an update.
+ * Bounded: at most `maxBytes` (each client's JSON twice, as UTF-16, plus 256 bytes), oldest first,
+ * in the memory budget's `cache` share. The freshness, the counting and the bounds are
+ * lib/db/feed_cache.ts's (`keptRows`).
  *
  * @module
  */
 
 import {
-  type ChangeFeed,
   createFeedCache,
   dropNamed,
-  type FollowOptions,
+  keptRows,
+  type RowCache,
+  type RowCacheOptions,
 } from "../../lib/db/mod.ts";
-import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ClientRepository, ClientRow } from "./repository/clients.ts";
-
-/** Options of {@link cacheClients}. */
-export interface ClientCacheOptions {
-  /** Follows the registry's change channel (lib/db/change_feed.ts's followChanges, bound). */
-  follow(options: FollowOptions): ChangeFeed;
-  /** The most bytes kept (estimated). */
-  maxBytes: number;
-  /** The process's memory budget, which the kept clients' bytes are taken from. */
-  budget?: MemoryBudget | undefined;
-}
-
-/** The repository, with `get` through memory, and what it holds. */
-export interface ClientCache extends ClientRepository {
-  /** Clients kept now, their bytes, and how reads were answered so far. */
-  stats(): { entries: number; bytes: number; hits: number; misses: number; bypassed: number };
-  /** Stops following the feed, and forgets every client. */
-  close(): Promise<void>;
-}
 
 /** Payloads of the channel that are about something else than a client row. */
 const otherKinds = ["installation", "config", "origins"];
 
 /** Wraps `clients` (see the module's header). */
-export function cacheClients(clients: ClientRepository, options: ClientCacheOptions): ClientCache {
+export function cacheClients(
+  clients: ClientRepository,
+  options: RowCacheOptions,
+): RowCache<ClientRepository> {
   const cache = createFeedCache({
-    follow: options.follow,
-    maxBytes: options.maxBytes,
-    budget: options.budget,
-    onChange: (payload) => dropNamed(payload, "client", otherKinds, (key) => rows.delete(key)),
+    ...options,
+    onChange: (payload) => dropNamed(payload, "client", otherKinds, rows.drop),
   });
-  const rows = cache.region<ClientRow>();
-  const size = (row: ClientRow) => JSON.stringify(row).length * 2 + 256;
-  /** This replica wrote `id`: forgotten at once, and reads under way not kept. */
-  const wrote = (id: string) => {
-    cache.changed();
-    rows.delete(id);
-  };
+  const rows = keptRows<ClientRow>(cache, (id) => clients.find(id));
 
   return {
     ...clients,
     async get(projectId, id) {
       // Kept by id alone (a client is in one project, and notifications name it by id).
-      const row = await cache.through(rows, id, () => clients.find(id), size);
+      const row = await rows.get(id);
       return row?.project_id === projectId ? row : undefined;
     },
-    async update(projectId, id, changes, write) {
-      try {
-        return await clients.update(projectId, id, changes, write);
-      } finally {
-        wrote(id);
-      }
-    },
-    async delete(projectId, id, write) {
-      try {
-        return await clients.delete(projectId, id, write);
-      } finally {
-        wrote(id);
-      }
-    },
+    update: (projectId, id, changes, write) =>
+      rows.write(id, () => clients.update(projectId, id, changes, write)),
+    delete: (projectId, id, write) => rows.write(id, () => clients.delete(projectId, id, write)),
     stats: () => cache.stats(),
     close: () => cache.close(),
   };

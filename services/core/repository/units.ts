@@ -76,6 +76,8 @@ export interface UnitRepository {
   ): Promise<UnitRow | undefined>;
   /** Returns the space's unit, or undefined. */
   get(space: string, id: string): Promise<UnitRow | undefined>;
+  /** Returns the unit, whatever its space (../unit_cache.ts keeps it by id, with its space). */
+  find(id: string): Promise<UnitRow | undefined>;
   /** Returns up to `limit` + 1 units of the journey after the cursor, in id order. */
   list(
     journeyId: string,
@@ -120,6 +122,11 @@ export function createUnitRepository(sql: Sql): UnitRepository {
     async get(space, id) {
       const [row] = await sql<UnitRow[]>`
         select *, core.etag(xmin) as etag from core.units where id = ${id} and space = ${space}`;
+      return row;
+    },
+    async find(id) {
+      const [row] = await sql<UnitRow[]>`
+        select *, core.etag(xmin) as etag from core.units where id = ${id}`;
       return row;
     },
     async list(journeyId, filter, limit, after) {
