@@ -47,8 +47,8 @@ export const settings = {
     usedBy: [...all, "start"],
     default: "embedded PGlite (start); required (services); unset (gateway)",
     meaning: "Postgres URL; each service owns one schema (`oauth`, `core`, `token`) and reads no " +
-      "other; the gateway reads no table, and only listens to the registry's and the token " +
-      "service's change notifications, for its introspection and client-read caches (unset: none)",
+      "other; the gateway reads no table, and only listens to the registry's, the core's and the " +
+      "token service's change notifications, for its introspection and read caches (unset: none)",
     help: "a Postgres server to use (else the embedded database, one process)",
   },
   AUTH_JWT_SECRET: {

@@ -1090,7 +1090,10 @@ export const CoreService: GenService<{
     output: typeof CreateUnitResponseSchema;
   },
   /**
-   * Returns a unit of the caller's space.
+   * Returns a unit of the caller's space. Answered from memory that Postgres keeps honest (each
+   * replica, and each gateway, keeps the units it read and drops one when Postgres notifies its
+   * change): a change made through another replica is seen within one second. With the request
+   * metadata `cache-control: no-cache` (HTTP: the header), the answer is read from Postgres.
    *
    * @generated from rpc registry.core.v1.CoreService.GetUnit
    */

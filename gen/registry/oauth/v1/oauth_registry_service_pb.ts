@@ -1593,7 +1593,10 @@ export const OAuthRegistryService: GenService<{
     output: typeof CreateClientResponseSchema;
   },
   /**
-   * Returns one client of the project.
+   * Returns one client of the project. Answered from memory that Postgres keeps honest (each
+   * replica, and each gateway, keeps the clients it read and drops one when Postgres notifies its
+   * change): a change made through another replica is seen within one second. With the request
+   * metadata `cache-control: no-cache` (HTTP: the header), the answer is read from Postgres.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.GetClient
    */
