@@ -29,6 +29,10 @@
  *   one, when it names none; a create drops nothing), and answers read meanwhile or within 800 ms
  *   after are not kept: a caller that changed a resource reads its change back from the same
  *   gateway without waiting for the notification.
+ * - **One call for reads at once.** Reads of an answer not kept, made while a call for it is under
+ *   way (begun since the last change, in the same tenancy), wait for that call's answer instead of
+ *   making their own, each when the owner's rule lets it read it; when that call fails, each makes
+ *   its own.
  * - **Bounded.** At most `maxBytes` per owner (each answer's Protobuf size times three plus 256
  *   bytes), from the process's memory budget, oldest out first (lib/platform/bounded_cache.ts).
  *
@@ -47,6 +51,7 @@ import {
   dropNamed,
   type FollowOptions,
   registryChangesChannel,
+  SharedLoadsOf,
 } from "../lib/db/mod.ts";
 import { idKind, type MemoryBudget } from "../lib/platform/mod.ts";
 import { type Caller, inSpace, projectAdmin, type Rule } from "../lib/policy/mod.ts";
@@ -189,6 +194,7 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
     },
   });
   const answers = cache.region<Kept>();
+  const loads = new SharedLoadsOf();
   const values = createContextValues();
 
   return {
@@ -206,18 +212,28 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
         cache.count("hits");
         return held.answer;
       }
-      cache.count("misses");
-      const before = cache.generation;
-      const startedAt = monotonic();
-      const answer = await load();
-      if (
-        holds(kept, answer) && cache.generation === before && settling.settled(key, startedAt) &&
-        cache.usable()
-      ) {
-        const bytes = toBinary(kept.method.output, answer as never).length * 3 + entryOverhead;
-        answers.set(key, { scope, answer }, bytes);
-      }
-      return answer;
+      // Reads of it under way now, in the same scope, make one call (lib/db/feed_cache.ts's
+      // SharedLoads): a caller joins only when the owner's rule lets it read the answer.
+      return await loads.run(
+        `${scope}\u0000${key}`,
+        cache.generation,
+        async () => {
+          cache.count("misses");
+          const before = cache.generation;
+          const startedAt = monotonic();
+          const answer = await load();
+          if (
+            holds(kept, answer) && cache.generation === before &&
+            settling.settled(key, startedAt) && cache.usable()
+          ) {
+            const bytes = toBinary(kept.method.output, answer as never).length * 3 + entryOverhead;
+            answers.set(key, { scope, answer }, bytes);
+          }
+          return answer;
+        },
+        () => cache.count("hits"),
+        () => allowed(input, caller),
+      );
     },
     wrote(method, input) {
       if (method.parent !== kept.service) return;

@@ -240,3 +240,33 @@ Deno.test("read cache: a unit is given again only in the caller's space, and its
   assert.equal(cache.stats().hits, 3);
   await cache.close();
 });
+
+Deno.test("read cache: reads at once make one call, joined only by callers the rule lets read it", async () => {
+  const { cache } = await setup();
+  let calls = 0;
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => open = resolve);
+  const slow = async () => {
+    const n = ++calls;
+    await opened;
+    return create(GetClientResponseSchema, {
+      client: create(ClientSchema, { id: one.id, projectId: "p", name: `call ${n}` }),
+    });
+  };
+  const read = (caller: Caller, projectId = "p") =>
+    cache.through(
+      method.getClient,
+      create(GetClientRequestSchema, { projectId, clientId: one.id }),
+      caller,
+      slow,
+    ).then((answer) => (answer as GetClientResponse).client!.name);
+  const reads = [
+    read(admin(["p"])),
+    read(admin("*")),
+    read(admin(["q"])), // the registry's rule refuses it: its own call (the registry decides)
+    read(admin("*"), "q"), // another project: its own call
+  ];
+  open();
+  assert.deepEqual(await Promise.all(reads), ["call 1", "call 1", "call 2", "call 3"]);
+  await cache.close();
+});

@@ -90,3 +90,50 @@ Deno.test("createSettling: a key read within the lag after its change, or after 
   settling.changed("c");
   assert.equal(settling.settled("d", at), false);
 });
+
+Deno.test("feed cache: reads of a key at once make one load; not across a change; a failed one is not joined", async () => {
+  const { cache, a, feed } = setup();
+  let loads = 0;
+  /** Loads wait until `release()`; `hold()` closes the gate again and returns its release. */
+  let gateOpen = Promise.resolve();
+  const held = {
+    pass: () => gateOpen,
+    hold() {
+      let open!: () => void;
+      gateOpen = new Promise((resolve) => open = resolve);
+      return open;
+    },
+  };
+  const slow = async () => {
+    const n = ++loads;
+    await held.pass();
+    return `v${n}`;
+  };
+  const size = () => 10;
+  // Three reads while the first load is under way: one load, one answer.
+  let release = held.hold();
+  const three = [1, 2, 3].map(() => cache.through(a, "k", slow, size));
+  release();
+  assert.deepEqual(await Promise.all(three), ["v1", "v1", "v1"]);
+  assert.equal(loads, 1);
+  assert.deepEqual([cache.stats().misses, cache.stats().hits], [1, 2]);
+  // A read that starts after a change does not join a load begun before it.
+  feed.handlers().onChange("drop:k");
+  release = held.hold();
+  const before = cache.through(a, "k", slow, size);
+  feed.handlers().onChange("drop:k");
+  const after = cache.through(a, "k", slow, size);
+  release();
+  assert.deepEqual([await before, await after], ["v2", "v3"]);
+  // A joined load that fails: the read loads on its own.
+  feed.handlers().onChange("drop:k");
+  release = held.hold();
+  const failing = cache.through(a, "k", async () => {
+    await held.pass();
+    throw new Error("deadline");
+  }, size);
+  const joiner = cache.through(a, "k", slow, size);
+  release();
+  await assert.rejects(failing, /deadline/);
+  assert.equal(await joiner, "v4");
+});
