@@ -150,7 +150,7 @@ export function createFeedCache(options: FeedCacheOptions): FeedCache {
  * asked the registry about 50 times for each, and its first pass over them ran at 0.6 of its rate
  * from memory). A read joins only a load begun since the last change ({@link FeedCache.generation}),
  * so that it never gets an answer older than its own start plus that load's; when the joined load
- * fails, the read loads on its own. At most one entry per read under way: each is removed when its
+ * fails or finds nothing, the read loads on its own. At most one entry per read under way: each is removed when its
  * load ends.
  */
 export class SharedLoads {
@@ -183,8 +183,12 @@ export class SharedLoadsOf {
     if (pending !== undefined && pending.generation === generation && joinable()) {
       try {
         const value = await pending.value as T;
-        joined();
-        return value;
+        // Nothing found is not joined: a load may ask in its caller's terms (an installation in
+        // the project the caller named), and what one did not find another may.
+        if (value !== undefined) {
+          joined();
+          return value;
+        }
       } catch {
         // The joined load failed (its caller's deadline, say): this read loads on its own.
       }

@@ -136,4 +136,14 @@ Deno.test("feed cache: reads of a key at once make one load; not across a change
   release();
   await assert.rejects(failing, /deadline/);
   assert.equal(await joiner, "v4");
+  // Nothing found is not joined either (a load may ask in its caller's terms).
+  feed.handlers().onChange("drop:k");
+  release = held.hold();
+  const none = cache.through(a, "k", async () => {
+    await held.pass();
+    return undefined;
+  }, size);
+  const other = cache.through(a, "k", slow, size);
+  release();
+  assert.deepEqual([await none, await other], [undefined, "v5"]);
 });
