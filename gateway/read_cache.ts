@@ -169,7 +169,8 @@ const maxRecentChanges = 4096;
 /** Creates the cache of one kept read (see the module's header). */
 export function createReadCache(options: ReadCacheOptions): ReadCache {
   const { kept } = options;
-  // The owner's replica that answers keeps the resource in memory too, and may apply a change later.
+  // The owner's replica that answers keeps the resource in memory too, and may apply a change
+  // later.
   const monotonic = options.monotonic ?? (() => performance.now());
   const settling = createSettling({ lagMs: maxLagMs, maxKeys: maxRecentChanges, monotonic });
   const cache = createFeedCache({

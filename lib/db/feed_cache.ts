@@ -150,8 +150,8 @@ export function createFeedCache(options: FeedCacheOptions): FeedCache {
  * asked the registry about 50 times for each, and its first pass over them ran at 0.6 of its rate
  * from memory). A read joins only a load begun since the last change ({@link FeedCache.generation}),
  * so that it never gets an answer older than its own start plus that load's; when the joined load
- * fails or finds nothing, the read loads on its own. At most one entry per read under way: each is removed when its
- * load ends.
+ * fails or finds nothing, the read loads on its own. At most one entry per read under way: each is
+ * removed when its load ends.
  */
 export class SharedLoads {
   #regions = new WeakMap<object, SharedLoadsOf>();
