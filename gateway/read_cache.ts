@@ -51,7 +51,6 @@ import {
   dropNamed,
   type FollowOptions,
   registryChangesChannel,
-  SharedLoadsOf,
 } from "../lib/db/mod.ts";
 import { idKind, type MemoryBudget } from "../lib/platform/mod.ts";
 import { type Caller, inSpace, projectAdmin, type Rule } from "../lib/policy/mod.ts";
@@ -154,10 +153,12 @@ export interface ReadCache {
   close(): Promise<void>;
 }
 
-/** A kept answer, with where it was read. */
+/** An answer, with where it was read and whether it may be kept. */
 interface Kept {
   scope: string;
   answer: Message;
+  /** It holds the resource, and its call began after the owner had applied every change to it. */
+  keep: boolean;
 }
 
 const entryOverhead = 256;
@@ -195,7 +196,6 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
     },
   });
   const answers = cache.region<Kept>();
-  const loads = new SharedLoadsOf();
   const values = createContextValues();
 
   return {
@@ -204,37 +204,29 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
       const fields = input as unknown as Record<string, unknown>;
       const key = method === kept.method ? kept.key(fields) : undefined;
       const scope = kept.scope(fields, caller);
-      if (key === undefined || scope === undefined || !cache.usable()) {
+      if (key === undefined || scope === undefined) {
         cache.count("bypassed");
         return await load();
       }
-      const held = answers.get(key);
-      if (held !== undefined && held.scope === scope && allowed(input, caller)) {
-        cache.count("hits");
-        return held.answer;
-      }
-      // Reads of it under way now, in the same scope, make one call (lib/db/feed_cache.ts's
-      // SharedLoads): a caller joins only when the owner's rule lets it read the answer.
-      return await loads.run(
-        `${scope}\u0000${key}`,
-        cache.generation,
+      // Kept by the resource's id, with where it was read; reads of it under way in the same
+      // tenancy share one call (lib/db/feed_cache.ts), each answered only when the owner's rule
+      // lets its caller read it.
+      const read = await cache.through(
+        answers,
+        key,
         async () => {
-          cache.count("misses");
-          const before = cache.generation;
           const startedAt = monotonic();
           const answer = await load();
-          if (
-            holds(kept, answer) && cache.generation === before &&
-            settling.settled(key, startedAt) && cache.usable()
-          ) {
-            const bytes = toBinary(kept.method.output, answer as never).length * 3 + entryOverhead;
-            answers.set(key, { scope, answer }, bytes);
-          }
-          return answer;
+          return { scope, answer, keep: holds(kept, answer) && settling.settled(key, startedAt) };
         },
-        () => cache.count("hits"),
-        () => allowed(input, caller),
+        (k) => toBinary(kept.method.output, k.answer as never).length * 3 + entryOverhead,
+        {
+          serves: (k) => k.scope === scope && allowed(input, caller),
+          keeps: (k) => k.keep,
+          loadKey: `${scope}\u0000${key}`,
+        },
       );
+      return read!.answer;
     },
     wrote(method, input) {
       if (method.parent !== kept.service) return;

@@ -27,8 +27,6 @@ export {
   type RowCache,
   type RowCacheOptions,
   type Settling,
-  SharedLoads,
-  SharedLoadsOf,
 } from "./feed_cache.ts";
 export { createIdempotencyStore } from "./idempotency_store.ts";
 export { deleteBatch, inBatches, purgeBatch } from "./purge.ts";

@@ -30,6 +30,7 @@ import {
   createFeedCache,
   dropNamed,
   type FollowOptions,
+  keptRows,
 } from "../../lib/db/mod.ts";
 import type { MemoryBudget } from "../../lib/platform/mod.ts";
 import type { ConfigRow } from "./repository/configs.ts";
@@ -72,17 +73,13 @@ export function cacheConfigs(
     maxBytes: Infinity,
     maxEntries: options.maxEntries ?? 1000,
     budget: options.budget,
-    onChange: (payload) => dropNamed(payload, "config", otherKinds, (key) => configs.delete(key)),
+    onChange: (payload) => dropNamed(payload, "config", otherKinds, configs.drop),
   });
-  const configs = cache.region<ConfigRow>();
-  const size = (config: ConfigRow) => JSON.stringify(config).length * 2 + 256;
+  const configs = keptRows(cache, read);
 
   return {
-    get: (projectId) => cache.through(configs, projectId, () => read(projectId), size),
-    changed(projectId) {
-      cache.changed();
-      configs.delete(projectId);
-    },
+    get: configs.get,
+    changed: configs.wrote,
     stats() {
       const { entries, hits, misses, bypassed } = cache.stats();
       return { entries, hits, misses, bypassed };
