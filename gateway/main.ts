@@ -89,8 +89,8 @@ export const gatewaySettings = {
     "0",
   ),
   SHUTDOWN_GRACE_MS: positiveInt(10_000),
-  // Only listened on, for the caches of introspections and client reads (./introspection_cache.ts,
-  // ./read_cache.ts); unset: no cache.
+  // Only listened on, for the caches of introspections and of client and unit reads
+  // (./introspection_cache.ts, ./read_cache.ts); unset: no cache.
   DATABASE_URL: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
   INTROSPECTION_CACHE_MIB: nonNegativeInt(4),
   READ_CACHE_MIB: nonNegativeInt(4),

@@ -104,7 +104,7 @@ export interface TranscoderOptions {
   rateLimit?: RateLimiter | undefined;
   /** The process's memory budget, which every request body is taken from (lib/platform/budget.ts). */
   budget: MemoryBudget;
-  /** Registry reads answered from memory (./read_cache.ts); unset: every read is a call. */
+  /** Reads answered from memory (./read_cache.ts); unset: every read is a call. */
   reads?: ReadCache | undefined;
 }
 

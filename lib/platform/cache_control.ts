@@ -1,9 +1,9 @@
 /**
  * A request's `Cache-Control` (HTTP header, or gRPC metadata of the same name): the `no-cache`
  * directive (RFC 9111 5.2.1.4) asks that the answer come from the source, not from a copy kept in
- * memory. The gateway's client reads and the registry's honour it (gateway/read_cache.ts,
- * services/oauth/client_cache.ts): a caller that must see a change made a moment ago through
- * another replica asks for it.
+ * memory. The gateway's reads, the registry's and the core's honour it (gateway/read_cache.ts,
+ * services/oauth/client_cache.ts, services/core/unit_cache.ts): a caller that must see a change
+ * made a moment ago through another replica asks for it.
  *
  * @module
  */

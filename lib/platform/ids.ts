@@ -131,9 +131,9 @@ const hexValue = Int8Array.from({ length: 128 }, (_, c) => {
 });
 
 /**
- * The 16 bytes of a UUID as Postgres writes it (`8-4-4-4-12` hex digits), into `bytes`. A byte-at-a-time parse
- * (no slices, no parseInt): it ran for every id of every record read, ~4.6% of a service's CPU
- * under GetClient load before.
+ * The 16 bytes of a UUID as Postgres writes it (`8-4-4-4-12` hex digits), into `bytes`. A
+ * byte-at-a-time parse (no slices, no parseInt): it ran for every id of every record read, ~4.6%
+ * of a service's CPU under GetClient load before.
  */
 function uuidToBytes(uuid: string, bytes: Uint8Array): Uint8Array {
   let j = 0;

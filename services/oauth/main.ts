@@ -74,7 +74,7 @@ export const oauthRegistryService = defineService({
         maxEntries: config.CONFIG_CACHE_ENTRIES,
         budget,
       });
-    // What GetClient and LookupClient read, kept the same way.
+    // What GetClient reads, kept the same way (./client_cache.ts).
     const clients = config.CLIENT_CACHE_MIB === 0
       ? undefined
       : cacheClients(createClientRepository(sql), {

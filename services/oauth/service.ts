@@ -144,7 +144,7 @@ export interface OAuthRegistryDeps {
   onConfigChanged?: (projectId: string) => void;
   /**
    * The clients' repository (default: oauth.clients read and written in Postgres; ./main.ts gives
-   * it with `get` and `find` through memory, ./client_cache.ts).
+   * it with `get` through memory, ./client_cache.ts).
    */
   clients?: ClientRepository | undefined;
 }
