@@ -84,7 +84,7 @@ const maxStructDepth = 16;
 // Per-descriptor plans, built lazily and cached.
 
 /** How a message type is represented in JSON. */
-type MessageKind =
+export type MessageKind =
   | "object"
   | "timestamp"
   | "duration"
@@ -94,7 +94,8 @@ type MessageKind =
   | "json_message"
   | "unsupported";
 
-const messageKinds: ReadonlyMap<string, MessageKind> = new Map<string, MessageKind>([
+/** The kinds of the well-known types; every other message is an "object". */
+export const messageKinds: ReadonlyMap<string, MessageKind> = new Map<string, MessageKind>([
   ["google.protobuf.Timestamp", "timestamp"],
   ["google.protobuf.Duration", "duration"],
   ["google.protobuf.FieldMask", "field_mask"],

@@ -63,13 +63,14 @@ import {
   forwardedUserAgentHeader,
   noCache,
 } from "../lib/platform/mod.ts";
-import { wireSizeOf } from "../lib/rpc/mod.ts";
+import { decodeAnswer, type GrpcTransport, isGrpcTransport, wireSizeOf } from "../lib/rpc/mod.ts";
 import { anyVersion, isEtag, noVersion } from "../lib/resource/mod.ts";
 import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import { decodeMessage, decodeScalarParam, encodeMessage, repeatedMember } from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
 import type { ReadCache } from "./read_cache.ts";
+import { wireJsonSupported, wireToJson } from "./wire_json.ts";
 import {
   buildRoutes,
   conditional,
@@ -375,9 +376,11 @@ export function createTranscoder(
   // One connect-es client per service, called by method name (the routes are built from the
   // same descriptors, so every route's method is on its service's client).
   const clients = new Map<DescService, Record<string, UnaryFn>>();
+  const transports = new Map<DescService, Transport>();
   for (const b of options.backends) {
     for (const s of b.services) {
       clients.set(s, createClient(s, b.transport) as unknown as Record<string, UnaryFn>);
+      transports.set(s, b.transport);
     }
   }
   const routes = buildRoutes([...clients.keys()]);
@@ -396,6 +399,20 @@ export function createTranscoder(
   for (const route of routes) {
     const schema = route.responseBody ? route.responseBody.message : route.method.output;
     credentials.set(route, schema?.fields.filter((f) => f.proto.options?.debugRedact) ?? []);
+  }
+  // The reads whose answer becomes JSON straight from its bytes (./wire_json.ts): GETs of a whole
+  // message (pages) that hold no credential, that this gateway does not keep, over a transport that
+  // hands bytes over.
+  const fromWire = new Map<Route, GrpcTransport>();
+  for (const route of routes) {
+    const transport = transports.get(route.service)!;
+    if (
+      route.httpMethod === "GET" && route.responseBody === undefined &&
+      credentials.get(route)!.length === 0 && !(options.reads?.keeps(route.method) ?? false) &&
+      isGrpcTransport(transport) && wireJsonSupported(route.method.output)
+    ) {
+      fromWire.set(route, transport);
+    }
   }
 
   return async (req, url, correlation) => {
@@ -471,8 +488,18 @@ export function createTranscoder(
           onHeader: (h) => responseHeader = h,
         });
       const reads = options.reads;
-      let message: Message;
-      if (reads === undefined) message = await invoke();
+      const direct = fromWire.get(route);
+      let message: Message | undefined;
+      let json: Uint8Array<ArrayBuffer> | undefined;
+      let wireSize: number;
+      if (direct !== undefined) {
+        const answer = await direct.unaryBytes(route.method, header, input, timeoutMs);
+        wireSize = answer.bytes.length;
+        json = wireToJson(route.method.output, answer.bytes);
+        // Bytes the JSON is not written from directly are read the usual way.
+        if (json === undefined) message = decodeAnswer(route.method.output, answer.bytes);
+        responseHeader = answer.header;
+      } else if (reads === undefined) message = await invoke();
       else if (route.httpMethod === "GET") {
         message = reads.keeps(route.method) && !fresh
           ? await reads.through(route.method, input, caller, invoke)
@@ -485,7 +512,8 @@ export function createTranscoder(
         }
       }
       // The answer is held again while it becomes JSON: its bytes are taken too.
-      const cost = wireSizeOf(message) * bodyCostFactor;
+      wireSize ??= wireSizeOf(message!);
+      const cost = wireSize * bodyCostFactor;
       if (!lease.grow(cost, lease.bytes + cost <= smallRequestBytes)) {
         throw overBudget();
       }
@@ -494,7 +522,7 @@ export function createTranscoder(
         ? (message as Record<string, unknown>)[route.responseBody.localName] as Message
         : message;
       const schema = route.responseBody ? route.responseBody.message! : route.method.output;
-      if (out === undefined) {
+      if (out === undefined && json === undefined) {
         throw new ConnectError(`${route.method.name} returned no ${bodyField}`, Code.Internal);
       }
       const headers = replayed(responseHeader);
@@ -511,8 +539,12 @@ export function createTranscoder(
           return new Response(null, { status: 304, headers });
         }
       }
+      if (json !== undefined) {
+        headers["content-type"] = "application/json";
+        return new Response(json, { status: 200, headers });
+      }
       // A credential (a secret's plaintext, a generated private key) is stored by no cache.
-      if (credentials.get(route)!.some((f) => isFieldSet(out, f))) {
+      if (credentials.get(route)!.some((f) => isFieldSet(out!, f))) {
         headers["cache-control"] = "no-store";
       }
       // A POST creates, unless its answer says it updated what was there (`created: false`, a
@@ -524,7 +556,7 @@ export function createTranscoder(
         const id = (out as { id?: unknown }).id;
         if (typeof id === "string" && id !== "") headers.location = `${url.pathname}/${id}`;
       }
-      return Response.json(encodeMessage(schema, out), {
+      return Response.json(encodeMessage(schema, out!), {
         status: created ? 201 : 200,
         headers,
       });

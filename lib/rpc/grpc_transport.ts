@@ -20,7 +20,16 @@
  * @module
  */
 
-import { create, fromBinary, isMessage } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethod,
+  fromBinary,
+  isMessage,
+  type Message,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { encodeMessage, lengthPrefixed } from "./encode.ts";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
@@ -120,8 +129,54 @@ function failure(res: H2ClientResponse): ConnectError {
   return new ConnectError("The backend service answered with a malformed response", Code.Internal);
 }
 
+/** An answer whose message was not decoded (see {@link GrpcTransport.unaryBytes}). */
+export interface UndecodedAnswer {
+  /** The message's Protobuf bytes. */
+  bytes: Uint8Array;
+  /** The response headers. */
+  readonly header: Headers;
+}
+
+/** A connect-es transport that can also hand over an answer undecoded. */
+export interface GrpcTransport extends Transport {
+  /**
+   * A unary call whose answer is not decoded, for a caller that reads the bytes itself (the
+   * gateway writes some answers' JSON straight from them); {@link decodeAnswer} decodes them as
+   * `unary` does. Fails as `unary` fails.
+   */
+  unaryBytes(
+    method: DescMethod,
+    header: HeadersInit | undefined,
+    input: Message,
+    timeoutMs: number | undefined,
+  ): Promise<UndecodedAnswer>;
+}
+
+/** Whether a transport is a {@link GrpcTransport}. */
+export function isGrpcTransport(transport: Transport): transport is GrpcTransport {
+  return typeof (transport as Partial<GrpcTransport>).unaryBytes === "function";
+}
+
+/** An answer's message from its bytes; INTERNAL when they are not one. */
+export function decodeAnswer<Desc extends DescMessage>(
+  schema: Desc,
+  bytes: Uint8Array,
+): MessageShape<Desc> {
+  try {
+    return fromBinary(schema, bytes);
+  } catch (error) {
+    throw new ConnectError(
+      "The backend service answered with a malformed message",
+      Code.Internal,
+      undefined,
+      undefined,
+      error,
+    );
+  }
+}
+
 /** Creates a gRPC transport to one server. */
-export function createGrpcTransport(options: GrpcTransportOptions): Transport {
+export function createGrpcTransport(options: GrpcTransportOptions): GrpcTransport {
   const url = new URL(options.baseUrl);
   if (url.protocol !== "http:") {
     throw new Error(`Cannot call ${options.baseUrl}: only http:// (h2c) is supported`);
@@ -153,84 +208,97 @@ export function createGrpcTransport(options: GrpcTransportOptions): Transport {
     }
   }
 
+  /** A unary call: the answer's message bytes (without the length prefix), and the fields. */
+  async function call(
+    method: DescMethod,
+    signal: AbortSignal | undefined,
+    callTimeoutMs: number | undefined,
+    header: HeadersInit | undefined,
+    input: unknown,
+  ): Promise<{ bytes: Uint8Array; res: H2ClientResponse }> {
+    const timeoutMs = callTimeoutMs ?? options.defaultTimeoutMs;
+    let path = paths.get(method);
+    if (path === undefined) {
+      paths.set(method, path = [":path", `${prefix}/${method.parent.typeName}/${method.name}`]);
+    }
+    const fields: HeaderField[] = [postField, path, contentTypeField, teField];
+    if (timeoutMs !== undefined) {
+      // Callers give the same timeout call after call: its field is made once.
+      if (timeoutMs !== lastTimeout.ms) {
+        lastTimeout = { ms: timeoutMs, field: ["grpc-timeout", grpcTimeout(timeoutMs)] };
+      }
+      fields.push(lastTimeout.field);
+    }
+    headerFields(header, fields);
+    const body = lengthPrefixed(encodeMessage(
+      method.input,
+      isMessage(input, method.input)
+        ? input
+        : create(method.input, input as MessageInitShape<DescMessage>),
+    ));
+
+    const cancellation = new Cancellation();
+    const timer = timeoutMs === undefined
+      ? undefined
+      : deadlines.after(timeoutMs, () => cancellation.abort(timedOut));
+    const onAbort = () => cancellation.abort(abandoned);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener("abort", onAbort, { once: true });
+    let res: H2ClientResponse;
+    try {
+      res = await send(fields, body, cancellation);
+    } catch (error) {
+      if (error === timedOut || error === abandoned) {
+        const known = error as ConnectError;
+        throw new ConnectError(known.rawMessage, known.code);
+      }
+      throw new ConnectError(
+        "The backend service is unreachable",
+        Code.Unavailable,
+        undefined,
+        undefined,
+        error,
+      );
+    } finally {
+      timer?.cancel();
+      signal?.removeEventListener("abort", onAbort);
+    }
+
+    // A success (200, no status among the headers, grpc-status 0 in the trailers) is read from
+    // the fields as they came: Headers objects are made only if the caller asks for them.
+    if (
+      res.status !== 200 || statusOf(res.headers) !== undefined || statusOf(res.trailers) !== "0"
+    ) {
+      throw failure(res);
+    }
+    const bytes = res.body;
+    const length = bytes.length >= 5
+      ? new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1)
+      : -1;
+    if (bytes[0] !== 0 || length !== bytes.length - 5) {
+      throw new ConnectError(
+        "The backend service answered with a malformed response",
+        Code.Internal,
+      );
+    }
+    return { bytes: bytes.subarray(5), res };
+  }
+
   return {
+    async unaryBytes(method, header, input, timeoutMs) {
+      const { bytes, res } = await call(method, undefined, timeoutMs, header, input);
+      let responseHeader: Headers | undefined;
+      return {
+        bytes,
+        get header() {
+          return responseHeader ??= headersOf(res.headers);
+        },
+      };
+    },
     async unary(method, signal, callTimeoutMs, header, input) {
-      const timeoutMs = callTimeoutMs ?? options.defaultTimeoutMs;
-      let path = paths.get(method);
-      if (path === undefined) {
-        paths.set(method, path = [":path", `${prefix}/${method.parent.typeName}/${method.name}`]);
-      }
-      const fields: HeaderField[] = [postField, path, contentTypeField, teField];
-      if (timeoutMs !== undefined) {
-        // Callers give the same timeout call after call: its field is made once.
-        if (timeoutMs !== lastTimeout.ms) {
-          lastTimeout = { ms: timeoutMs, field: ["grpc-timeout", grpcTimeout(timeoutMs)] };
-        }
-        fields.push(lastTimeout.field);
-      }
-      headerFields(header, fields);
-      const body = lengthPrefixed(encodeMessage(
-        method.input,
-        isMessage(input, method.input) ? input : create(method.input, input),
-      ));
-
-      const call = new Cancellation();
-      const timer = timeoutMs === undefined
-        ? undefined
-        : deadlines.after(timeoutMs, () => call.abort(timedOut));
-      const onAbort = () => call.abort(abandoned);
-      if (signal?.aborted) onAbort();
-      else signal?.addEventListener("abort", onAbort, { once: true });
-      let res: H2ClientResponse;
-      try {
-        res = await send(fields, body, call);
-      } catch (error) {
-        if (error === timedOut || error === abandoned) {
-          const known = error as ConnectError;
-          throw new ConnectError(known.rawMessage, known.code);
-        }
-        throw new ConnectError(
-          "The backend service is unreachable",
-          Code.Unavailable,
-          undefined,
-          undefined,
-          error,
-        );
-      } finally {
-        timer?.cancel();
-        signal?.removeEventListener("abort", onAbort);
-      }
-
-      // A success (200, no status among the headers, grpc-status 0 in the trailers) is read from
-      // the fields as they came: Headers objects are made only if the caller asks for them.
-      if (
-        res.status !== 200 || statusOf(res.headers) !== undefined || statusOf(res.trailers) !== "0"
-      ) {
-        throw failure(res);
-      }
-      const bytes = res.body;
-      const length = bytes.length >= 5
-        ? new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1)
-        : -1;
-      if (bytes[0] !== 0 || length !== bytes.length - 5) {
-        throw new ConnectError(
-          "The backend service answered with a malformed response",
-          Code.Internal,
-        );
-      }
-      let output;
-      try {
-        output = fromBinary(method.output, bytes.subarray(5));
-      } catch (error) {
-        throw new ConnectError(
-          "The backend service answered with a malformed message",
-          Code.Internal,
-          undefined,
-          undefined,
-          error,
-        );
-      }
-      wireSizes.set(output, bytes.length);
+      const { bytes, res } = await call(method, signal, callTimeoutMs, header, input);
+      const output = decodeAnswer(method.output, bytes);
+      wireSizes.set(output, bytes.length + 5);
       let responseHeader: Headers | undefined;
       let responseTrailer: Headers | undefined;
       return {

@@ -8,7 +8,15 @@
 
 export { bindGrpc, encodeGrpcMessage, serveGrpc } from "./grpc_server.ts";
 export { encodeMessage } from "./encode.ts";
-export { createGrpcTransport, type GrpcTransportOptions, wireSizeOf } from "./grpc_transport.ts";
+export {
+  createGrpcTransport,
+  decodeAnswer,
+  type GrpcTransport,
+  type GrpcTransportOptions,
+  isGrpcTransport,
+  type UndecodedAnswer,
+  wireSizeOf,
+} from "./grpc_transport.ts";
 export { availability, deadline, logging, metering, tracing } from "./interceptors.ts";
 export { answerWith, bind, type Binding, messageCostFactor, register } from "./router.ts";
 export { type RunningServer, serve } from "./server.ts";
