@@ -1,13 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  create,
-  type DescField,
-  type DescMessage,
-  fromBinary,
-  type Message,
-  ScalarType,
-  toBinary,
-} from "@bufbuild/protobuf";
+import { create, type DescMessage, fromBinary, type Message, toBinary } from "@bufbuild/protobuf";
+import { randomMessage, seeded } from "../lib/testing/random_messages.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";
@@ -18,103 +11,6 @@ import { wireJsonSupported, wireToJson } from "./wire_json.ts";
 /** The usual way: decode, encode, stringify. */
 function usual(schema: DescMessage, bytes: Uint8Array): string {
   return JSON.stringify(encodeMessage(schema, fromBinary(schema, bytes)));
-}
-
-/** A small deterministic generator (mulberry32), so that a failure can be replayed. */
-function random(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const pieces = [
-  "a",
-  "Z",
-  " ",
-  '"',
-  "\\",
-  "\n",
-  "\t",
-  "\u0000",
-  "\u001f",
-  "\u007f",
-  "é",
-  "€",
-  "\u2028",
-  "😀",
-  "\ud800",
-  "/",
-  "<",
-];
-
-function fill(schema: DescMessage, rnd: () => number, depth: number): Message {
-  const init: Record<string, unknown> = {};
-  for (const field of schema.fields) {
-    if (rnd() < 0.25) continue;
-    if (field.oneof !== undefined && rnd() < 0.5) continue;
-    const value = (one: () => unknown) =>
-      field.fieldKind === "list" ? Array.from({ length: Math.floor(rnd() * 4) }, one) : one();
-    const v = valueOf(field, rnd, depth);
-    if (v === undefined) continue;
-    const produced = value(() => valueOf(field, rnd, depth));
-    if (field.oneof !== undefined) {
-      init[field.oneof.localName] = { case: field.localName, value: v };
-    } else init[field.localName] = produced;
-  }
-  return create(schema, init);
-}
-
-function valueOf(field: DescField, rnd: () => number, depth: number): unknown {
-  if (field.fieldKind === "map") return undefined;
-  if (field.message !== undefined) {
-    if (field.message.typeName === "google.protobuf.Timestamp") {
-      const seconds = rnd() < 0.02
-        ? BigInt(Math.floor(rnd() * 1e13))
-        : BigInt(Math.floor(rnd() * 4e9));
-      return create(field.message, { seconds, nanos: Math.floor(rnd() * 1e9) });
-    }
-    if (depth > 3) return undefined;
-    return fill(field.message, rnd, depth + 1);
-  }
-  if (field.enum !== undefined) {
-    const values = field.enum.values;
-    return rnd() < 0.1
-      ? Math.floor(rnd() * 100)
-      : values[Math.floor(rnd() * values.length)]!.number;
-  }
-  switch (field.scalar) {
-    case ScalarType.STRING:
-      return Array.from(
-        { length: Math.floor(rnd() * 12) },
-        () => pieces[Math.floor(rnd() * pieces.length)],
-      ).join("");
-    case ScalarType.BYTES:
-      return Uint8Array.from({ length: Math.floor(rnd() * 9) }, () => Math.floor(rnd() * 256));
-    case ScalarType.BOOL:
-      return rnd() < 0.5;
-    case ScalarType.INT64:
-    case ScalarType.SINT64:
-    case ScalarType.SFIXED64: {
-      const big = BigInt(Math.floor(rnd() * 2 ** 53)) * (rnd() < 0.3 ? 1024n : 1n);
-      return rnd() < 0.3 ? -big : big;
-    }
-    case ScalarType.UINT64:
-    case ScalarType.FIXED64:
-      return BigInt(Math.floor(rnd() * 2 ** 53)) * (rnd() < 0.3 ? 2048n : 1n);
-    case ScalarType.DOUBLE:
-    case ScalarType.FLOAT:
-      return rnd() < 0.05 ? NaN : (rnd() - 0.5) * 10 ** Math.floor(rnd() * 30);
-    case ScalarType.UINT32:
-    case ScalarType.FIXED32:
-      return Math.floor(rnd() * 2 ** 32);
-    default:
-      return Math.floor((rnd() - 0.5) * 2 ** 32);
-  }
 }
 
 /** Every message type the services answer with. */
@@ -150,11 +46,11 @@ Deno.test("wire JSON: the services' lists and most answers are written from the 
 });
 
 Deno.test("wire JSON: random messages of every answer type read as the usual way reads them", () => {
-  const rnd = random(20261130);
+  const rnd = seeded(20261130);
   let written = 0;
   for (const schema of outputs.filter(wireJsonSupported)) {
     for (let i = 0; i < 60; i++) {
-      const message = fill(schema, rnd, 0);
+      const message = randomMessage(schema, rnd) as Message;
       let bytes: Uint8Array;
       try {
         bytes = toBinary(schema, message);
@@ -177,7 +73,7 @@ Deno.test("wire JSON: random messages of every answer type read as the usual way
       assert.deepEqual(new TextDecoder().decode(fast), slow, schema.typeName);
       written++;
       // Merged messages, unknown fields, truncated and flipped bytes: the same, or the usual way.
-      const other = toBinary(schema, fill(schema, rnd, 0));
+      const other = toBinary(schema, randomMessage(schema, rnd) as Message);
       const merged = new Uint8Array(bytes.length + other.length);
       merged.set(bytes);
       merged.set(other, bytes.length);

@@ -288,9 +288,10 @@ export function idempotency(
         );
       throw error;
     }
+    // The handler's answer as it returned it: a message or an initializer (lib/rpc/router.ts).
     const output = res.message as Message;
     const strip = redact.get(method);
-    const stored = strip ? strip(clone(method.output, output)) : output;
+    const stored = strip ? strip(clone(method.output, create(method.output, output))) : output;
     await store.complete(scope, rpc, key, owner, { response: encodeMessage(method.output, stored) })
       .catch((e) => log.warn("cannot store an idempotent outcome", { rpc, error: e }));
     return res;

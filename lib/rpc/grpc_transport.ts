@@ -21,11 +21,9 @@
  */
 
 import {
-  create,
   type DescMessage,
   type DescMethod,
   fromBinary,
-  isMessage,
   type Message,
   type MessageInitShape,
   type MessageShape,
@@ -230,12 +228,9 @@ export function createGrpcTransport(options: GrpcTransportOptions): GrpcTranspor
       fields.push(lastTimeout.field);
     }
     headerFields(header, fields);
-    const body = lengthPrefixed(encodeMessage(
-      method.input,
-      isMessage(input, method.input)
-        ? input
-        : create(method.input, input as MessageInitShape<DescMessage>),
-    ));
+    const body = lengthPrefixed(
+      encodeMessage(method.input, input as MessageInitShape<DescMessage>),
+    );
 
     const cancellation = new Cancellation();
     const timer = timeoutMs === undefined

@@ -20,12 +20,10 @@ import {
   type Interceptor,
   type MethodImplSpec,
   type ServiceImpl,
+  type UnaryRequest,
+  type UnaryResponse,
 } from "@connectrpc/connect";
-import {
-  createMethodUrl,
-  invokeUnaryImplementation,
-  type UniversalHandler,
-} from "@connectrpc/connect/protocol";
+import { createMethodUrl, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
 import { deadlines, maxTimerMs } from "../platform/mod.ts";
@@ -246,6 +244,59 @@ export const deadlineExceeded = new ConnectError(
   Code.DeadlineExceeded,
 );
 
+/** Copies one set of headers over another (connect-es's `copyHeaders`). */
+function copyHeaders(from: Headers, to: Headers): void {
+  if (from === to) return;
+  for (const key of [...to.keys()]) to.delete(key);
+  from.forEach((value, key) => to.set(key, value));
+}
+
+/**
+ * connect-es's `invokeUnaryImplementation`, but the handler's answer is not made a message first
+ * (connect-es's `normalize`, a `create` that copies every object of a page): ./encode.ts writes
+ * initializers as they are. An interceptor that reads the answer gets what the handler returned.
+ */
+async function invokeImplementation(
+  spec: UnaryRoute["spec"],
+  context: HandlerContext,
+  input: unknown,
+  interceptors: Interceptor[],
+): Promise<unknown> {
+  const service = spec.method.parent;
+  const handler = async (req: UnaryRequest): Promise<UnaryResponse> => ({
+    stream: false,
+    service,
+    method: spec.method,
+    header: context.responseHeader,
+    trailer: context.responseTrailer,
+    message: await spec.impl(req.message as never, {
+      ...context,
+      service: req.service,
+      requestHeader: req.header,
+      signal: req.signal,
+      values: req.contextValues,
+    }) as UnaryResponse["message"],
+  });
+  let next = handler as (req: UnaryRequest) => Promise<UnaryResponse>;
+  for (let i = interceptors.length - 1; i >= 0; i--) {
+    next = interceptors[i]!(next as never) as typeof next;
+  }
+  const res = await next({
+    stream: false,
+    service,
+    method: spec.method,
+    requestMethod: context.requestMethod,
+    url: context.url,
+    signal: context.signal,
+    header: context.requestHeader,
+    contextValues: context.values,
+    message: input as UnaryRequest["message"],
+  });
+  copyHeaders(res.header, context.responseHeader);
+  copyHeaders(res.trailer, context.responseTrailer);
+  return res.message;
+}
+
 /**
  * Invokes a well-formed unary call as connect-es's handlers invoke it (its interceptors, its
  * `invokeUnaryImplementation`, errors that are not ConnectErrors become INTERNAL "internal error")
@@ -298,12 +349,12 @@ export async function invokeUnary(
     values: createContextValues(),
   };
   try {
-    const output = await invokeUnaryImplementation(spec, context, input, interceptors);
+    const output = await invokeImplementation(spec, context, input, interceptors);
     if (controller.signal.reason === deadlineExceeded) throw deadlineExceeded;
     return {
       header: context.responseHeader,
       trailer: context.responseTrailer,
-      output: encodeMessage(spec.method.output, output),
+      output: encodeMessage(spec.method.output, output as never),
     };
   } catch (error) {
     return {
