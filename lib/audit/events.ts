@@ -28,18 +28,13 @@ import {
   type JsonValue,
   type MessageInitShape,
 } from "@bufbuild/protobuf";
-import {
-  type Timestamp,
-  timestampDate,
-  timestampFromDate,
-  ValueSchema,
-} from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
 import { deleteBatch, plainName, purgeBatch, type Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
-import { expiredEtagSuffix, pageLimit, readEtag, validate } from "../resource/mod.ts";
+import { expiredEtagSuffix, pageLimit, readEtag, timestampOf, validate } from "../resource/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
 
 /** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
@@ -555,7 +550,7 @@ export function toEvent(
   }
   return {
     id: row.seq,
-    occurredAt: timestampFromDate(row.occurred_at),
+    occurredAt: timestampOf(row.occurred_at),
     actor: {
       sub: row.actor_sub,
       ...(row.actor_client_id === null ? {} : { clientId: row.actor_client_id }),

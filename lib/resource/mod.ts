@@ -20,6 +20,7 @@ export {
 } from "./etag.ts";
 export { nullable, pageOf, pathUuid, readPage } from "./pages.ts";
 export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
+export { timestampOf } from "./timestamps.ts";
 export { resolveMask } from "./update_mask.ts";
 export {
   assertValid,

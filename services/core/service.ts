@@ -7,7 +7,7 @@
  */
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   CoreService,
@@ -45,7 +45,7 @@ import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
 import { invalidArgument, noCache, notFound } from "../../lib/platform/mod.ts";
 import { ids } from "./ids.ts";
-import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
+import { pageOf, pathUuid, readPage, timestampOf } from "../../lib/resource/mod.ts";
 import { callerOf } from "../../lib/policy/mod.ts";
 import { validate } from "../../lib/resource/mod.ts";
 import {
@@ -71,50 +71,55 @@ function spaceOf(ctx: HandlerContext): string {
 }
 
 function toRole(row: RoleRow): MessageInitShape<typeof RoleSchema> {
-  return {
+  const role: MessageInitShape<typeof RoleSchema> = {
     object: "role",
     id: ids.role.fromUuid(row.id),
-    createdAt: timestampFromDate(row.created_at),
-    updatedAt: timestampFromDate(row.updated_at),
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
     name: row.name,
-    ...nullable("description", row.description),
     resourceType: row.resource_type,
     permissions: row.permissions,
     etag: row.etag,
   };
+  if (row.description !== null) role.description = row.description;
+  return role;
 }
 
 function toJourney(row: JourneyRow): MessageInitShape<typeof JourneySchema> {
-  return {
+  const journey: MessageInitShape<typeof JourneySchema> = {
     object: "journey",
     id: ids.journey.fromUuid(row.id),
-    createdAt: timestampFromDate(row.created_at),
-    updatedAt: timestampFromDate(row.updated_at),
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
     owner: row.owner,
-    ...nullable("parent", row.parent_id === null ? null : ids.journey.fromUuid(row.parent_id)),
     name: row.name,
     description: row.description,
     active: row.active,
     etag: row.etag,
   };
+  if (row.parent_id !== null) journey.parent = ids.journey.fromUuid(row.parent_id);
+  return journey;
 }
 
+// Fields without a value are set after the literal rather than spread into it: a spread took
+// about ten times the time of the rest of a unit's mapping.
 function toUnit(row: UnitRow): MessageInitShape<typeof UnitSchema> {
-  return {
+  const unit: MessageInitShape<typeof UnitSchema> = {
     object: "unit",
     id: ids.unit.fromUuid(row.id),
-    createdAt: timestampFromDate(row.created_at),
-    updatedAt: timestampFromDate(row.updated_at),
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
     journey: ids.journey.fromUuid(row.journey_id),
     originator: row.originator,
     title: row.title,
-    ...nullable("assignee", row.assignee),
     status: enumNumber(UnitStatusSchema, row.status)!,
     priority: enumNumber(UnitPrioritySchema, row.priority)!,
-    ...nullable("description", row.description),
-    ...(row.due_at === null ? {} : { dueAt: timestampFromDate(row.due_at) }),
     etag: row.etag,
   };
+  if (row.assignee !== null) unit.assignee = row.assignee;
+  if (row.description !== null) unit.description = row.description;
+  if (row.due_at !== null) unit.dueAt = timestampOf(row.due_at);
+  return unit;
 }
 
 /**

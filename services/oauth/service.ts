@@ -8,7 +8,7 @@
 
 import { Buffer } from "node:buffer";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type Timestamp, timestampFromDate, timestampMs } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   ConnectError,
@@ -70,7 +70,7 @@ import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { anyVersion, enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
 import { invalidArgument, type Logger, noCache, notFound } from "../../lib/platform/mod.ts";
-import { nullable, pageOf, pathUuid, readPage } from "../../lib/resource/mod.ts";
+import { nullable, pageOf, pathUuid, readPage, timestampOf } from "../../lib/resource/mod.ts";
 import { ids } from "./ids.ts";
 import { resolveMask } from "../../lib/resource/mod.ts";
 import { assertValid, validate } from "../../lib/resource/mod.ts";
@@ -204,8 +204,8 @@ function toConfig(row: ConfigRow): MessageInitShape<typeof OAuthConfigSchema> {
     authorizedDomains: row.authorized_domains,
     audience: num(AudienceSchema, row.audience),
     publishingStatus: num(PublishingStatusSchema, row.publishing_status),
-    createdAt: timestampFromDate(row.created_at),
-    updatedAt: timestampFromDate(row.updated_at),
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
     etag: row.etag,
     secretMaxLifetimeSeconds: row.secret_max_lifetime_seconds,
     scopes: row.scopes.map((s) => ({
@@ -225,8 +225,8 @@ function toClient(row: ClientRow): MessageInitShape<typeof ClientSchema> {
     redirectUris: row.redirect_uris,
     javascriptOrigins: row.javascript_origins,
     status: num(ClientStatusSchema, row.status),
-    createdAt: timestampFromDate(row.created_at),
-    updatedAt: timestampFromDate(row.updated_at),
+    createdAt: timestampOf(row.created_at),
+    updatedAt: timestampOf(row.updated_at),
     tokenEndpointAuthMethod: num(TokenEndpointAuthMethodSchema, row.token_endpoint_auth_method),
     dpopBoundAccessTokens: row.dpop_bound_access_tokens,
     requirePushedAuthorizationRequests: row.require_pushed_authorization_requests,
@@ -239,32 +239,36 @@ function expired(expiresAt: Date | null, now: number): boolean {
   return expiresAt !== null && expiresAt.getTime() <= now;
 }
 
+// Fields without a value are set after the literal rather than spread into it (a spread costs
+// about ten times the rest of a row's mapping).
 function toSecret(row: ClientSecretRow, now: number): MessageInitShape<typeof ClientSecretSchema> {
-  return {
+  const secret: MessageInitShape<typeof ClientSecretSchema> = {
     id: ids.secret.fromUuid(row.id),
     clientId: ids.client.fromUuid(row.client_id),
     secretHint: row.secret_hint,
-    createdAt: timestampFromDate(row.created_at),
-    ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
-    ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
+    createdAt: timestampOf(row.created_at),
     status: expired(row.expires_at, now) ? ClientSecretStatus.EXPIRED : ClientSecretStatus.ACTIVE,
     etag: expiringEtag(row.etag, row.expires_at, now),
   };
+  if (row.expires_at !== null) secret.expiresAt = timestampOf(row.expires_at);
+  if (row.last_used_at !== null) secret.lastUsedAt = timestampOf(row.last_used_at);
+  return secret;
 }
 
 function toKey(row: ClientKeyRow, now: number): MessageInitShape<typeof ClientKeySchema> {
-  return {
+  const key: MessageInitShape<typeof ClientKeySchema> = {
     id: ids.key.fromUuid(row.id),
     clientId: ids.client.fromUuid(row.client_id),
     kid: row.kid,
     algorithm: row.algorithm,
     jwk: orderedJwk(row.jwk),
-    createdAt: timestampFromDate(row.created_at),
-    ...(row.expires_at === null ? {} : { expiresAt: timestampFromDate(row.expires_at) }),
-    ...(row.last_used_at === null ? {} : { lastUsedAt: timestampFromDate(row.last_used_at) }),
+    createdAt: timestampOf(row.created_at),
     status: expired(row.expires_at, now) ? ClientKeyStatus.EXPIRED : ClientKeyStatus.ACTIVE,
     etag: expiringEtag(row.etag, row.expires_at, now),
   };
+  if (row.expires_at !== null) key.expiresAt = timestampOf(row.expires_at);
+  if (row.last_used_at !== null) key.lastUsedAt = timestampOf(row.last_used_at);
+  return key;
 }
 
 /**
@@ -310,20 +314,21 @@ function secretExpiry(
 }
 
 function toInstallation(row: InstallationRow): MessageInitShape<typeof InstallationSchema> {
-  return {
+  const installation: MessageInitShape<typeof InstallationSchema> = {
     id: ids.installation.fromUuid(row.id),
     projectId: row.project_id,
     accountId: row.account_id,
-    ...nullable("principalId", row.principal_id),
     applicationName: row.application_name,
     scopes: row.scopes,
     status: num(InstallationStatusSchema, row.status),
     authorizedById: row.authorized_by_id,
-    authorizedAt: timestampFromDate(row.authorized_at),
-    createdAt: timestampFromDate(row.created_at),
-    ...(row.revoked_at === null ? {} : { revokedAt: timestampFromDate(row.revoked_at) }),
+    authorizedAt: timestampOf(row.authorized_at),
+    createdAt: timestampOf(row.created_at),
     etag: row.etag,
   };
+  if (row.principal_id !== null) installation.principalId = row.principal_id;
+  if (row.revoked_at !== null) installation.revokedAt = timestampOf(row.revoked_at);
+  return installation;
 }
 
 /**
@@ -807,7 +812,7 @@ export function createOAuthRegistry(
       return {
         valid: true,
         client: toClient(row),
-        ...(secret.expires_at === null ? {} : { expiresAt: timestampFromDate(secret.expires_at) }),
+        ...(secret.expires_at === null ? {} : { expiresAt: timestampOf(secret.expires_at) }),
       };
     },
 
