@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { create, type DescMessage, fromBinary, type Message, toBinary } from "@bufbuild/protobuf";
-import { randomMessage, seeded } from "../lib/testing/random_messages.ts";
+import { randomMessage, seeded } from "../lib/testing/mod.ts";
 import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { OAuthRegistryService } from "../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { TokenService } from "../gen/registry/token/v1/token_service_pb.ts";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ClientSchema } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { ListClientsResponseSchema } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { randomMessage, seeded, serviceMessageTypes } from "../testing/random_messages.ts";
+import { randomMessage, seeded, serviceMessageTypes } from "../testing/mod.ts";
 import { encodeMessage, lengthPrefixed } from "./encode.ts";
 
 const types = serviceMessageTypes();

@@ -23,6 +23,12 @@ export {
   cheapAttack,
 } from "./cheap_attacks.ts";
 export { type MovableClock, movableClock } from "./clock.ts";
+export {
+  randomMessage,
+  type RandomOptions,
+  seeded,
+  serviceMessageTypes,
+} from "./random_messages.ts";
 export { allowOnConsentPage, consentFormFields } from "./consent.ts";
 export {
   containerLogs,
