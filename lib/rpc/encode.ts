@@ -12,9 +12,9 @@
  * with `encodeInto` (ASCII byte by byte), and a nested message's length is written in front of it
  * once it is known (moving its bytes when the length takes more than one byte).
  *
- * What is left to protobuf-es, once per message type: types with a map, a google.protobuf.Struct
- * or wrapper field (which its messages hold in a form of their own), a group, an extension range
- * in use, a type that holds itself; and, per value, anything this encoder does not expect (an
+ * What is left to protobuf-es, once per message type: types with a map, a group, a field of
+ * google.protobuf.Struct, Value, ListValue or a wrapper type (some of which its messages hold in a
+ * form of their own), a type that holds itself; and, per value, anything this encoder does not expect (an
  * integer out of range, a 64-bit integer given as a string, a value of the wrong type): protobuf-es
  * then encodes it or refuses it with its own error. `encode_test.ts` checks the bytes are
  * protobuf-es's for random messages and initializers of every type the services use.
