@@ -117,6 +117,8 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
     const page = await context.newPage();
     const requested: string[] = [];
     page.on("request", (r) => requested.push(r.url()));
+    const failed: string[] = [];
+    page.on("requestfailed", (r) => failed.push(`${r.url()}: ${r.failure()?.errorText}`));
     const authorizeUrl = async (
       redirectUri = redirect,
       state = "xyz-1",
@@ -167,13 +169,19 @@ Deno.test("the consent page in Chromium: branding, Allow, Deny, an unregistered 
         assert.ok(await page.getByRole("button", { name: "Allow" }).isVisible());
         assert.ok(await page.getByRole("button", { name: "Deny" }).isVisible());
         // The logo loaded (the CSP lets in that one URL), and nothing else came from elsewhere.
-        const img = page.getByRole("img", { name: "Photo Book logo" });
-        assert.ok(
-          await img.evaluate((e) => {
-            const shown = e as unknown as { complete: boolean; naturalWidth: number };
+        // Waited for, not assumed done at the load event: on a busy machine the logo's own HTTPS
+        // server may answer late.
+        const loaded = await page.waitForFunction(
+          () => {
+            const shown = (globalThis as unknown as {
+              document: { querySelector(s: string): { complete: boolean; naturalWidth: number } };
+            }).document.querySelector("img.logo");
             return shown.complete && shown.naturalWidth > 0;
-          }),
-        );
+          },
+          undefined,
+          { timeout: 30_000 },
+        ).then(() => true, () => false);
+        assert.ok(loaded, `the logo did not load; failed requests: ${failed.join(", ") || "none"}`);
         const foreign = requested.filter((u) =>
           !u.startsWith(stack.gatewayUrl) && u !== "https://cdn.photobook.example/logo.svg"
         );
