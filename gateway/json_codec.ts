@@ -84,7 +84,7 @@ const maxStructDepth = 16;
 // Per-descriptor plans, built lazily and cached.
 
 /** How a message type is represented in JSON. */
-export type MessageKind =
+type MessageKind =
   | "object"
   | "timestamp"
   | "duration"
@@ -94,8 +94,7 @@ export type MessageKind =
   | "json_message"
   | "unsupported";
 
-/** The kinds of the well-known types; every other message is an "object". */
-export const messageKinds: ReadonlyMap<string, MessageKind> = new Map<string, MessageKind>([
+const messageKinds: ReadonlyMap<string, MessageKind> = new Map<string, MessageKind>([
   ["google.protobuf.Timestamp", "timestamp"],
   ["google.protobuf.Duration", "duration"],
   ["google.protobuf.FieldMask", "field_mask"],
@@ -120,7 +119,8 @@ type Elem =
   | { readonly kind: "enum"; readonly desc: DescEnum }
   | { readonly kind: "message"; readonly desc: DescMessage };
 
-interface FieldPlan {
+/** How a field is read and written (./wire_json.ts writes by the same plans). */
+export interface FieldPlan {
   readonly field: DescField;
   /** The proto name, the JSON key. */
   readonly name: string;
@@ -138,13 +138,14 @@ interface FieldPlan {
   readonly oneofConflict: string;
 }
 
-interface MessagePlan {
+/** How a message type is read and written. */
+export interface MessagePlan {
   readonly kind: MessageKind;
   readonly fields: readonly FieldPlan[];
   readonly byName: ReadonlyMap<string, FieldPlan>;
 }
 
-interface EnumPlan {
+export interface EnumPlan {
   /** Accepted names (lower-case, prefix stripped) to numbers; never the number 0. */
   readonly byName: ReadonlyMap<string, number>;
   /** Numbers to names; never the number 0. */
@@ -156,7 +157,8 @@ interface EnumPlan {
 const messagePlans = new WeakMap<DescMessage, MessagePlan>();
 const enumPlans = new WeakMap<DescEnum, EnumPlan>();
 
-function messagePlan(desc: DescMessage): MessagePlan {
+/** The plan of a message type (made once). */
+export function messagePlan(desc: DescMessage): MessagePlan {
   let plan = messagePlans.get(desc);
   if (plan === undefined) {
     const fields = desc.fields.map(fieldPlan);
@@ -206,7 +208,8 @@ function fieldPlan(field: DescField): FieldPlan {
   };
 }
 
-function enumPlan(desc: DescEnum): EnumPlan {
+/** The names of an enum's values (made once). */
+export function enumPlan(desc: DescEnum): EnumPlan {
   let plan = enumPlans.get(desc);
   if (plan === undefined) {
     const byName = new Map<string, number>();
@@ -885,14 +888,17 @@ function encodeEnum(desc: DescEnum, value: number): string | number | null {
   return enumPlan(desc).byNumber.get(value) ?? (value === 0 ? null : value);
 }
 
+/** Whether seconds and nanos are a Timestamp of the years 0001..9999 (RFC 3339's). */
+export function timestampInRange(seconds: number, nanos: number): boolean {
+  return seconds >= minTimestampSeconds && seconds <= maxTimestampSeconds && nanos >= 0 &&
+    nanos <= 999_999_999;
+}
+
 /** Formats seconds and nanos as `2026-01-02T03:04:05.000Z`; throws outside 0001..9999. */
 function encodeTimestamp(message: Record<string, unknown>): string {
   const seconds = Number(message.seconds as bigint);
   const nanos = message.nanos as number;
-  if (
-    !(seconds >= minTimestampSeconds && seconds <= maxTimestampSeconds) ||
-    !(nanos >= 0 && nanos <= 999_999_999)
-  ) {
+  if (!timestampInRange(seconds, nanos)) {
     throw new Error(`google.protobuf.Timestamp out of range: ${seconds}s ${nanos}ns`);
   }
   return isoMillis(seconds * 1000 + Math.floor(nanos / 1_000_000));

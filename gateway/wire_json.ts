@@ -11,11 +11,13 @@
  * bytes are written as ./json_codec.ts writes them.
  *
  * Not every message goes this way. {@link wireJsonSupported} says no, once per message type, for
- * types that hold a map (a JSON object orders integer-like keys first), a Struct, a Value, a
- * ListValue or an Any, a closed enum or a group; and {@link wireToJson} answers `undefined` for
- * bytes whose meaning the scan does not settle alone: a singular message field sent more than once
- * (Protobuf merges them), a string that is not valid UTF-8 (decoding replaces what is invalid), a
- * field with a wire type its declaration does not allow, a group, or a malformed message. The
+ * types that hold a map (a JSON object orders integer-like keys first), a well-known type other
+ * than Timestamp (the services' answers hold no other but Struct), a closed enum, a group or
+ * themselves; and {@link wireToJson} answers `undefined` for bytes whose meaning the scan does not
+ * settle alone: a singular field or more than one member of a oneof sent more than once (Protobuf
+ * merges messages and reads every string), a string that is not valid UTF-8 (which protobuf-es
+ * refuses), a field with a wire type its declaration does not allow, a group, a timestamp outside
+ * the years 0001..9999, or a malformed message. The
  * caller then decodes the message and encodes it the usual way, which answers as before, errors
  * included. `wire_json_test.ts` checks the two ways give the same bytes for random messages of
  * every type the services answer with.
@@ -23,27 +25,32 @@
  * @module
  */
 
-import { type DescEnum, type DescField, type DescMessage, ScalarType } from "@bufbuild/protobuf";
+import { type DescMessage, ScalarType } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
-import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
-import { isoMillis, type MessageKind, messageKinds } from "./json_codec.ts";
+import {
+  enumPlan,
+  type FieldPlan as JsonFieldPlan,
+  isoMillis,
+  type MessagePlan as JsonMessagePlan,
+  messagePlan as jsonPlan,
+  timestampInRange,
+} from "./json_codec.ts";
 
-/** The kinds of message this module writes (./json_codec.ts's others are left to it). */
-type Kind = "object" | "timestamp" | "duration" | "field_mask" | "wrapper";
+/**
+ * The kinds of message this module writes: the services' answers hold no other well-known type
+ * than Timestamp and Struct (which is left to ./json_codec.ts, as every other kind).
+ */
+type Kind = "object" | "timestamp";
 
-const written: ReadonlySet<MessageKind> = new Set<Kind>([
-  "object",
-  "timestamp",
-  "duration",
-  "field_mask",
-  "wrapper",
-]);
+const written = new Set<JsonMessagePlan["kind"]>(["object", "timestamp"]);
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder("utf-8", { fatal: true });
 const ascii = (text: string) => encoder.encode(text);
 
-/** One field: how its values are read and written. */
+/**
+ * One field: how its values are read, and written as ./json_codec.ts's plan of it says (its
+ * name, whether it is a list, `null` when absent, its oneof, its enum's names).
+ */
 interface FieldPlan {
   readonly number: number;
   /** `"name":`, and `,"name":` for every field but the first written. */
@@ -52,7 +59,7 @@ interface FieldPlan {
   readonly list: boolean;
   /** Explicit presence (a message, a proto3 `optional`): `null` when absent. */
   readonly nullable: boolean;
-  /** The index of its real oneof among the message's oneofs, or -1. */
+  /** The index of its oneof among the message's oneofs, or -1. */
   readonly oneof: number;
   readonly scalar: ScalarType | undefined;
   /** Its enum's values as JSON (`"web"`), by number; 0 is `null`. */
@@ -92,21 +99,20 @@ function planOf(desc: DescMessage): MessagePlan | null {
   const known = plans.get(desc);
   if (known !== undefined) return known;
   if (planning.has(desc)) return null;
-  const jsonKind = messageKinds.get(desc.typeName) ?? "object";
-  const kind = written.has(jsonKind) ? jsonKind as Kind : undefined;
+  const json = jsonPlan(desc);
   let plan: MessagePlan | null = null;
-  if (kind !== undefined) {
+  if (written.has(json.kind)) {
     planning.add(desc);
     try {
-      const oneofs = desc.oneofs.filter((o) => !o.fields.every((f) => f.proto.proto3Optional));
-      const fields = desc.fields.map((f) => fieldPlan(f, oneofs.indexOf(f.oneof!)));
+      const oneofs = [...new Set(json.fields.flatMap((f) => f.oneof ?? []))];
+      const fields = json.fields.map((f) => fieldPlan(f, f.oneof ? oneofs.indexOf(f.oneof) : -1));
       if (fields.every((f) => f !== null)) {
         const indexByNumber = new Int16Array(maxIndexedNumber).fill(-1);
         fields.forEach((f, i) => {
           if (f.number < maxIndexedNumber) indexByNumber[f.number] = i;
         });
         plan = {
-          kind,
+          kind: json.kind as Kind,
           fields,
           indexByNumber,
           byNumber: new Map(fields.map((f, i) => [f.number, i])),
@@ -121,8 +127,9 @@ function planOf(desc: DescMessage): MessagePlan | null {
   return plan;
 }
 
-function fieldPlan(field: DescField, oneof: number): FieldPlan | null {
-  if (field.fieldKind === "map") return null;
+function fieldPlan(json: JsonFieldPlan, oneof: number): FieldPlan | null {
+  const { field, elem } = json;
+  if (json.shape === "map") return null;
   if ((field as { delimitedEncoding?: boolean }).delimitedEncoding === true) return null;
   // A proto2 default other than the zero value (none in proto3).
   const withDefault = field as { getDefaultValue?: () => unknown };
@@ -134,42 +141,32 @@ function fieldPlan(field: DescField, oneof: number): FieldPlan | null {
   let message: MessagePlan | undefined;
   let enumNames: Map<number, Uint8Array> | undefined;
   let scalar: ScalarType | undefined;
-  if (field.message !== undefined) {
-    const nested = planOf(field.message);
+  if (elem.kind === "message") {
+    const nested = planOf(elem.desc);
     if (nested === null) return null;
     message = nested;
-  } else if (field.enum !== undefined) {
-    if (!field.enum.open) return null;
-    enumNames = enumJson(field.enum);
+  } else if (elem.kind === "enum") {
+    if (!elem.desc.open) return null;
+    enumNames = new Map(
+      [...enumPlan(elem.desc).byNumber].map(([n, name]) => [n, ascii(JSON.stringify(name))]),
+    );
   } else {
-    scalar = field.scalar;
+    scalar = elem.scalar;
   }
   return {
     number: field.number,
-    key: ascii(`${JSON.stringify(field.name)}:`),
-    commaKey: ascii(`,${JSON.stringify(field.name)}:`),
-    list: field.fieldKind === "list",
-    nullable: field.fieldKind === "message" ||
-      ((field.fieldKind === "scalar" || field.fieldKind === "enum") &&
-        field.presence === FeatureSet_FieldPresence.EXPLICIT),
+    key: ascii(`${JSON.stringify(json.name)}:`),
+    commaKey: ascii(`,${JSON.stringify(json.name)}:`),
+    list: json.shape === "list",
+    nullable: json.nullable,
     oneof,
     scalar,
     enumNames,
     message,
     wireType: message !== undefined ? 2 : enumNames !== undefined ? 0 : wireTypeOf(scalar!),
-    packable: field.fieldKind === "list" && message === undefined &&
+    packable: json.shape === "list" && message === undefined &&
       scalar !== ScalarType.STRING && scalar !== ScalarType.BYTES,
   };
-}
-
-/** The JSON of an enum's values, as ./json_codec.ts names them (first name of a number wins). */
-function enumJson(desc: DescEnum): Map<number, Uint8Array> {
-  const names = new Map<number, Uint8Array>();
-  for (const value of desc.values) {
-    if (value.number === 0 || names.has(value.number)) continue;
-    names.set(value.number, ascii(JSON.stringify(value.localName.toLowerCase())));
-  }
-  return names;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,11 +205,6 @@ function putByte(b: number): void {
 function putAscii(text: string): void {
   reserve(text.length);
   for (let i = 0; i < text.length; i++) out[at++] = text.charCodeAt(i);
-}
-
-/** Any text, as a JSON string (rare: field masks). */
-function putJsonText(text: string): void {
-  put(encoder.encode(JSON.stringify(text)));
 }
 
 const nullBytes = ascii("null");
@@ -603,25 +595,8 @@ function putList(field: FieldPlan, first: number, end: number): void {
 
 /** Writes the message whose bytes are `wire[start, end)` as ./json_codec.ts would. */
 function putMessage(plan: MessagePlan, start: number, end: number): void {
-  switch (plan.kind) {
-    case "object":
-      return putObject(plan, start, end);
-    case "timestamp":
-      return putTimestamp(start, end);
-    case "duration":
-      return putDuration(plan, start, end);
-    case "field_mask":
-      return putFieldMask(plan, start, end);
-    case "wrapper": {
-      const base = scan(plan, start, end);
-      const last = once(base, 0);
-      const field = plan.fields[0]!;
-      if (last === -1) putZero(field.scalar!);
-      else putValue(field, last);
-      top = base;
-      return;
-    }
-  }
+  if (plan.kind === "timestamp") putTimestamp(start, end);
+  else putObject(plan, start, end);
 }
 
 function putObject(plan: MessagePlan, start: number, end: number): void {
@@ -663,32 +638,6 @@ function putObject(plan: MessagePlan, start: number, end: number): void {
   top = base;
 }
 
-const minTimestampSeconds = -62_135_596_800;
-const maxTimestampSeconds = 253_402_300_799;
-
-/** Where field `index` of the frame at `base` was sent, if once; more than once is the usual way. */
-function once(base: number, index: number): number {
-  const first = places[base + index * 2]!;
-  if (first !== places[base + index * 2 + 1]!) throw usual;
-  return first;
-}
-
-/** The value of the varint field `index` of a two-field message frame, as a bigint. */
-function lastInt64(base: number, index: number): bigint {
-  const last = once(base, index);
-  if (last === -1) return 0n;
-  if (tagAt(last) !== 0) throw usual;
-  const lo = varint();
-  return BigInt.asIntN(64, bigOf(lo, high));
-}
-
-function lastInt32(base: number, index: number): number {
-  const last = once(base, index);
-  if (last === -1) return 0;
-  if (tagAt(last) !== 0) throw usual;
-  return varint() | 0;
-}
-
 function putTimestamp(start: number, end: number): void {
   // Seconds (1) and nanos (2), each at most once, read here without a frame: a page of clients
   // has two timestamps a client.
@@ -705,19 +654,12 @@ function putTimestamp(start: number, end: number): void {
       seen |= bit;
       const lo = varint();
       if (tag === 0x10) nanos = lo | 0;
-      else {seconds = high <= 0x1fffff
-          ? high * two32 + lo
-          : Number(BigInt.asIntN(64, bigOf(lo, high)));}
+      else if (high <= 0x1fffff) seconds = high * two32 + lo;
+      else seconds = Number(BigInt.asIntN(64, bigOf(lo, high)));
     } else if (tag >>> 3 === 1 || tag >>> 3 === 2) throw usual;
     else skip(tag & 7);
   }
-  if (pos !== end) throw usual;
-  if (
-    !(seconds >= minTimestampSeconds && seconds <= maxTimestampSeconds) ||
-    !(nanos >= 0 && nanos <= 999_999_999)
-  ) {
-    throw usual;
-  }
+  if (pos !== end || !timestampInRange(seconds, nanos)) throw usual;
   putIsoMillis(seconds * 1000 + Math.floor(nanos / 1_000_000));
 }
 
@@ -756,53 +698,6 @@ function putIsoMillis(ms: number): void {
   o[p++] = 0x5a;
   o[p++] = 0x22;
   at = p;
-}
-
-function putDuration(plan: MessagePlan, start: number, end: number): void {
-  const base = scan(plan, start, end);
-  const seconds = lastInt64(base, 0);
-  const nanos = lastInt32(base, 1);
-  top = base;
-  let text: string;
-  if (nanos === 0) text = `${seconds}s`;
-  else {
-    const negative = seconds < 0n || nanos < 0;
-    const abs = (seconds < 0n ? -seconds : seconds).toString();
-    let fraction = String(Math.abs(nanos)).padStart(9, "0");
-    if (fraction.endsWith("000000")) fraction = fraction.slice(0, 3);
-    else if (fraction.endsWith("000")) fraction = fraction.slice(0, 6);
-    text = `${negative ? "-" : ""}${abs}.${fraction}s`;
-  }
-  putByte(0x22);
-  putAscii(text);
-  putByte(0x22);
-}
-
-function putFieldMask(plan: MessagePlan, start: number, end: number): void {
-  const base = scan(plan, start, end);
-  const first = places[base]!;
-  const paths: string[] = [];
-  if (first !== -1) {
-    let next = first;
-    while (next < end) {
-      pos = next;
-      const tag = varint();
-      const wireType = tag & 7;
-      if (tag >>> 3 === 1) {
-        if (wireType !== 2) throw usual;
-        const n = length();
-        try {
-          paths.push(decoder.decode(wire.subarray(pos, pos + n)));
-        } catch {
-          throw usual;
-        }
-        pos += n;
-      } else skip(wireType);
-      next = pos;
-    }
-  }
-  top = base;
-  putJsonText(paths.join(","));
 }
 
 /**
