@@ -68,7 +68,8 @@
  *
  * What a handler does not get that `Deno.serve` gave it: `req.signal` does not abort when the
  * client goes away (the request was whole; its handler's own deadlines bound it), and
- * `info.completed` is resolved from the start.
+ * `info.completed` is resolved from the start. The request is a ./guard_request.ts `GuardRequest`
+ * (a `Request` made from the checked head and the body read here, without `new Request`'s cost).
  *
  * @module
  */
@@ -76,6 +77,7 @@
 import * as v from "valibot";
 import type { MemoryBudget } from "../platform/mod.ts";
 import { concat } from "./bytes.ts";
+import { FieldHeaders, GuardRequest, requestMethod } from "./guard_request.ts";
 import { positiveInt, smallRequestBytes } from "../platform/mod.ts";
 import {
   continueBytes,
@@ -489,16 +491,17 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
       url = `http://${host}${head.target}`;
     } else if (/^https?:\/\//i.test(head.target)) url = head.target;
     else return undefined;
+    // A method Request refuses (CONNECT, TRACE), a URL it cannot parse: not a request.
+    const method = requestMethod(head.method);
+    if (method === undefined) return undefined;
+    let href: string;
     try {
-      const withBody = body !== null && head.method !== "GET" && head.method !== "HEAD";
-      const req = new Request(url, { method: head.method, body: withBody ? body : null });
-      const headers = req.headers;
-      const fields = head.fields;
-      for (let i = 0; i < fields.length; i += 2) headers.append(fields[i]!, fields[i + 1]!);
-      return req;
+      href = new URL(url).href;
     } catch {
-      return undefined; // a method Request refuses (CONNECT, TRACE), a URL it cannot parse
+      return undefined;
     }
+    const withBody = body !== null && method !== "GET" && method !== "HEAD";
+    return new GuardRequest(method, href, new FieldHeaders(head.fields), withBody ? body : null);
   }
 
   async function serveConnection(client: Deno.TcpConn, address: string): Promise<void> {
