@@ -14,6 +14,7 @@ import {
   hasReason,
 } from "../lib/platform/mod.ts";
 import { overBudgetReason } from "../lib/platform/mod.ts";
+import { GuardResponse } from "../lib/transport/mod.ts";
 import { keyReusedReason } from "../lib/policy/mod.ts";
 import { etagMismatchReason } from "../lib/resource/mod.ts";
 
@@ -35,7 +36,7 @@ export function errorResponse(
   details: FieldViolation[] = [],
   headers: Record<string, string> = {},
 ): Response {
-  return new Response(
+  return new GuardResponse(
     // The gateway's own messages quote what it was sent (an unknown key) as the services' do:
     // bounded the same way.
     JSON.stringify({ error: { code: codeToString(code), message: boundedText(message), details } }),

@@ -67,7 +67,7 @@ import {
   oauthPaths,
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
-import type { ErrorBody } from "../lib/transport/mod.ts";
+import { type ErrorBody, GuardResponse } from "../lib/transport/mod.ts";
 import { createCors } from "./cors.ts";
 import { methodNotAllowed } from "./http_errors.ts";
 import { createDevicePage, devicePageParams } from "./device_page.ts";
@@ -190,7 +190,7 @@ class OAuthHttpError extends Error {
 const noStore = { "cache-control": "no-store", pragma: "no-cache" };
 
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
-  return Response.json(body, { status, headers: { ...noStore, ...headers } });
+  return GuardResponse.json(body, { status, headers: { ...noStore, ...headers } });
 }
 
 /** A JSON body already serialized, answered as {@link json} answers. */
@@ -638,7 +638,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
               load,
             )
             : (await load()).body;
-          return new Response(body, { headers: jsonTextHeaders });
+          return new GuardResponse(body, { headers: jsonTextHeaders });
         });
       case oauthPaths.par:
         // RFC 9126 2: the authorization request's parameters, with the client's credentials.

@@ -53,7 +53,7 @@ import {
   overBudgetRetrySeconds,
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
-import { concat } from "../lib/transport/mod.ts";
+import { concat, GuardResponse } from "../lib/transport/mod.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
 import type { Logger } from "../lib/platform/mod.ts";
 import { keyHeader, replayedHeader } from "../lib/policy/mod.ts";
@@ -517,7 +517,7 @@ export function createTranscoder(
       if (!lease.grow(cost, lease.bytes + cost <= smallRequestBytes)) {
         throw overBudget();
       }
-      if (route.httpMethod === "DELETE") return new Response(null, { status: 204 });
+      if (route.httpMethod === "DELETE") return new GuardResponse(null, { status: 204 });
       const out = route.responseBody
         ? (message as Record<string, unknown>)[route.responseBody.localName] as Message
         : message;
@@ -536,12 +536,12 @@ export function createTranscoder(
           throw ifMatchFailed();
         }
         if (conditions.ifNoneMatch !== undefined && !noneMatches(conditions.ifNoneMatch, version)) {
-          return new Response(null, { status: 304, headers });
+          return new GuardResponse(null, { status: 304, headers });
         }
       }
       if (json !== undefined) {
         headers["content-type"] = "application/json";
-        return new Response(json, { status: 200, headers });
+        return new GuardResponse(json, { status: 200, headers });
       }
       // A credential (a secret's plaintext, a generated private key) is stored by no cache.
       if (credentials.get(route)!.some((f) => isFieldSet(out!, f))) {
@@ -556,7 +556,7 @@ export function createTranscoder(
         const id = (out as { id?: unknown }).id;
         if (typeof id === "string" && id !== "") headers.location = `${url.pathname}/${id}`;
       }
-      return Response.json(encodeMessage(schema, out!), {
+      return GuardResponse.json(encodeMessage(schema, out!), {
         status: created ? 201 : 200,
         headers,
       });

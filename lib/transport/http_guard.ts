@@ -68,7 +68,7 @@
  *
  * What a handler does not get that `Deno.serve` gave it: `req.signal` does not abort when the
  * client goes away (the request was whole; its handler's own deadlines bound it), and
- * `info.completed` is resolved from the start. The request is a ./guard_request.ts `GuardRequest`
+ * `info.completed` is resolved from the start. The request is a ./guard_messages.ts `GuardRequest`
  * (a `Request` made from the checked head and the body read here, without `new Request`'s cost).
  *
  * @module
@@ -77,7 +77,7 @@
 import * as v from "valibot";
 import type { MemoryBudget } from "../platform/mod.ts";
 import { concat } from "./bytes.ts";
-import { FieldHeaders, GuardRequest, requestMethod } from "./guard_request.ts";
+import { FieldHeaders, GuardRequest, requestMethod } from "./guard_messages.ts";
 import { positiveInt, smallRequestBytes } from "../platform/mod.ts";
 import {
   continueBytes,

@@ -1,12 +1,14 @@
 /**
  * What carries bytes: our HTTP/2 server (the gRPC ports, written on `Deno.listen`) and
- * client (the gRPC calls between processes, on `Deno.connect`), their HPACK codec, and the guard relay that gives `Deno.serve` (the HTTP/1.1 listeners) timeouts and a
- * connection cap. Nothing here knows of Protobuf, RPC methods or policy.
+ * client (the gRPC calls between processes, on `Deno.connect`), their HPACK codec, and the guarded
+ * HTTP/1.1 listeners (timeouts, connection caps, and the requests and answers their handlers
+ * see). Nothing here knows of Protobuf, RPC methods or policy.
  *
  * @module
  */
 
 export { concat, release } from "./bytes.ts";
+export { type AnswerInit, FieldHeaders, GuardResponse } from "./guard_messages.ts";
 export {
   Cancellation,
   type CancelSignal,

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { FieldHeaders, GuardRequest, requestMethod } from "./guard_request.ts";
+import { FieldHeaders, GuardRequest, GuardResponse, requestMethod } from "./guard_messages.ts";
+import { responseBytes } from "./http1.ts";
 
 /** Everything a reader can see of a `Headers`. */
 function seen(headers: Headers) {
@@ -142,4 +143,74 @@ Deno.test("GuardRequest has a request's members and defaults", async () => {
     new TextEncoder().encode("a=1&b=two") as Uint8Array<ArrayBuffer>,
   );
   assert.deepStrictEqual([...(await form.formData()).entries()], [["a", "1"], ["b", "two"]]);
+});
+
+/** Everything a reader (and the listener) can see of a response. */
+async function seenResponse(response: Response) {
+  const head = {
+    status: response.status,
+    ok: response.ok,
+    statusText: response.statusText,
+    type: response.type,
+    url: response.url,
+    redirected: response.redirected,
+    headers: [...response.headers],
+  };
+  // The bytes the listener writes (the date line differs from second to second: taken out).
+  const wire = new TextDecoder().decode(
+    await responseBytes(response.clone(), { head: false, close: false }),
+  ).replace(/date: [^\r]*\r\n/, "");
+  return { head, wire, text: await response.text() };
+}
+
+Deno.test("GuardResponse answers as Response does, and is written the same", async () => {
+  const pairs: [Response, Response][] = [
+    [
+      GuardResponse.json({ a: "caf\u00e9" }, { status: 201, headers: { "X-Y": " z " } }),
+      Response.json({ a: "caf\u00e9" }, { status: 201, headers: { "X-Y": " z " } }),
+    ],
+    [
+      GuardResponse.json([1], { headers: { "content-type": "application/problem+json" } }),
+      Response.json([1], { headers: { "content-type": "application/problem+json" } }),
+    ],
+    [new GuardResponse("plain"), new Response("plain")],
+    [
+      new GuardResponse(new TextEncoder().encode("bytes") as Uint8Array<ArrayBuffer>, {
+        status: 404,
+      }),
+      new Response(new TextEncoder().encode("bytes"), { status: 404 }),
+    ],
+    [new GuardResponse(null, { status: 204 }), new Response(null, { status: 204 })],
+    [
+      new GuardResponse(null, { status: 304, headers: { etag: '"v"' } }),
+      new Response(null, { status: 304, headers: { etag: '"v"' } }),
+    ],
+  ];
+  for (const [ours, real] of pairs) {
+    assert.deepStrictEqual(await seenResponse(ours), await seenResponse(real));
+  }
+});
+
+Deno.test("GuardResponse refuses what Response refuses, and reads its body once", async () => {
+  for (const make of [(b: string | null, s: number) => new Response(b, { status: s })]) {
+    assert.throws(() => make(null, 199), RangeError);
+    assert.throws(() => make("x", 204), TypeError);
+  }
+  assert.throws(() => new GuardResponse(null, { status: 199 }), RangeError);
+  assert.throws(() => new GuardResponse(null, { status: 600 }), RangeError);
+  assert.throws(() => new GuardResponse("x", { status: 204 }), TypeError);
+  assert.throws(() => new GuardResponse("x", { headers: { "a b": "1" } }), TypeError);
+  assert.throws(() => GuardResponse.json(undefined), TypeError);
+  const once = GuardResponse.json({ a: 1 });
+  assert.deepStrictEqual(await once.json(), { a: 1 });
+  assert.strictEqual(once.bodyUsed, true);
+  await assert.rejects(() => once.text(), TypeError);
+  assert.throws(() => once.clone(), TypeError);
+  // What the listener writes is there however the body was read.
+  assert.strictEqual(new TextDecoder().decode(GuardResponse.bytesOf(once)), '{"a":1}');
+  assert.strictEqual(Object.prototype.toString.call(once), "[object Response]");
+  const form = new GuardResponse("a=1", {
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
+  assert.deepStrictEqual([...(await form.formData()).entries()], [["a", "1"]]);
 });
