@@ -7,8 +7,10 @@
  * with `new Request(url, { method, body })` or `new Response(body, { status, headers })`), without
  * what making one of Deno's costs on every request: WebIDL conversions, a `Headers` whose every
  * field is checked again (the parser checked them), a body stream made whether or not it is read.
- * Measured in a loop (a token request's head of six fields, eight `headers.get`, its body read with
- * `bytes()`): 4.2 to 4.9 us a request with `new Request`, 0.5 with these.
+ * Measured in a loop of 100,000, three times: a token request's head of six fields made into a
+ * request, eight `headers.get` and its body read with `bytes()`, 3.7 to 4.5 us with `new Request`
+ * and 0.70 to 0.79 with these (the URL parse included); a token answer made with `json`, given two
+ * fields and written by `responseBytes`, 4.6 to 5.2 us with `Response.json`, 3.5 to 3.7 with these.
  *
  * {@link FieldHeaders} is a `Headers` as the Fetch standard says one behaves: names are compared
  * without case, values of one name are joined by `, ` (but `set-cookie`'s, which

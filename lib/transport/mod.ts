@@ -8,7 +8,7 @@
  */
 
 export { concat, release } from "./bytes.ts";
-export { type AnswerInit, FieldHeaders, GuardResponse } from "./guard_messages.ts";
+export { FieldHeaders, GuardResponse } from "./guard_messages.ts";
 export {
   Cancellation,
   type CancelSignal,
