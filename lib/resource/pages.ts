@@ -61,11 +61,17 @@ export const maxPageBytes = 1024 * 1024;
 
 /** The text a row holds: its strings and arrays of strings, at one level. */
 export function rowTextSize(row: object): number {
+  // No array of the row's values, nor an iterator for each of its arrays: a page of 100 clients
+  // allocated about 38 KiB for them.
   let size = 0;
-  for (const value of Object.values(row)) {
+  for (const key in row) {
+    const value = (row as Record<string, unknown>)[key];
     if (typeof value === "string") size += value.length;
     else if (Array.isArray(value)) {
-      for (const item of value) if (typeof item === "string") size += item.length;
+      for (let i = 0; i < value.length; i++) {
+        const item: unknown = value[i];
+        if (typeof item === "string") size += item.length;
+      }
     }
   }
   return size;
@@ -86,7 +92,9 @@ export function pageOf<R extends object, T>(
     size += rowTextSize(rows[i]!);
     if (size > maxPageBytes && i > 0) end = i;
   }
-  return { data: rows.slice(0, end).map(map), hasMore: rows.length > end };
+  const data: T[] = [];
+  for (let i = 0; i < end; i++) data.push(map(rows[i]!));
+  return { data, hasMore: rows.length > end };
 }
 
 /** `{ [key]: value }`, or `{}` when the value is null: explicit-presence fields stay unset. */
