@@ -59,6 +59,7 @@ import {
 } from "@bufbuild/protobuf/wkt";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
+import { enumSpellings } from "../lib/resource/mod.ts";
 
 /** The outcome of {@link decodeMessage}. */
 export interface DecodeResult<T> {
@@ -212,14 +213,10 @@ function fieldPlan(field: DescField): FieldPlan {
 export function enumPlan(desc: DescEnum): EnumPlan {
   let plan = enumPlans.get(desc);
   if (plan === undefined) {
-    const byName = new Map<string, number>();
-    const byNumber = new Map<number, string>();
-    for (const value of desc.values) {
-      if (value.number === 0) continue;
-      const name = value.localName.toLowerCase();
-      if (!byName.has(name)) byName.set(name, value.number);
-      if (!byNumber.has(value.number)) byNumber.set(value.number, name);
-    }
+    // The services' spellings (lib/resource/enums.ts), but for the number 0, which JSON leaves out.
+    const all = enumSpellings(desc);
+    const byName = new Map([...all.byName].filter(([, number]) => number !== 0));
+    const byNumber = new Map([...all.byNumber].filter(([number]) => number !== 0));
     const expected = `must be one of ${[...byName.keys()].map((n) => `"${n}"`).join(", ")}`;
     plan = { byName, byNumber, expected };
     enumPlans.set(desc, plan);

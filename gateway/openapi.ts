@@ -36,6 +36,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { maxMessageLength, truncationMark } from "../lib/platform/mod.ts";
 import { oauthOpenApiComponents, oauthOpenApiPaths } from "./oauth_openapi.ts";
+import { enumPlan } from "./json_codec.ts";
 import { buildRoutes, type Route } from "./routes.ts";
 
 /** A JSON Schema (2020-12) or OpenAPI object: plain JSON. */
@@ -197,9 +198,9 @@ function firstSentence(description: string): string {
   return (match ? match[1]! : description).replace(/[.;:]$/, "");
 }
 
-/** The JSON name of every non-zero value of an enum (./json_codec.ts's rule). */
+/** The JSON name of every non-zero value of an enum (./json_codec.ts's). */
 function enumNames(desc: DescEnum): string[] {
-  return desc.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase());
+  return [...enumPlan(desc).byName.keys()];
 }
 
 const int32 = { type: "integer", format: "int32", minimum: -(2 ** 31), maximum: 2 ** 31 - 1 };

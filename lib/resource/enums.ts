@@ -11,14 +11,16 @@
 
 import type { DescEnum } from "@bufbuild/protobuf";
 
-interface Spellings {
+/** Every value of an enum type in both directions, the number 0 (`UNSPECIFIED`) included. */
+export interface EnumSpellings {
   readonly byNumber: ReadonlyMap<number, string>;
   readonly byName: ReadonlyMap<string, number>;
 }
 
-const tables = new WeakMap<DescEnum, Spellings>();
+const tables = new WeakMap<DescEnum, EnumSpellings>();
 
-function spellings(desc: DescEnum): Spellings {
+/** The spellings of an enum type's values, made on first use and kept with the type. */
+export function enumSpellings(desc: DescEnum): EnumSpellings {
   let table = tables.get(desc);
   if (table === undefined) {
     const byNumber = new Map<number, string>();
@@ -35,10 +37,10 @@ function spellings(desc: DescEnum): Spellings {
 
 /** Returns the lower-case short name of an enum value (`web`), or undefined for an unknown number. */
 export function enumName(desc: DescEnum, value: number): string | undefined {
-  return spellings(desc).byNumber.get(value);
+  return enumSpellings(desc).byNumber.get(value);
 }
 
 /** Returns the number of the enum value with the given lower-case short name, or undefined. */
 export function enumNumber(desc: DescEnum, name: string): number | undefined {
-  return spellings(desc).byName.get(name);
+  return enumSpellings(desc).byName.get(name);
 }

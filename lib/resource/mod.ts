@@ -5,7 +5,7 @@
  * @module
  */
 
-export { enumName, enumNumber } from "./enums.ts";
+export { enumName, enumNumber, type EnumSpellings, enumSpellings } from "./enums.ts";
 export {
   anyVersion,
   etagField,
