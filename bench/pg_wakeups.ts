@@ -12,8 +12,8 @@
  *
  * `DATABASE_URL` names the server (default postgres://postgres@127.0.0.1:5432/postgres); the stack
  * runs with the services' `DB_POOL_MAX` as this process has it (10 when unset). See `lanes` in
- * `lib/db/postgres.ts`, and "Why reads stay under half the reference" in the README, for what the
- * figures showed.
+ * `lib/db/postgres.ts`, and "Why reads from the source stay under half the reference" in
+ * bench/README.md, for what the figures showed.
  *
  * @module
  */
