@@ -896,8 +896,12 @@ function formDecode(value: string): string | undefined {
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-/** Malformed UTF-8 in a form becomes U+FFFD, as in any form a browser posts. */
-const utf8 = new TextDecoder();
+/**
+ * Malformed UTF-8 in a form becomes U+FFFD, as in any form a browser posts; a leading byte order
+ * mark is kept, as the WHATWG form parser's "UTF-8 decode without BOM" keeps it (it then belongs
+ * to the first name, which is no parameter the endpoint knows).
+ */
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * The client's credentials: HTTP Basic (RFC 6749 2.3.1: id and secret form-urlencoded, then
@@ -905,6 +909,10 @@ const utf8 = new TextDecoder();
  * `client_id` and `client_secret` in the form, or a client assertion (`client_assertion_type` and
  * `client_assertion`, RFC 7521 4.2, with `client_id` optional). Using two is refused (RFC 6749
  * 2.3). The token service checks the assertion (its type included).
+ *
+ * An `Authorization` header is an attempt at HTTP authentication whatever it holds: one that is
+ * not Basic credentials of the right shape (`Basic` alone, another scheme) is 401 `invalid_client`
+ * with the Basic challenge (RFC 6749 5.2), never ignored in favour of credentials in the form.
  */
 export function clientCredentials(
   authorization: string | null,
@@ -914,7 +922,15 @@ export function clientCredentials(
   const formSecret = params.get("client_secret");
   const assertion = params.get("client_assertion");
   const assertionType = params.get("client_assertion_type");
-  const basicAuth = authorization !== null && /^basic /i.test(authorization);
+  const unauthorized = (description: string) =>
+    new OAuthHttpError(401, "invalid_client", description, {
+      "www-authenticate": 'Basic realm="oauth2", charset="UTF-8"',
+    });
+  // The reader trims a field's trailing spaces: `Basic ` arrives as `Basic`.
+  const basicAuth = authorization !== null && /^basic(?: |$)/i.test(authorization);
+  if (authorization !== null && !basicAuth) {
+    throw unauthorized("A client authenticates over HTTP with the Basic scheme only");
+  }
   if (assertion !== undefined || assertionType !== undefined) {
     if (basicAuth || formSecret !== undefined) {
       throw new OAuthHttpError(
@@ -933,10 +949,6 @@ export function clientCredentials(
     };
   }
   if (basicAuth) {
-    const unauthorized = (description: string) =>
-      new OAuthHttpError(401, "invalid_client", description, {
-        "www-authenticate": 'Basic realm="oauth2", charset="UTF-8"',
-      });
     if (formSecret !== undefined) {
       throw new OAuthHttpError(
         400,
@@ -946,7 +958,7 @@ export function clientCredentials(
     }
     let decoded: string;
     try {
-      const raw = atob(authorization.slice(6).trim());
+      const raw = atob(authorization.slice(5).trim());
       // Printable ASCII (every generated id and secret) is its own UTF-8; anything else is decoded
       // strictly, byte by byte.
       if (/^[ -~]*$/.test(raw)) decoded = raw;

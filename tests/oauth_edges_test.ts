@@ -488,6 +488,7 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
             }
             return {
               status: Number(text.slice(9, 12)),
+              head: text.slice(0, text.indexOf("\r\n\r\n")).toLowerCase(),
               body: JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)),
             };
           } finally {
@@ -502,6 +503,8 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
         ) {
           const res = await answer(chunked(path));
           assert.equal(res.status, 411, path);
+          // Every answer of these endpoints, the port's own included (RFC 6749 5.1's rule).
+          assert.match(res.head, /\r\ncache-control: no-store\r\n/, path);
           assert.equal(res.body.error, "invalid_request", path);
           assert.match(res.body.error_description, descriptionChars);
           assert.match(res.body.error_description, /Content-Length/);

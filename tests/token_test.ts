@@ -195,6 +195,37 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       });
       assert.equal(none.status, 401);
       assert.equal((await none.json()).error, "invalid_client");
+      // An Authorization header is an attempt at HTTP authentication whatever it holds (RFC 6749
+      // 5.2): `Basic` alone or another scheme is 401 with the Basic challenge; beside a secret in
+      // the form, `Basic` alone is two methods (400), and another scheme is still refused, so the
+      // form's credentials never pass in its place.
+      const tryHeader = (authorization: string, secret: boolean) =>
+        fetch(as.token_endpoint!, {
+          method: "POST",
+          headers: { authorization, "content-type": "application/x-www-form-urlencoded" },
+          body: `grant_type=client_credentials&client_id=${a.id}` +
+            (secret ? `&client_secret=${a.secret}` : ""),
+        });
+      for (
+        const [authorization, secret] of [
+          ["Basic", false],
+          ["Basic ", false],
+          [
+            "Bearer abc",
+            false,
+          ],
+          ["Bearer abc", true],
+          [`Digest username="${a.id}"`, true],
+        ] as const
+      ) {
+        const res = await tryHeader(authorization, secret);
+        assert.equal(res.status, 401, authorization);
+        assert.match(res.headers.get("www-authenticate") ?? "", /^Basic realm=/, authorization);
+        assert.equal((await res.json()).error, "invalid_client", authorization);
+      }
+      const both = await tryHeader("Basic", true);
+      assert.equal(both.status, 400);
+      assert.equal((await both.json()).error, "invalid_request");
     });
 
     await t.step("bad requests: RFC 6749 errors, 400", async () => {
@@ -211,6 +242,8 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
         ["grant_type=client_credentials&scope=a%22b", {}, "invalid_scope"],
         ["grant_type=client_credentials&grant_type=client_credentials", {}, "invalid_request"],
         [`grant_type=client_credentials&client_secret=${a.secret}`, {}, "invalid_request"],
+        // A leading byte order mark belongs to the first name (WHATWG forms): no grant_type.
+        ["\uFEFFgrant_type=client_credentials", {}, "invalid_request"],
       ];
       for (const [body, headers, error] of cases) {
         const res = await fetch(as.token_endpoint!, {

@@ -207,7 +207,8 @@ function answer(status: string, code: string, message: string, errorBody: ErrorB
   const body = new TextEncoder().encode(errorBody(code, message));
   const retry = status.startsWith("503") ? "retry-after: 1\r\n" : "";
   const head = new TextEncoder().encode(
-    `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\n${retry}connection: close\r\n` +
+    `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n` +
+      `${retry}connection: close\r\n` +
       `content-length: ${body.length}\r\n\r\n`,
   );
   return concat([head, body]);

@@ -9,10 +9,14 @@
  * - the claims: `iss` and `sub` the client_id (and the request's client_id, when it names one);
  *   `aud` the issuer, the token endpoint's URL or the URL of the endpoint called (a string, or an
  *   array of only those: RFC 9126 2 asks the PAR endpoint to take its own URL, and clients of
- *   node-oidc-provider send the URL they post to, introspection and revocation too); `exp`
- *   present, not past and at most {@link maxAssertionLifetimeSeconds} ahead; `iat` and `nbf`, when
- *   present, not in the future; `jti` present, 1..256 characters; {@link clockSkewSeconds} of skew
- *   each way;
+ *   node-oidc-provider send the URL they post to, introspection and revocation too). Stricter than
+ *   RFC 7523 3, which takes any audience that contains this server: an array that also names
+ *   another audience is refused, as draft-ietf-oauth-rfc7523bis (work in progress) asks after the
+ *   audience-injection attacks, where an assertion made for one server was replayed at another;
+ *   `exp` present, not past and at most {@link maxAssertionLifetimeSeconds} ahead; `iat` and
+ *   `nbf`, when present, not in the future; `jti` present, 1..256 characters (RFC 7523 3 makes it
+ *   optional; OpenID Connect Core 9 requires it, and without it no replay could be refused);
+ *   {@link clockSkewSeconds} of skew each way;
  * - the client: active, `web`, registered for `private_key_jwt`;
  * - the signature, by a live key of the client (its `expires_at` by this service's clock) whose
  *   algorithm is `alg` (an EdDSA key also under the name `Ed25519`, RFC 9864) and, when the header
