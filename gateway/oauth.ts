@@ -462,6 +462,8 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         // RFC 6749 3.1: a parameter sent twice makes the request invalid, and which redirect_uri
         // would be meant is unknown: not redirected. One this endpoint does not know is ignored,
         // however often it comes (RFC 6749 3.1: "MUST ignore unrecognized request parameters").
+        // One sent without a value is as if omitted (RFC 6749 3.1), so it repeats nothing.
+        if (value === "") continue;
         if (params.has(name) && knownParams.authorize.has(name)) {
           return await errorPage(
             400,
@@ -469,7 +471,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             `The parameter ${name} is given more than once.`,
           );
         }
-        if (value !== "") params.set(name, value);
+        params.set(name, value);
       }
     } else {
       try {

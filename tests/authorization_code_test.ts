@@ -567,7 +567,8 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       assert.equal(bad.status, 401);
       await bad.body?.cancel();
       // Checked before anyone signs in: an unregistered redirect URI or an unknown client is the
-      // error page, never redirected; a faulty request of a good client goes back to it.
+      // error page, never redirected; a faulty request of a good client goes back to it only once
+      // the user has signed in (RFC 9700 4.11.2: no open redirector for anonymous browsers).
       const refusals: [string, string][] = [
         [web, "https://evil.example/cb"],
         ["cli_unknown", "https://app.example.com/cb"],
@@ -578,15 +579,25 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         assert.equal(refused.headers.get("location"), null);
         assert.match(await refused.text(), /cannot be completed/);
       }
-      const implicit = await authorizeGet(
-        request(web, "https://app.example.com/cb", challenge, { response_type: "token" }),
-        "",
-      );
-      assert.equal(implicit.status, 302);
-      const back = new URL(implicit.headers.get("location")!);
+      const implicit = request(web, "https://app.example.com/cb", challenge, {
+        response_type: "token",
+      });
+      const anonymous = await authorizeGet(implicit, "");
+      assert.equal(anonymous.status, 401);
+      assert.equal(anonymous.headers.get("location"), null);
+      assert.match(await anonymous.text(), /Sign in first/);
+      const signedIn = await authorizeGet(implicit);
+      assert.equal(signedIn.status, 302);
+      const back = new URL(signedIn.headers.get("location")!);
       assert.equal(back.origin + back.pathname, "https://app.example.com/cb");
       assert.equal(back.searchParams.get("error"), "unsupported_response_type");
       assert.equal(back.searchParams.get("state"), "st-123");
+      // Silent authentication asks for no sign-in: its answer goes back at once.
+      const silent = await authorizeGet({ ...implicit, prompt: "none" }, "");
+      assert.equal(silent.status, 302);
+      const told = new URL(silent.headers.get("location")!);
+      assert.equal(told.origin + told.pathname, "https://app.example.com/cb");
+      assert.equal(told.searchParams.get("state"), "st-123");
     });
 
     await t.step("an internal project takes consent only from its own users", async () => {

@@ -345,9 +345,12 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
       },
     );
 
-    await t.step("Deny: access_denied", async () => {
+    await t.step("Deny: access_denied, however soon the device polls", async () => {
       const denied = await start();
       await decide(denied.user_code, "deny");
+      // Sooner than the interval: no longer pending, so not slow_down (RFC 8628 3.5).
+      assert.equal(await poll(denied.device_code), "access_denied");
+      assert.equal(await poll(denied.device_code), "access_denied");
       await tokenClock.advance(5);
       assert.equal(await poll(denied.device_code), "access_denied");
     });

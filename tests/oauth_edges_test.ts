@@ -459,6 +459,17 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
         const page = await twice.text();
         assert.match(page, /The parameter scope is given more than once/);
         assert.ok(!page.includes("x&quot;") && !page.includes("\u00e9"));
+        // One sent without a value is as if omitted (RFC 6749 3.1): no repeat, in either order.
+        const good = new URLSearchParams(request(spa, "http://localhost:5173/cb", challenge));
+        for (const query of [`${good}&state=`, `state=&${good}`]) {
+          const res = await fetch(`${as.authorization_endpoint}?${query}`, {
+            redirect: "manual",
+            headers: { cookie: `session=${userToken}` },
+          });
+          const text = await res.text();
+          assert.ok(res.status === 200 || res.status === 302, `${res.status} ${query}`);
+          assert.ok(!text.includes("given more than once"), query);
+        }
         // A repeated parameter no endpoint knows is ignored (RFC 6749 3.2): the grant is made.
         const ignored = await post(
           "/oauth2/token",

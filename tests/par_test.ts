@@ -264,12 +264,16 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
       async () => {
         const { challenge } = await pkce();
         const good = {
+          client_id: web,
           response_type: "code",
           redirect_uri: redirect,
           code_challenge: challenge,
           code_challenge_method: "S256",
         };
         assert.equal((await rawPush(good)).status, 201);
+        // RFC 9126 2.1: client_id is as required as in any authorization request, even when the
+        // client authenticated with Basic.
+        const { client_id: _, ...anonymous } = good;
         const cases: [string, Record<string, string>, string][] = [
           [
             "an unregistered redirect_uri",
@@ -293,6 +297,7 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
             "invalid_request",
           ],
           ["another client's client_id", { ...good, client_id: spa }, "invalid_request"],
+          ["no client_id", anonymous, "invalid_request"],
         ];
         for (const [name, form, error] of cases) {
           const res = await rawPush(form);

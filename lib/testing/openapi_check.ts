@@ -182,6 +182,7 @@ export function createOpenApiChecker(document: Json): {
   const verdict = (req: CheckedRequest): string | undefined => {
     const op = find(req.method, req.url.pathname)!;
     const values = op.pattern.exec(req.url.pathname)!.slice(1);
+    const oauth = req.url.pathname.startsWith("/oauth2/");
     for (const [i, p] of op.parameters.entries()) {
       const parameter = resolve(p);
       const pointer = `${op.pointer}/parameters/${i}/schema`;
@@ -196,7 +197,9 @@ export function createOpenApiChecker(document: Json): {
         const problem = refuses(pointer, typed(parameter.schema, value), `path ${name}`);
         if (problem) return problem;
       } else if (parameter.in === "query") {
-        const all = req.url.searchParams.getAll(name);
+        // At the OAuth endpoints a parameter without a value is as if omitted (RFC 6749 3.1),
+        // so it neither counts nor repeats (gateway/oauth.ts).
+        const all = req.url.searchParams.getAll(name).filter((v) => v !== "" || !oauth);
         if (all.length === 0) {
           if (parameter.required) return `query ${name} is required`;
           continue;

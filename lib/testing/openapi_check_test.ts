@@ -110,6 +110,11 @@ Deno.test("a request is refused where the document refuses it, and only there", 
   assert.match(refused(verdict("POST", create, { type: "web" }))!, /required/);
   assert.match(refused(verdict("POST", create, { ...ok, name: "x".repeat(121) }))!, /more than/);
   assert.match(refused(verdict("GET", `${create}?limit=0`))!, /query limit/);
+  assert.match(refused(verdict("GET", `${create}?limit=5&limit=`))!, /query limit is repeated/);
+  // At the OAuth endpoints a parameter without a value is omitted (RFC 6749 3.1): no repeat.
+  const authorize = "/oauth2/authorize?response_type=code&client_id=cli_1&state=s";
+  assert.equal(refused(verdict("GET", `${authorize}&state=`)), undefined);
+  assert.match(refused(verdict("GET", `${authorize}&state=t`))!, /query state is repeated/);
   assert.match(refused(verdict("GET", `${create}?limit=ten`))!, /not a integer/);
   assert.match(refused(verdict("GET", `${create}?order=asc`))!, /order is not described/);
   assert.match(refused(verdict("GET", `${create}?limit=1&limit=2`))!, /repeated/);

@@ -49,7 +49,23 @@ const msg = {
   https: "must use https",
   path: "must not contain a path",
   query: "must not contain a query",
+  responseParameter:
+    "must not have code, state, iss, error, error_description or error_uri in its query: the answer adds them",
 } as const;
+
+/**
+ * The parameters an authorization response adds to the redirect URI's query (RFC 6749 4.1.2 and
+ * 4.1.2.1, RFC 9207): a registered query must not hold them, or the answer would carry two of one
+ * (RFC 6749 3.1: "MUST NOT be included more than once"), and a client could read the wrong one.
+ */
+const responseParameters = new Set([
+  "code",
+  "state",
+  "iss",
+  "error",
+  "error_description",
+  "error_uri",
+]);
 
 /**
  * Characters that RFC 3986 does not allow anywhere in a URI (besides space, controls and
@@ -266,7 +282,8 @@ function hasUserinfo(url: URL): boolean {
  * percent-encoding. Web and SPA clients may use `https`, or `http` on a loopback host
  * (`localhost`, 127.x.y.z, `[::1]`); native clients may also use a private-use scheme that contains
  * a dot, such as `com.example.app:/oauth2redirect`. An http(s) URI must have a valid host and, if
- * given, a port from 1 to 65535.
+ * given, a port from 1 to 65535. Its query, if any, must not name a parameter the authorization
+ * response adds (`code`, `state`, `iss`, `error`, `error_description`, `error_uri`).
  *
  * @param uri The redirect URI as the caller wrote it.
  * @param type The type of the client the URI belongs to.
@@ -304,6 +321,9 @@ export function checkRedirectUri(
   if (hasUserinfo(url)) return msg.userinfo;
   if (scheme === "http" && (host === undefined || !isLoopbackHost(host))) {
     return type === "native" ? msg.nativeScheme : msg.webScheme;
+  }
+  for (const name of url.searchParams.keys()) {
+    if (responseParameters.has(name)) return msg.responseParameter;
   }
   return undefined;
 }

@@ -58,6 +58,21 @@ Deno.test("checkRedirectUri() accepts https for every client type", () => {
   }
 });
 
+Deno.test("checkRedirectUri() rejects a query naming a parameter the response adds", () => {
+  const added =
+    "must not have code, state, iss, error, error_description or error_uri in its query: the answer adds them";
+  for (const type of allTypes) {
+    for (
+      const name of ["code", "state", "iss", "error", "error_description", "error_uri", "st%61te"]
+    ) {
+      rejects(redirect(type), `https://example.com/cb?${name}=x`, added);
+      rejects(redirect(type), `https://example.com/cb?a=1&${name}`, added);
+    }
+    accepts(redirect(type), "https://example.com/cb?codes=1&iss_hint=x");
+  }
+  rejects(redirect("native"), "com.example.app:/cb?state=x", added);
+});
+
 Deno.test("checkRedirectUri() treats the scheme case-insensitively", () => {
   for (const type of allTypes) {
     accepts(redirect(type), "HTTPS://example.com/cb");

@@ -8,7 +8,9 @@
  * 2b. a request not pushed (no `request_uri`) when the server (REQUIRE_PAR) or the client
  *    (`require_pushed_authorization_requests`) requires PAR: `invalid_request`, redirected as 3;
  * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
- *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`;
+ *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`, once
+ *    the user has signed in (RFC 9700 4.11.2: no redirect for a browser nobody signed in to,
+ *    but that of `prompt=none`, which asks for no sign-in);
  * 4. the scopes are ones the project declares, when it declares any (./scope.ts), `prompt`
  *    (OpenID Connect Core 3.1.2.1) is well formed, and so is `dpop_jkt` (RFC 9449 10: the code is
  *    then bound to that DPoP key);
@@ -108,6 +110,11 @@ interface Checked {
   accountId: string;
 }
 
+/** The user is not signed in: the gateway sends the browser to sign in, then back. */
+function notSignedIn(): ConnectError {
+  return new ConnectError("The user is not signed in", Code.Unauthenticated);
+}
+
 /** A refusal shown on the page, never redirected. */
 function shown(error: OAuthErrorCode, description: string): ConnectError {
   return oauthError(error, description);
@@ -199,9 +206,15 @@ async function check(
     throw shown("invalid_request", `state may be at most ${maxStateLength} characters`);
   }
   const state = req.state;
+  const signedIn = ctx !== undefined && ctx.requestHeader.get("authorization") !== null;
   const refuse = (error: OAuthErrorCode, description: string): Outcome => {
     // A pushed request (no user yet, no ctx) is answered to the client that pushed it.
     if (!ctx) throw oauthError(error, description);
+    // RFC 9700 4.11.2: the user signs in before any redirect, so that an erroneous request (a
+    // made-up scope, say) cannot bounce a browser nobody signed in to a registered URI; once
+    // signed in, the same request is answered with its error. The exception is silent
+    // authentication: `prompt=none` without a session is login_required at once.
+    if (!signedIn && !req.prompt.split(" ").includes("none")) throw notSignedIn();
     return { kind: "redirect", to: errorRedirect(deps, redirectUri, state, error, description) };
   };
   // RFC 9126 4: a request that should have been pushed is invalid_request, sent back to the
@@ -265,7 +278,7 @@ async function check(
     // No session: the gateway checks the request before the user signs in (OpenID Connect Core
     // 3.1.2.6 for prompt=none).
     if (prompt.has("none")) return refuse("login_required", "The user is not signed in");
-    throw new ConnectError("The user is not signed in", Code.Unauthenticated);
+    throw notSignedIn();
   }
   const caller = callerOf(ctx);
   if (config.audience === Audience.INTERNAL && !administers(caller, client.projectId)) {

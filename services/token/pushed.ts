@@ -114,7 +114,9 @@ export function createPushed(options: PushedOptions): Pushed {
       if (request.requestUri !== "") {
         throw oauthError("invalid_request", "A pushed request cannot carry request_uri");
       }
-      if (request.clientId !== "" && request.clientId !== client.id) {
+      // RFC 9126 2.1: required, as in any authorization request, whoever authenticated.
+      if (request.clientId === "") throw oauthError("invalid_request", "client_id is required");
+      if (request.clientId !== client.id) {
         throw oauthError("invalid_request", "client_id differs from the authenticated client");
       }
       if (proofJkt !== undefined && request.dpopJkt !== "" && request.dpopJkt !== proofJkt) {

@@ -1,8 +1,9 @@
 /**
  * The device code grant (RFC 8628 3.4, 3.5): the device polls with its device code until the user
  * decided on the verification page (../device.ts). `authorization_pending` while undecided;
- * `slow_down` for a poll sooner than the interval after the previous one (or the issue), which
- * adds 5 seconds to the interval; `access_denied` after Deny; `expired_token` after 600 seconds.
+ * `slow_down` for a poll of an undecided request sooner than the interval after the previous one
+ * (or the issue), which adds 5 seconds to the interval; `access_denied` after Deny, however soon;
+ * `expired_token` after 600 seconds.
  * Approved, it buys the installation's access token and a refresh token, once, as a code does:
  * its client presenting it again is `invalid_grant` and revokes what the first redemption issued.
  * Another client's device code is as unknown as a made-up one, and its poll changes nothing.

@@ -153,7 +153,8 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
           update token.device_codes d
           set last_polled_at = ${at},
             interval_seconds = d.interval_seconds + case
-              when ${at}::timestamptz < old.last_polled_at + old.interval_seconds * interval '1 second'
+              when old.status = 'pending'
+                and ${at}::timestamptz < old.last_polled_at + old.interval_seconds * interval '1 second'
               then 5 else 0 end
           from old
           where d.device_code_hash = old.device_code_hash and old.client_id = ${clientId}
@@ -164,8 +165,10 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
       if (!row || row.client_id !== clientId) return { kind: "unknown" };
       if (row.redeemed_at !== null) return { kind: "redeemed", familyId: row.family_id };
       if (row.expires_at.getTime() <= at.getTime()) return { kind: "expired" };
+      // slow_down is "a variant of authorization_pending" (RFC 8628 3.5): a request the user has
+      // decided on is answered as decided, however soon it is polled.
       const tooSoon = at.getTime() < row.last_polled_at.getTime() + row.interval_seconds * 1000;
-      if (tooSoon) return { kind: "slow_down" };
+      if (tooSoon && row.status === "pending") return { kind: "slow_down" };
       const [family] = row.family_id === null ? [] : await sql<FamilyRow[]>`
         select * from token.families where id = ${row.family_id}`;
       return { kind: "ready", row, family };

@@ -57,7 +57,9 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
    * each an absolute URI of at most 2048 characters with no fragment, userinfo, wildcard or dot
    * segment, no duplicates. CLIENT_TYPE_WEB and CLIENT_TYPE_SPA: `https`, or `http` on a loopback
    * host (`localhost`, `127.0.0.1`, `[::1]`). CLIENT_TYPE_NATIVE: those, or a private-use scheme
-   * that contains a dot (`com.example.app:/callback`, RFC 8252 7.1). Defaults to an empty list.
+   * that contains a dot (`com.example.app:/callback`, RFC 8252 7.1). A query must not name a
+   * parameter the authorization response adds (`code`, `state`, `iss`, `error`,
+   * `error_description`, `error_uri`): the answer would carry two. Defaults to an empty list.
    *
    * @generated from field: repeated string redirect_uris = 5;
    */
