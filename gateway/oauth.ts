@@ -102,12 +102,30 @@ const authorizationParams = {
   request: "request",
 } as const;
 
-/** An authorization request's fields from its parameters (absent: empty). */
-function requestOf(params: Map<string, string>) {
-  return Object.fromEntries(
+/**
+ * An authorization request's fields from its parameters (absent: empty), and the name of one it
+ * gave more than once (empty: none).
+ */
+function requestOf(params: Map<string, string>, repeatedParameter = "") {
+  const fields = Object.fromEntries(
     Object.entries(authorizationParams).map(([name, field]) => [field, params.get(name) ?? ""]),
   ) as Record<(typeof authorizationParams)[keyof typeof authorizationParams], string>;
+  return { ...fields, repeatedParameter };
 }
+
+/**
+ * The parameters whose repeat leaves unknown which client, where or with what state to answer: the
+ * request gets the error page, never a redirect (RFC 6749 4.1.2.1). A repeat of any other the
+ * endpoint knows goes back to the client as `invalid_request`, once they are checked.
+ */
+const unanswerableRepeats = new Set([
+  "client_id",
+  "redirect_uri",
+  "request_uri",
+  "state",
+  "decision",
+  "csrf_token",
+]);
 
 /** The parameters of a token request, by the field of TokenService's IssueTokenRequest. */
 const tokenParams = {
@@ -425,10 +443,9 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   async function withoutSession(
     req: Request,
     url: URL,
-    params: Map<string, string>,
+    request: ReturnType<typeof requestOf>,
     c: { requestId: string; traceparent: string },
   ): Promise<Response> {
-    const request = requestOf(params);
     try {
       const res = await tokens.startAuthorization({ request }, {
         timeoutMs: options.rpcTimeoutMs,
@@ -456,20 +473,25 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       return await methodNotAllowedPage(req.method);
     }
     let params: Map<string, string>;
+    /** The first known parameter the query gave twice (its first value kept), or empty. */
+    let repeated = "";
     if (req.method === "GET") {
       params = new Map();
       for (const [name, value] of url.searchParams) {
-        // RFC 6749 3.1: a parameter sent twice makes the request invalid, and which redirect_uri
-        // would be meant is unknown: not redirected. One this endpoint does not know is ignored,
-        // however often it comes (RFC 6749 3.1: "MUST ignore unrecognized request parameters").
-        // One sent without a value is as if omitted (RFC 6749 3.1), so it repeats nothing.
+        // RFC 6749 3.1: a parameter sent twice makes the request invalid. One this endpoint does
+        // not know is ignored, however often it comes ("MUST ignore unrecognized request
+        // parameters"), and one sent without a value is as if omitted, so it repeats nothing.
         if (value === "") continue;
         if (params.has(name) && knownParams.authorize.has(name)) {
-          return await errorPage(
-            400,
-            "This sign-in request cannot be completed",
-            `The parameter ${name} is given more than once.`,
-          );
+          if (unanswerableRepeats.has(name)) {
+            return await errorPage(
+              400,
+              "This sign-in request cannot be completed",
+              `The parameter ${name} is given more than once.`,
+            );
+          }
+          repeated ||= name;
+          continue;
         }
         params.set(name, value);
       }
@@ -488,6 +510,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       for (const name of Object.keys(authorizationParams)) {
         if (name !== "client_id" && name !== "request_uri") params.delete(name);
       }
+      repeated = ""; // ignored as the parameter itself is
     }
     const session = cookieValue(req.headers.get("cookie"), sessionCookie);
     // Without a session, the request is checked before the user is asked to sign in, as Google
@@ -501,13 +524,13 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     // sends the user to sign in. The form's POST needs a session of its own.
     const askWithoutUser = req.method === "GET";
     if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
-      if (askWithoutUser) return await withoutSession(req, url, params, c);
+      if (askWithoutUser) return await withoutSession(req, url, requestOf(params, repeated), c);
       return await notSignedIn(req, url);
     }
     const shown = Object.fromEntries(
       Object.keys(authorizationParams).map((name) => [name, params.get(name) ?? ""]),
     ) as AuthorizationParams;
-    const request = requestOf(params);
+    const request = requestOf(params, repeated);
     const call = {
       timeoutMs: options.rpcTimeoutMs,
       headers: { ...headersOf(c), authorization: `Bearer ${session}` },
@@ -534,7 +557,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       return await authorizationFailure(
         ConnectError.from(error),
         c,
-        () => askWithoutUser ? withoutSession(req, url, params, c) : notSignedIn(req, url),
+        () => askWithoutUser ? withoutSession(req, url, request, c) : notSignedIn(req, url),
       );
     }
   }

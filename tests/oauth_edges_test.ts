@@ -450,18 +450,33 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
           assert.ok(to.searchParams.get("error"));
           assert.match(to.searchParams.get("error_description") ?? "", descriptionChars);
         }
-        // The consent page names the repeated parameter it knows, and quotes nothing else.
+        // A repeated state leaves unknown what to answer with: the error page, which names the
+        // repeated parameter it knows, and quotes nothing else.
         const twice = await fetch(
-          `${as.authorization_endpoint}?x%22%C3%A9=1&x%22%C3%A9=2&scope=a&scope=b`,
+          `${as.authorization_endpoint}?x%22%C3%A9=1&x%22%C3%A9=2&state=a&state=b`,
           { headers: { cookie: `session=${userToken}` } },
         );
         assert.equal(twice.status, 400);
         const page = await twice.text();
-        assert.match(page, /The parameter scope is given more than once/);
+        assert.match(page, /The parameter state is given more than once/);
         assert.ok(!page.includes("x&quot;") && !page.includes("\u00e9"));
+        // Any other goes back to the client, with its state (RFC 6749 4.1.2.1).
+        const spaRequest = new URLSearchParams(request(spa, "http://localhost:5173/cb", challenge));
+        const rescoped = await fetch(`${as.authorization_endpoint}?${spaRequest}&scope=c`, {
+          redirect: "manual",
+          headers: { cookie: `session=${userToken}` },
+        });
+        assert.equal(rescoped.status, 302, await rescoped.clone().text());
+        const back = new URL(rescoped.headers.get("location")!);
+        assert.equal(back.origin + back.pathname, "http://localhost:5173/cb");
+        assert.equal(back.searchParams.get("error"), "invalid_request");
+        assert.equal(
+          back.searchParams.get("error_description"),
+          "The parameter scope is given more than once",
+        );
+        assert.equal(back.searchParams.get("state"), spaRequest.get("state"));
         // One sent without a value is as if omitted (RFC 6749 3.1): no repeat, in either order.
-        const good = new URLSearchParams(request(spa, "http://localhost:5173/cb", challenge));
-        for (const query of [`${good}&state=`, `state=&${good}`]) {
+        for (const query of [`${spaRequest}&state=`, `state=&${spaRequest}`]) {
           const res = await fetch(`${as.authorization_endpoint}?${query}`, {
             redirect: "manual",
             headers: { cookie: `session=${userToken}` },

@@ -5,6 +5,8 @@
  * 1. the client: known and active ({@link checkClient});
  * 2. the redirect URI: registered for the client, the same string ({@link redirectMatches});
  *    a failure of 1 or 2 is shown to the user and never redirected (RFC 6749 4.1.2.1);
+ * 2a. a parameter given twice (`repeated_parameter`, as the gateway saw it): `invalid_request`,
+ *    redirected as 3;
  * 2b. a request not pushed (no `request_uri`) when the server (REQUIRE_PAR) or the client
  *    (`require_pushed_authorization_requests`) requires PAR: `invalid_request`, redirected as 3;
  * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
@@ -189,6 +191,21 @@ async function checkClient(deps: AuthorizationDeps, req: AuthorizationRequest) {
   return { client, redirectUri };
 }
 
+/**
+ * The parameters whose repeat goes back to the client (AuthorizationRequest.repeated_parameter):
+ * those of the request but the client, the redirect URI, the pushed request and the state.
+ */
+const answerableRepeats = new Set([
+  "response_type",
+  "scope",
+  "code_challenge",
+  "code_challenge_method",
+  "prompt",
+  "dpop_jkt",
+  "response_mode",
+  "request",
+]);
+
 /** The outcome of the checks: the request, or the error redirect to answer with. */
 type Outcome = { kind: "ok"; checked: Checked } | { kind: "redirect"; to: string };
 
@@ -217,6 +234,16 @@ async function check(
     if (!signedIn && !req.prompt.split(" ").includes("none")) throw notSignedIn();
     return { kind: "redirect", to: errorRedirect(deps, redirectUri, state, error, description) };
   };
+  // RFC 6749 3.1 and 4.1.2.1: a parameter the request gave twice is invalid_request, sent back to
+  // the client now that its redirect URI is known. Only a parameter of the request is named.
+  if (req.repeatedParameter !== "") {
+    return refuse(
+      "invalid_request",
+      answerableRepeats.has(req.repeatedParameter)
+        ? `The parameter ${req.repeatedParameter} is given more than once`
+        : "A parameter is given more than once",
+    );
+  }
   // RFC 9126 4: a request that should have been pushed is invalid_request, sent back to the
   // client now that its redirect URI is known (as node-oidc-provider does).
   const parRequired = deps.requirePar || client.requirePushedAuthorizationRequests;
