@@ -473,8 +473,8 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       return await methodNotAllowedPage(req.method);
     }
     let params: Map<string, string>;
-    /** The first known parameter the query gave twice (its first value kept), or empty. */
-    let repeated = "";
+    /** The known parameters the query gave more than once, in order (their first values kept). */
+    let repeats: string[] = [];
     if (req.method === "GET") {
       params = new Map();
       for (const [name, value] of url.searchParams) {
@@ -483,14 +483,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         // parameters"), and one sent without a value is as if omitted, so it repeats nothing.
         if (value === "") continue;
         if (params.has(name) && knownParams.authorize.has(name)) {
-          if (unanswerableRepeats.has(name)) {
-            return await errorPage(
-              400,
-              "This sign-in request cannot be completed",
-              `The parameter ${name} is given more than once.`,
-            );
-          }
-          repeated ||= name;
+          repeats.push(name);
           continue;
         }
         params.set(name, value);
@@ -510,8 +503,18 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       for (const name of Object.keys(authorizationParams)) {
         if (name !== "client_id" && name !== "request_uri") params.delete(name);
       }
-      repeated = ""; // ignored as the parameter itself is
+      // A repeat of a parameter ignored beside request_uri is ignored as the parameter is.
+      repeats = repeats.filter((name) => name === "client_id" || name === "request_uri");
     }
+    const unanswerable = repeats.find((name) => unanswerableRepeats.has(name));
+    if (unanswerable !== undefined) {
+      return await errorPage(
+        400,
+        "This sign-in request cannot be completed",
+        `The parameter ${unanswerable} is given more than once.`,
+      );
+    }
+    const repeated = repeats[0] ?? "";
     const session = cookieValue(req.headers.get("cookie"), sessionCookie);
     // Without a session, the request is checked before the user is asked to sign in, as Google
     // and node-oidc-provider do: the token service is asked without a user, so that an unknown

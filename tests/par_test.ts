@@ -104,16 +104,21 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
         const requestUri = await push(web, auth, challenge);
         const user = await newUser();
         // RFC 9126 4: parameters beside client_id and request_uri are ignored.
-        const page = await authorizeGet({
+        // Given twice, they are still ignored (RFC 6749 3.1's repeat is of a parameter it reads).
+        const beside = new URLSearchParams({
           client_id: web,
           request_uri: requestUri,
           redirect_uri: "https://elsewhere.example/cb",
           state: "not-the-pushed-state",
           scope: "admin",
-        }, user);
+        });
+        const page = await fetch(
+          `${as.authorization_endpoint}?${beside}&state=again&scope=again`,
+          { redirect: "manual", headers: { cookie: `session=${user}` } },
+        );
         const html = await page.text();
         assert.equal(page.status, 200, html);
-        assert.doesNotMatch(html, /elsewhere\.example|not-the-pushed-state/);
+        assert.doesNotMatch(html, /elsewhere\.example|not-the-pushed-state|again/);
         const fields = consentFormFields(html);
         assert.equal(fields.request_uri, requestUri);
         const back = await decide(fields, user);

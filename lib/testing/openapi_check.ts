@@ -183,6 +183,11 @@ export function createOpenApiChecker(document: Json): {
     const op = find(req.method, req.url.pathname)!;
     const values = op.pattern.exec(req.url.pathname)!.slice(1);
     const oauth = req.url.pathname.startsWith("/oauth2/");
+    // Beside a pushed request's request_uri, the authorization endpoint reads client_id alone and
+    // ignores every other parameter, however often it comes (RFC 9126 4, gateway/oauth.ts).
+    const pushed = req.url.pathname === "/oauth2/authorize" &&
+      req.url.searchParams.getAll("request_uri").some((v) => v !== "");
+    const ignored = (name: string) => pushed && name !== "client_id" && name !== "request_uri";
     for (const [i, p] of op.parameters.entries()) {
       const parameter = resolve(p);
       const pointer = `${op.pointer}/parameters/${i}/schema`;
@@ -199,6 +204,7 @@ export function createOpenApiChecker(document: Json): {
       } else if (parameter.in === "query") {
         // At the OAuth endpoints a parameter without a value is as if omitted (RFC 6749 3.1),
         // so it neither counts nor repeats (gateway/oauth.ts).
+        if (ignored(name)) continue;
         const all = req.url.searchParams.getAll(name).filter((v) => v !== "" || !oauth);
         if (all.length === 0) {
           if (parameter.required) return `query ${name} is required`;

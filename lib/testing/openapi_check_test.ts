@@ -115,6 +115,13 @@ Deno.test("a request is refused where the document refuses it, and only there", 
   const authorize = "/oauth2/authorize?response_type=code&client_id=cli_1&state=s";
   assert.equal(refused(verdict("GET", `${authorize}&state=`)), undefined);
   assert.match(refused(verdict("GET", `${authorize}&state=t`))!, /query state is repeated/);
+  // Beside a pushed request's request_uri, only client_id is read (RFC 9126 4).
+  const pushed = "/oauth2/authorize?client_id=cli_1&request_uri=urn:x&scope=a&scope=b";
+  assert.equal(refused(verdict("GET", pushed)), undefined);
+  assert.match(
+    refused(verdict("GET", `${pushed}&client_id=cli_2`))!,
+    /query client_id is repeated/,
+  );
   assert.match(refused(verdict("GET", `${create}?limit=ten`))!, /not a integer/);
   assert.match(refused(verdict("GET", `${create}?order=asc`))!, /order is not described/);
   assert.match(refused(verdict("GET", `${create}?limit=1&limit=2`))!, /repeated/);
