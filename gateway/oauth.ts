@@ -514,26 +514,25 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         `The parameter ${unanswerable} is given more than once.`,
       );
     }
-    const repeated = repeats[0] ?? "";
+    const request = requestOf(params, repeats[0]);
     const session = cookieValue(req.headers.get("cookie"), sessionCookie);
-    // Without a session, the request is checked before the user is asked to sign in, as Google
-    // and node-oidc-provider do: the token service is asked without a user, so that an unknown
-    // client or a redirect URI not registered is an error page at once (never a sign-in that
-    // leads to one), and a faulty request with a good client and redirect URI goes back to the
-    // client with its error (RFC 6749 4.1.2.1); prompt=none (OpenID Connect Core 3.1.2.1), which
-    // never shows a page, the sign-in page included, is answered `login_required`. A pushed
-    // request's prompt is the pushed one, which only the token service knows, and asking starts
-    // the request's time for the sign-in (./services/token/pushed.ts). UNAUTHENTICATED from it
-    // sends the user to sign in. The form's POST needs a session of its own.
+    // Without a session, the request is checked before the user is asked to sign in: the token
+    // service is asked without a user, so that an unknown client or a redirect URI not registered
+    // is an error page at once (never a sign-in that leads to one); any other fault goes back to
+    // the client only after the sign-in (RFC 9700 4.11.2), but for prompt=none (OpenID Connect
+    // Core 3.1.2.1), which never shows a page, the sign-in page included, and is answered at once
+    // (`login_required`, or the request's fault). A pushed request's prompt is the pushed one,
+    // which only the token service knows, and asking starts the request's time for the sign-in
+    // (./services/token/pushed.ts). UNAUTHENTICATED from it sends the user to sign in. The form's
+    // POST needs a session of its own.
     const askWithoutUser = req.method === "GET";
     if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
-      if (askWithoutUser) return await withoutSession(req, url, requestOf(params, repeated), c);
+      if (askWithoutUser) return await withoutSession(req, url, request, c);
       return await notSignedIn(req, url);
     }
     const shown = Object.fromEntries(
       Object.keys(authorizationParams).map((name) => [name, params.get(name) ?? ""]),
     ) as AuthorizationParams;
-    const request = requestOf(params, repeated);
     const call = {
       timeoutMs: options.rpcTimeoutMs,
       headers: { ...headersOf(c), authorization: `Bearer ${session}` },

@@ -202,9 +202,9 @@ export function createOpenApiChecker(document: Json): {
         const problem = refuses(pointer, typed(parameter.schema, value), `path ${name}`);
         if (problem) return problem;
       } else if (parameter.in === "query") {
+        if (ignored(name)) continue;
         // At the OAuth endpoints a parameter without a value is as if omitted (RFC 6749 3.1),
         // so it neither counts nor repeats (gateway/oauth.ts).
-        if (ignored(name)) continue;
         const all = req.url.searchParams.getAll(name).filter((v) => v !== "" || !oauth);
         if (all.length === 0) {
           if (parameter.required) return `query ${name} is required`;

@@ -191,21 +191,6 @@ async function checkClient(deps: AuthorizationDeps, req: AuthorizationRequest) {
   return { client, redirectUri };
 }
 
-/**
- * The parameters whose repeat goes back to the client (AuthorizationRequest.repeated_parameter):
- * those of the request but the client, the redirect URI, the pushed request and the state.
- */
-const answerableRepeats = new Set([
-  "response_type",
-  "scope",
-  "code_challenge",
-  "code_challenge_method",
-  "prompt",
-  "dpop_jkt",
-  "response_mode",
-  "request",
-]);
-
 /** The outcome of the checks: the request, or the error redirect to answer with. */
 type Outcome = { kind: "ok"; checked: Checked } | { kind: "redirect"; to: string };
 
@@ -223,7 +208,10 @@ async function check(
     throw shown("invalid_request", `state may be at most ${maxStateLength} characters`);
   }
   const state = req.state;
-  const signedIn = ctx !== undefined && ctx.requestHeader.get("authorization") !== null;
+  /** The user's token; null without a session (and for a pushed request, which has no user). */
+  const authorization = ctx?.requestHeader.get("authorization") ?? null;
+  /** Parsed once; a malformed `prompt` is refused below, in its turn. */
+  const prompt = parsePrompt(req.prompt);
   const refuse = (error: OAuthErrorCode, description: string): Outcome => {
     // A pushed request (no user yet, no ctx) is answered to the client that pushed it.
     if (!ctx) throw oauthError(error, description);
@@ -231,15 +219,16 @@ async function check(
     // made-up scope, say) cannot bounce a browser nobody signed in to a registered URI; once
     // signed in, the same request is answered with its error. The exception is silent
     // authentication: `prompt=none` without a session is login_required at once.
-    if (!signedIn && !req.prompt.split(" ").includes("none")) throw notSignedIn();
+    if (authorization === null && !prompt?.has("none")) throw notSignedIn();
     return { kind: "redirect", to: errorRedirect(deps, redirectUri, state, error, description) };
   };
   // RFC 6749 3.1 and 4.1.2.1: a parameter the request gave twice is invalid_request, sent back to
-  // the client now that its redirect URI is known. Only a parameter of the request is named.
+  // the client now that its redirect URI is known. Named when it looks like a parameter's name:
+  // the description quotes nothing else a caller sent.
   if (req.repeatedParameter !== "") {
     return refuse(
       "invalid_request",
-      answerableRepeats.has(req.repeatedParameter)
+      /^[a-z_]{1,32}$/.test(req.repeatedParameter)
         ? `The parameter ${req.repeatedParameter} is given more than once`
         : "A parameter is given more than once",
     );
@@ -281,7 +270,6 @@ async function check(
   } catch (error) {
     return refuse("invalid_scope", (error as ConnectError).rawMessage);
   }
-  const prompt = parsePrompt(req.prompt);
   if (!prompt) {
     return refuse(
       "invalid_request",
@@ -300,7 +288,6 @@ async function check(
       checked: { client, config, redirectUri, scopes, prompt, authorization: "", accountId: "" },
     };
   }
-  const authorization = ctx.requestHeader.get("authorization");
   if (authorization === null) {
     // No session: the gateway checks the request before the user signs in (OpenID Connect Core
     // 3.1.2.6 for prompt=none).
