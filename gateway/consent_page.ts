@@ -311,11 +311,8 @@ ${reason ? `<p class="note">For the application's developer: ${escapeHtml(reason
 }
 
 /** The 405 page of a page that takes GET and POST, with its `Allow`. */
-export async function methodNotAllowedPage(method: string): Promise<Response> {
-  const res = await errorPage(405, "Method not allowed", `${method} is not allowed here`);
-  res.headers.set("allow", "GET, POST");
-  return res;
-}
+/** The methods of a page with a form: a HEAD is answered as its GET, without the body. */
+export const pageMethods = ["GET", "HEAD", "POST"] as const;
 
 /** A consent form's `decision` (`allow` or `deny`; anything else is unspecified). */
 export function decisionOf(choice: string | undefined): Decision {

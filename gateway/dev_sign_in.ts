@@ -26,7 +26,8 @@
  */
 
 import { signToken } from "../lib/policy/mod.ts";
-import { errorPage, escapeHtml, headOf, htmlPage } from "./consent_page.ts";
+import { errorPage, escapeHtml, headOf, htmlPage, pageMethods } from "./consent_page.ts";
+import { methodNotAllowed } from "./http_errors.ts";
 
 /** The page's path. */
 export const devSignInPath = "/dev/sign-in";
@@ -256,9 +257,7 @@ export function createDevSignIn(options: DevSignInOptions): DevSignIn {
     if (url.pathname !== devSignInPath) return undefined;
     if (req.method === "POST") return await signIn(req, url);
     if (req.method !== "GET" && req.method !== "HEAD") {
-      const res = await errorPage(405, "Method not allowed", `${req.method} is not allowed here`);
-      res.headers.set("allow", "GET, HEAD, POST");
-      return res;
+      return methodNotAllowed(req.method, pageMethods);
     }
     const returnTo = returnToPath(url.searchParams.get("return_to"));
     const res = returnTo === undefined ? await badReturnTo() : await signInPage(returnTo);

@@ -26,9 +26,10 @@ import {
   errorPage,
   escapeHtml,
   htmlPage,
-  methodNotAllowedPage,
+  pageMethods,
   serviceFailurePage,
 } from "./consent_page.ts";
+import { methodNotAllowed } from "./http_errors.ts";
 
 /** What the page needs from ./oauth.ts. */
 export interface DevicePageDeps {
@@ -107,11 +108,11 @@ async function donePage(allowed: boolean, applicationName: string): Promise<Resp
 /** Creates the page's handler. */
 export function createDevicePage(deps: DevicePageDeps) {
   return async (req: Request, url: URL, c: DeviceCorrelation): Promise<Response> => {
-    if (req.method !== "GET" && req.method !== "POST") {
-      return await methodNotAllowedPage(req.method);
-    }
+    // A HEAD is answered as the GET would be, its body left out by the caller.
+    const get = req.method === "GET" || req.method === "HEAD";
+    if (!get && req.method !== "POST") return methodNotAllowed(req.method, pageMethods);
     let params: Map<string, string>;
-    if (req.method === "GET") {
+    if (get) {
       params = new Map();
       const typed = url.searchParams.get("user_code");
       if (typed !== null && typed.length <= 16) params.set("user_code", typed);
@@ -141,7 +142,7 @@ export function createDevicePage(deps: DevicePageDeps) {
       return await codeForm(start.csrfToken, start.accountId, typed, error, status);
     };
     try {
-      if (req.method === "GET") return await again();
+      if (get) return await again();
       const decision = params.get("decision");
       if (decision === undefined) {
         const res = await deps.tokens.lookupDeviceCode({

@@ -54,7 +54,8 @@ import {
   consentPage,
   decisionOf,
   errorPage,
-  methodNotAllowedPage,
+  headOf,
+  pageMethods,
   serviceFailurePage,
 } from "./consent_page.ts";
 import type { IntrospectionCache } from "./introspection_cache.ts";
@@ -390,7 +391,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
    * origin (it then takes nothing else: gateway/dev_sign_in.ts), else as a URL.
    */
   async function notSignedIn(req: Request, url: URL): Promise<Response> {
-    if (options.loginUrl && req.method === "GET") {
+    if (options.loginUrl && (req.method === "GET" || req.method === "HEAD")) {
       const login = new URL(options.loginUrl);
       const here = `${url.pathname}${url.search}`;
       login.searchParams.set(
@@ -469,13 +470,13 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     url: URL,
     c: { requestId: string; traceparent: string },
   ): Promise<Response> {
-    if (req.method !== "GET" && req.method !== "POST") {
-      return await methodNotAllowedPage(req.method);
-    }
+    // A HEAD is answered as the GET would be (RFC 9110 9.3.2), its body left out by the caller.
+    const get = req.method === "GET" || req.method === "HEAD";
+    if (!get && req.method !== "POST") return methodNotAllowed(req.method, pageMethods);
     let params: Map<string, string>;
     /** The known parameters the query gave more than once, in order (their first values kept). */
     let repeats: string[] = [];
-    if (req.method === "GET") {
+    if (get) {
       params = new Map();
       for (const [name, value] of url.searchParams) {
         // RFC 6749 3.1: a parameter sent twice makes the request invalid. One this endpoint does
@@ -525,7 +526,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     // which only the token service knows, and asking starts the request's time for the sign-in
     // (./services/token/pushed.ts). UNAUTHENTICATED from it sends the user to sign in. The form's
     // POST needs a session of its own.
-    const askWithoutUser = req.method === "GET";
+    const askWithoutUser = get;
     if (session === undefined || !/^[A-Za-z0-9_.~+/=-]{1,8192}$/.test(session)) {
       if (askWithoutUser) return await withoutSession(req, url, request, c);
       return await notSignedIn(req, url);
@@ -540,7 +541,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     const redirect = (location: string, status: number) =>
       new Response(null, { status, headers: { location, "cache-control": "no-store" } });
     try {
-      if (req.method === "GET") {
+      if (get) {
         const res = await tokens.startAuthorization({ request }, call);
         if (res.outcome.case === "redirectTo") return redirect(res.outcome.value, 302);
         if (res.outcome.case !== "consent") throw new ConnectError("no outcome", Code.Internal);
@@ -609,8 +610,13 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           route: oauthPaths.jwks,
         };
       }
-      case oauthPaths.authorize:
-        return { response: await authorize(req, url, c), route: oauthPaths.authorize };
+      case oauthPaths.authorize: {
+        const response = await authorize(req, url, c);
+        return {
+          response: req.method === "HEAD" ? await headOf(response) : response,
+          route: oauthPaths.authorize,
+        };
+      }
       case oauthPaths.token:
         return await form(req, endpoints.token, c, async (params, client) => {
           // This server takes one audience, an installation (RFC 8693 2.2.2: a target it cannot
@@ -704,8 +710,13 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
             interval: Number(res.interval),
           });
         });
-      case oauthPaths.device:
-        return { response: await devicePage(req, url, c), route: oauthPaths.device };
+      case oauthPaths.device: {
+        const response = await devicePage(req, url, c);
+        return {
+          response: req.method === "HEAD" ? await headOf(response) : response,
+          route: oauthPaths.device,
+        };
+      }
       case oauthPaths.revoke:
         return await form(req, endpoints.revoke, c, async (params, client) => {
           const token = params.get("token");

@@ -205,6 +205,22 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         assert.equal(page.headers.get("x-frame-options"), "DENY");
         assert.equal(page.headers.get("cache-control"), "no-store");
 
+        // HEAD is answered as the GET is, without the page (RFC 9110 9.3.2); PUT names both.
+        const query = new URLSearchParams(request(web, "https://app.example.com/cb", challenge));
+        const head = await fetch(`${as.authorization_endpoint}?${query}`, {
+          method: "HEAD",
+          headers: { cookie: `session=${userToken}` },
+        });
+        assert.equal(head.status, 200);
+        assert.equal(await head.text(), "");
+        assert.equal(head.headers.get("content-type"), page.headers.get("content-type"));
+        assert.ok(Number(head.headers.get("content-length")) > 1000);
+        assert.match(head.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/);
+        const put = await fetch(as.authorization_endpoint!, { method: "PUT" });
+        assert.equal(put.status, 405);
+        assert.equal(put.headers.get("allow"), "GET, HEAD, POST");
+        assert.equal((await put.json()).error.code, "unimplemented");
+
         const back = await decide(consentFormFields(html), "allow");
         assert.equal(back.status, 303);
         const location = new URL(back.headers.get("location")!);

@@ -221,6 +221,15 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
         );
         assert.equal(codes.expires_in, 600);
         assert.equal(codes.interval, 5);
+        // The verification page answers a HEAD as its GET (RFC 9110 9.3.2), without the body.
+        const page = (method: string) =>
+          fetch(codes.verification_uri_complete!, { method, redirect: "manual" });
+        const [get, head] = [await page("GET"), await page("HEAD")];
+        const getBody = await get.text();
+        assert.equal(head.status, get.status);
+        assert.equal(head.headers.get("location"), get.headers.get("location"));
+        assert.equal(head.headers.get("content-length"), String(getBody.length));
+        assert.equal(await head.text(), "");
         const again = await start();
         assert.notEqual(again.user_code, codes.user_code);
         assert.notEqual(again.device_code, codes.device_code);
