@@ -151,10 +151,11 @@ Deno.test("a repeated form parameter the endpoint knows is refused, named within
   }
 });
 
-Deno.test("authorize takes GET and POST only", async () => {
+Deno.test("authorize takes GET, HEAD and POST only; another method is the JSON 405", async () => {
   const res = await answer(endpoints(), new Request(authorizeUrl, { method: "PUT" }));
   assert.equal(res.status, 405);
-  assert.equal(res.headers.get("allow"), "GET, POST");
+  assert.equal(res.headers.get("allow"), "GET, HEAD, POST");
+  assert.equal((await res.json()).error.code, "unimplemented");
 });
 
 Deno.test("cookieValue() finds a cookie among others, quoted or not", () => {
