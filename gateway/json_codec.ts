@@ -461,20 +461,42 @@ function pathStep(key: string): string {
   return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
+/** How deep a request body may nest objects and arrays (a Struct's 16 with room to spare). */
+export const maxBodyDepth = 32;
+
+/**
+ * Whether `text` nests objects and arrays more than `max` deep, its strings skipped; checked
+ * before `JSON.parse`, whose memory grows with the depth (800 KB of `[` took a gateway past its
+ * heap), so that it is only ever given shallow text. Any text, JSON or not; no allocation.
+ */
+export function nestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) { // a string, to its closing quote
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x7b || c === 0x5b) { // { [
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--; // } ]
+  }
+  return false;
+}
+
 /**
  * The path (`type`, `scopes[1].name`, `meta["a b"]`) of the first member whose name its object
  * already has, or undefined. `text` must be JSON that `JSON.parse` accepted; names are compared
- * as decoded (`"a"` and `"\u0061"` are one). One pass with its own stack, so any depth is safe.
+ * as decoded (`"a"` and `"\u0061"` are one). One pass with its own stack, so any depth is safe,
+ * and no path is built unless a repeat is found: while a container is open, its parent's last
+ * name (or index) is the step to it.
  */
 export function repeatedMember(text: string): string | undefined {
-  /** An open object (its names so far, and the last) or array (its index), and its path. */
-  const open: { names: Set<string> | undefined; last: string; index: number; path: string }[] = [];
+  /** Each open object (its names so far, and the last) or array (its index). */
+  const open: { names: Set<string> | undefined; last: string; index: number }[] = [];
   let expectName = false;
-  const child = () => {
-    const top = open.at(-1);
-    if (!top) return "";
-    return top.names ? top.path + pathStep(top.last) : `${top.path}[${top.index}]`;
-  };
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) { // a string: skipped, or read as a member's name
@@ -491,17 +513,23 @@ export function repeatedMember(text: string): string | undefined {
         const raw = text.slice(i, j + 1);
         const name: string = escaped ? JSON.parse(raw) : raw.slice(1, -1);
         const top = open.at(-1)!;
-        if (top.names!.has(name)) return (top.path + pathStep(name)).replace(/^\./, "");
+        if (top.names!.has(name)) {
+          let path = "";
+          for (const o of open.slice(0, -1)) {
+            path += o.names ? pathStep(o.last) : `[${o.index}]`;
+          }
+          return (path + pathStep(name)).replace(/^\./, "");
+        }
         top.names!.add(name);
         top.last = name;
         expectName = false;
       }
       i = j;
     } else if (c === 0x7b) { // {
-      open.push({ names: new Set(), last: "", index: 0, path: child() });
+      open.push({ names: new Set(), last: "", index: 0 });
       expectName = true;
     } else if (c === 0x5b) { // [
-      open.push({ names: undefined, last: "", index: 0, path: child() });
+      open.push({ names: undefined, last: "", index: 0 });
     } else if (c === 0x7d || c === 0x5d) { // } ]
       open.pop();
       expectName = false; // `{}`: no name came

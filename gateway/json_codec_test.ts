@@ -49,6 +49,8 @@ import {
   decodeScalarParam,
   encodeMessage,
   isoMillis,
+  maxBodyDepth,
+  nestsDeeperThan,
   repeatedMember,
 } from "./json_codec.ts";
 
@@ -1088,4 +1090,17 @@ Deno.test("repeatedMember() finds a name its object already has, at any depth, a
   // Any depth, without recursion.
   const deep = "[".repeat(100_000) + "]".repeat(100_000);
   assert.equal(repeatedMember(deep), undefined);
+  assert.equal(repeatedMember('[[{"a":[{},{"b":1,"b":2}]}]]'), "[0][0].a[1].b");
+});
+
+Deno.test("nestsDeeperThan() counts objects and arrays, not brackets in strings", () => {
+  assert.equal(nestsDeeperThan("[".repeat(32) + "]".repeat(32), maxBodyDepth), false);
+  assert.equal(nestsDeeperThan("[".repeat(33) + "]".repeat(33), maxBodyDepth), true);
+  assert.equal(nestsDeeperThan('{"a":{"b":[1,[2]]}}', 3), true);
+  assert.equal(nestsDeeperThan('{"a":{"b":[1,2]},"c":[[]]}', 3), false);
+  assert.equal(nestsDeeperThan(`{"s":"${"[".repeat(100)}\\"}`, 1), false);
+  assert.equal(nestsDeeperThan(`{"s":"\\"${"[".repeat(100)}"}`, 1), false);
+  assert.equal(nestsDeeperThan(`{"s":"\\\\"${"[".repeat(100)}}`, 1), true); // the string ends
+  assert.equal(nestsDeeperThan("[".repeat(520_000), maxBodyDepth), true); // not JSON: still counted
+  assert.equal(nestsDeeperThan('"unterminated [[[[', 1), false);
 });

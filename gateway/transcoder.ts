@@ -67,7 +67,14 @@ import { decodeAnswer, type GrpcTransport, isGrpcTransport, wireSizeOf } from ".
 import { anyVersion, isEtag, noVersion } from "../lib/resource/mod.ts";
 import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
-import { decodeMessage, decodeScalarParam, encodeMessage, repeatedMember } from "./json_codec.ts";
+import {
+  decodeMessage,
+  decodeScalarParam,
+  encodeMessage,
+  maxBodyDepth,
+  nestsDeeperThan,
+  repeatedMember,
+} from "./json_codec.ts";
 import type { RateLimiter } from "./rate_limit.ts";
 import type { ReadCache } from "./read_cache.ts";
 import { wireJsonSupported, wireToJson } from "./wire_json.ts";
@@ -240,6 +247,9 @@ function parseJson(req: Request, bytes: Uint8Array): unknown {
     text = utf8.decode(bytes);
   } catch {
     throw invalid([], "The request body is not valid UTF-8");
+  }
+  if (nestsDeeperThan(text, maxBodyDepth)) {
+    throw invalid([], `The request body nests objects and arrays more than ${maxBodyDepth} deep`);
   }
   let parsed: unknown;
   try {
