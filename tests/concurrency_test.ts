@@ -463,6 +463,47 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
     );
 
     await t.step(
+      "a journey created or moved under a parent deleted meanwhile is 404, never a 5xx",
+      async () => {
+        // The delete is the test's own, held open until the write waits on its row lock (seen
+        // in pg_stat_activity, not timed): the write found the parent, then its foreign key did
+        // not.
+        const token = await coreToken("admin");
+        for (const how of ["create", "move"] as const) {
+          const parent = await api("POST", "/v1/core/journeys", { token, json: { name: "gone" } });
+          ok(parent, 201, "journey");
+          const mover = await api("POST", "/v1/core/journeys", { token, json: { name: "m" } });
+          ok(mover, 201, "journey");
+          let release!: () => void;
+          const released = new Promise<void>((r) => release = r);
+          let held!: () => void;
+          const isHeld = new Promise<void>((r) => held = r);
+          const deleting = db.begin(async (tx) => {
+            await tx`delete from core.journeys where id = ${journeyUuid(parent.body.id)}`;
+            held();
+            await released;
+          });
+          await isHeld;
+          const json = { name: how, parent: parent.body.id };
+          const writing = how === "create"
+            ? api("POST", "/v1/core/journeys", { token, json })
+            : api("PUT", `/v1/core/journeys/${mover.body.id}`, { token, json });
+          while (
+            (await db`
+              select count(*)::int as n from pg_stat_activity
+              where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n === 0
+          ) await new Promise((r) => setTimeout(r, 10));
+          release();
+          await deleting;
+          const res = await writing;
+          ok(res, 404, `${how} under a parent deleted meanwhile`);
+          assert.match(res.body.error.message, new RegExp(parent.body.id));
+        }
+        report("concurrency: a journey written under a parent deleted meanwhile, 404");
+      },
+    );
+
+    await t.step(
       "concurrent consent for one (project, account) makes one installation",
       async () => {
         ok(

@@ -146,7 +146,9 @@ export function violationsOf(
         ? f.message
         : undefined;
     }
-    return { field, description: issue.message };
+    // A value that is not there fails as missing, whatever its schema would say of a bad one.
+    const missing = issue.input === undefined && issue.received === "undefined";
+    return { field, description: missing ? "is required" : issue.message };
   });
 }
 

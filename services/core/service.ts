@@ -206,6 +206,18 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     };
   }
 
+  /**
+   * A journey's write that tripped its parent's foreign key (23503): the parent was deleted
+   * after it was looked up, so it is as missing as if it had been gone before.
+   */
+  const parentGone = (parent: string | undefined) => (error: unknown): never => {
+    const { code, constraint_name } = error as { code?: string; constraint_name?: string };
+    if (code === "23503" && constraint_name === "journeys_parent_id_fkey" && parent) {
+      throw notFound("journey", parent);
+    }
+    throw error;
+  };
+
   /** A unit's fields from a request; its journey is not looked up (the write does it). */
   function unitFields(req: { unit?: Unit | undefined }): UnitFields {
     const unit = validate(v.object({ unit: unitInput }), CreateUnitRequestSchema, req).unit;
@@ -281,7 +293,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const row = await journeys.create(
         { id: ids.journey.generate().uuid, space, ...fields },
         writing(ctx),
-      );
+      ).catch(parentGone(req.journey?.parent));
       return { journey: toJourney(row) };
     },
 
@@ -308,14 +320,14 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     async updateJourney(req, ctx) {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
+      const fields = await journeyFields(ctx, space, req); // the body first, as for a role
       if (!(await journeys.get(space, uuid))) throw notFound("journey", req.journeyId);
-      const fields = await journeyFields(ctx, space, req);
       const result = await journeys.replace(
         space,
         uuid,
         fields,
         writing(ctx, req.journey?.etag, "journey.etag"),
-      );
+      ).catch(parentGone(req.journey?.parent));
       if (result === "not_found") throw notFound("journey", req.journeyId);
       if (result === "no_parent") throw notFound("journey", req.journey!.parent!);
       if (result === "cycle") {
@@ -401,8 +413,8 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
     async updateUnit(req, ctx) {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.unit, "unit", req.unitId);
+      const fields = unitFields(req); // the body first, as for a role
       if (!(await stored.get(space, uuid))) throw notFound("unit", req.unitId);
-      const fields = unitFields(req);
       fields.journey_id = await journeyRef(space, req.unit!.journey);
       const write = writing(ctx, req.unit?.etag, "unit.etag");
       const row = await units.replace(space, uuid, fields, write).catch((error) => {
