@@ -189,6 +189,17 @@ Deno.test("remembered and incremental consent, prompt, declared scopes", async (
       // A project that declares none takes any valid scope.
       const anything = await cc("anything.goes", open);
       assert.equal(anything.status, 200, await anything.clone().text());
+      // Nor does the registry take consent to one (an installation is where a token exchange's
+      // scopes come from), and the refusal records nothing.
+      const consent = await call("POST", "/v1/installations", {
+        project_id: "rc1",
+        scopes: ["photos.read", "photos.write"],
+      }, user);
+      assert.equal(consent.status, 400, consent.text);
+      assert.deepEqual(consent.body.error.details.map((d: { field: string }) => d.field), [
+        "scopes[1]",
+      ]);
+      assert.deepEqual((await call("GET", "/v1/installations", undefined, user)).body.data, []);
     });
 
     let firstAuthorizedAt = "";

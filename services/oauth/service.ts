@@ -858,6 +858,19 @@ export function createOAuthRegistry(
       // The policy read the config to check the audience; read again only without it (tests).
       const config = ctx.values.get(consentConfigKey) ?? await configs.get(input.projectId);
       if (!config) throw noConfig(input.projectId);
+      // A project that declares its scopes takes consent to those only, as its authorization
+      // endpoint does: an installation is where a token exchange's scopes come from.
+      if (config.scopes.length > 0) {
+        const declared = new Set(config.scopes.map((s) => s.name));
+        assertValid(
+          input.scopes.flatMap((scope, i) =>
+            declared.has(scope) ? [] : [{
+              field: `scopes[${i}]`,
+              description: `is not a scope project ${input.projectId} declares`,
+            }]
+          ),
+        );
+      }
       const id = ids.installation.generate().uuid;
       let row;
       try {
@@ -903,7 +916,11 @@ export function createOAuthRegistry(
         ListInstallationsRequestSchema,
         ids.installation,
         "installation",
-        async (uuid) => (await installations.get(caller.accountId, uuid)) !== undefined,
+        // A position in this list: the caller's installation, of the project the list is of.
+        async (uuid) => {
+          const row = await installations.get(caller.accountId, uuid);
+          return row !== undefined && (req.projectId === "" || row.project_id === req.projectId);
+        },
       );
       return pageOf(
         await installations.list(caller.accountId, req.projectId || undefined, limit, after),

@@ -1108,6 +1108,8 @@ export type ConsentInstallationRequest = Message<"registry.oauth.v1.ConsentInsta
   /**
    * The scopes granted. At most 100 items, each 1..512 printable ASCII characters other than
    * space, double quote and backslash (RFC 6749 3.3); no duplicates. Defaults to an empty list.
+   * When the project's config declares scopes, each must be one of them (INVALID_ARGUMENT), as at
+   * the authorization endpoint: a token exchange gives what the installation holds.
    *
    * @generated from field: repeated string scopes = 2;
    */
