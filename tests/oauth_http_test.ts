@@ -92,12 +92,11 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
     await t.step("a call without a token is 401 with the JSON error body", async () => {
       const res = await api("GET", "/v1/projects/p1/config");
       assertError(res, 401, "unauthenticated");
-      assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer/);
-      assertError(
-        await api("GET", "/v1/projects/p1/config", { token: "not.a.jwt" }),
-        401,
-        "unauthenticated",
-      );
+      // No token, no error to report (RFC 6750 3.1); a token that does not verify is invalid_token.
+      assert.equal(res.headers.get("www-authenticate"), "Bearer");
+      const bad = await api("GET", "/v1/projects/p1/config", { token: "not.a.jwt" });
+      assertError(bad, 401, "unauthenticated");
+      assert.equal(bad.headers.get("www-authenticate"), 'Bearer error="invalid_token"');
       const expired = await stack.token({ sub: "admin-1", projects: ["p1"], ttlSeconds: -10 });
       assertError(
         await api("GET", "/v1/projects/p1/config", { token: expired }),
@@ -345,15 +344,15 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         400,
         "invalid_argument",
       );
-      assertError(
-        await api("PATCH", path, {
-          token: admin,
-          raw: '{"application_name":"x"}',
-          headers: { "content-type": "text/plain" },
-        }),
-        415,
-        "invalid_argument",
-      );
+      const plain = await api("PATCH", path, {
+        token: admin,
+        raw: '{"application_name":"x"}',
+        headers: { "content-type": "application/merge-patch+json" },
+      });
+      assertError(plain, 415, "invalid_argument");
+      // What was wanted: RFC 9110 15.5.16, and a PATCH's RFC 5789 2.2.
+      assert.equal(plain.headers.get("accept"), "application/json");
+      assert.equal(plain.headers.get("accept-patch"), "application/json");
       const big = JSON.stringify({ application_name: "x".repeat(1024 * 1024) });
       assertError(
         await api("PATCH", path, { token: admin, raw: big, headers }),
@@ -398,7 +397,13 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       assert.equal(identity.body.application_name, "Demo");
       // JSON is UTF-8 (RFC 8259 8.1): another charset is refused, not read as UTF-8 regardless;
       // utf-8 itself in any case and quoted is taken.
-      for (const type of ["application/json; charset=utf-16", "application/json;charset=latin1"]) {
+      for (
+        const type of [
+          "application/json; charset=utf-16",
+          "application/json;charset=latin1",
+          "application/json; charset=utf-8; charset=latin1",
+        ]
+      ) {
         const res = await api("PATCH", path, {
           token: admin,
           raw: json,
@@ -630,6 +635,15 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           [{ name: "x" }, "type"],
           [{ type: "web" }, "name"],
           [{ name: 5, type: "web" }, "name"],
+          // A name users are shown must look like what it is (on the consent page).
+          [{ name: " \u3000 ", type: "web" }, "name"],
+          [{ name: "Pay\u202egnp.exe", type: "web" }, "name"],
+          [{ name: "\ufeffBank", type: "web" }, "name"],
+          [{ name: "B\u200bank", type: "web" }, "name"],
+          [
+            { name: "x", type: "web", redirect_uris: ["https://example.com/cb?a[]=1"] },
+            "redirect_uris[0]",
+          ],
         ] as const
       ) {
         assertError(
@@ -648,6 +662,15 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         },
       });
       assert.equal(native.status, 201, native.text);
+      // What scripts and emoji need stays: ZWJ in a family emoji, RLM beside Hebrew.
+      const joined = await api("POST", "/v1/projects/p1/clients", {
+        token: admin,
+        json: {
+          name: "\u{1F468}\u200d\u{1F469}\u200d\u{1F467} \u05e9\u05dc\u05d5\u05dd\u200f",
+          type: "web",
+        },
+      });
+      assert.equal(joined.status, 201, joined.text);
     });
 
     await t.step("clients: GET, PATCH (status, name) and the immutable type", async () => {
@@ -1124,6 +1147,14 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       assert.deepEqual(await listed("?project_id=p2"), [ids.p2]);
       assert.deepEqual(await listed("?project_id=p1&limit=1"), [ids.p1]);
       assert.deepEqual(await listed("?project_id=nowhere"), []);
+      // A position in one project's list is none in another's (AIP-158).
+      assertError(
+        await api("GET", `/v1/installations?project_id=p1&after=${ids.p2}`, { token: other }),
+        400,
+        "invalid_argument",
+        "after",
+      );
+      assert.deepEqual(await listed(`?after=${ids.p1}`), [ids.p2]);
       assertError(
         await api("GET", "/v1/installations?project_id=Not%20a%20project", { token: other }),
         400,
@@ -1170,7 +1201,18 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
       const get = await api("GET", `/v1/installations/${installationId}`, { token: user });
       assert.equal(get.body.status, "revoked");
       assert.match(get.body.revoked_at, timestamp);
-      const again = await api("DELETE", `/v1/installations/${installationId}`, { token: user });
+      // Revoking again changes nothing, but its conditions are still checked (RFC 9110 13.1).
+      for (const headers of [{ "if-match": '"stale"' }, { "if-none-match": "*" }]) {
+        const refused = await api("DELETE", `/v1/installations/${installationId}`, {
+          token: user,
+          headers,
+        });
+        assert.equal(refused.status, 412, JSON.stringify(headers));
+      }
+      const again = await api("DELETE", `/v1/installations/${installationId}`, {
+        token: user,
+        headers: { "if-match": get.headers.get("etag")! },
+      });
       assert.equal(again.status, 204);
       assert.equal(
         (await api("GET", `/v1/installations/${installationId}`, { token: user })).body.revoked_at,

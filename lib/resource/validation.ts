@@ -38,8 +38,21 @@ const controlCharactersButLineBreaksAndTabs =
   /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/;
 
 /**
+ * Characters that change how the text around them is shown without being seen themselves: the
+ * bidirectional embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069; an override
+ * shows `gnp.exe` as `exe.png`), and the zero-width space, word joiner and byte order mark. Marks
+ * that scripts and emoji need (ZWJ, ZWNJ, LRM, RLM) stay allowed.
+ */
+const invisibleCharacters = /[\u200b\u202a-\u202e\u2060\u2066-\u2069\ufeff]/;
+
+/** Text with nothing but white space (and joiners or marks, which show nothing alone). */
+const blank = /^[\s\u200c-\u200f]*$/;
+
+/**
  * A human-readable text of min..max characters (Unicode code points) with no control characters
- * (with `multiline`, line breaks and tabs are allowed) and no lone surrogates.
+ * (with `multiline`, line breaks and tabs are allowed), no lone surrogates, and none of
+ * {@link invisibleCharacters}; when `min` is 1 or more, not blank either. What users are shown as
+ * an application's or a record's name must look like what it is.
  */
 export function text(min: number, max: number, options: { multiline?: boolean } = {}) {
   const range = min === 0 ? `at most ${max}` : min === max ? `${min}` : `between ${min} and ${max}`;
@@ -51,9 +64,14 @@ export function text(min: number, max: number, options: { multiline?: boolean } 
     rule((s: string) =>
       forbidden.test(s)
         ? "must not contain control characters"
-        : s.isWellFormed()
-        ? undefined
-        : "must be valid Unicode"
+        : !s.isWellFormed()
+        ? "must be valid Unicode"
+        : invisibleCharacters.test(s)
+        ? "must not contain invisible or direction-changing characters (U+200B, U+202A..U+202E, " +
+          "U+2060, U+2066..U+2069, U+FEFF)"
+        : min > 0 && s !== "" && blank.test(s)
+        ? "must not be blank"
+        : undefined
     ),
   );
 }

@@ -83,12 +83,23 @@ function asciiProblem(s: string): string | undefined {
   return undefined;
 }
 
-/** The first ASCII character of `s` that RFC 3986 does not allow in a URI, as a problem. */
+/**
+ * The first ASCII character of `s` that RFC 3986 does not allow where it stands, as a problem:
+ * one allowed nowhere, `[` or `]` past the authority (they enclose an IP literal host, 3.2.2, and
+ * are in no path, query or fragment), or a second `#` (a fragment holds none, 3.5).
+ */
 function uriCharacterProblem(s: string): string | undefined {
+  const colon = s.indexOf(":");
+  const authorityEnd = s.startsWith("//", colon + 1) ? indexOfAny(s, "/?#", colon + 3) : 0;
+  const fragment = s.indexOf("#");
   for (let i = 0; i < s.length; i++) {
     const ch = s.charAt(i);
     if (ch === "\\") return msg.backslash;
     if (notInUri.has(ch)) return `must not contain the character '${ch}'`;
+    if ((ch === "[" || ch === "]") && i >= authorityEnd) {
+      return `must not contain the character '${ch}' outside an IP literal host`;
+    }
+    if (ch === "#" && i > fragment) return "must not contain a second '#'";
   }
   return undefined;
 }
@@ -210,6 +221,7 @@ function ipv6Hostname(host: string): string | undefined {
  */
 function isValidHost(host: string): boolean {
   if (host.startsWith("[")) return ipv6Hostname(host) !== undefined;
+  if (host.length > 253) return false; // a DNS name's limit (RFC 1035 2.3.4, as written)
   const labels = host.split(".");
   const last = labels[labels.length - 1] ?? "";
   // WHATWG URL parsing reads a host whose last label is a number as IPv4 ("127.1", "0x7f.1"):

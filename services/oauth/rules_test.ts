@@ -253,6 +253,16 @@ Deno.test("checkRedirectUri() rejects characters RFC 3986 does not allow", () =>
   ) {
     rejects(redirect("web"), uri);
   }
+  // Brackets enclose an IP literal host and appear nowhere else; a fragment holds no '#'.
+  for (const uri of ["https://example.com/p[1]", "https://example.com/cb?a[]=1"]) {
+    for (const type of allTypes) {
+      rejects(redirect(type), uri, "must not contain the character '[' outside an IP literal host");
+    }
+  }
+  accepts(redirect("web"), "http://[::1]:8080/cb");
+  rejects(checkHttpsUri, "https://example.com/#a#b", "must not contain a second '#'");
+  rejects(checkHttpsUri, "https://example.com/?q=[x]");
+  accepts(checkHttpsUri, "https://[2001:db8::1]:8443/a?b#c");
 });
 
 Deno.test("checkRedirectUri() rejects invalid percent-encoding", () => {
@@ -324,6 +334,11 @@ Deno.test("checkRedirectUri() rejects an invalid host", () => {
   }
   rejects(redirect("web"), "https://exa_mple.com/cb", "must have a valid host name or IP address");
   accepts(redirect("web"), `https://${"a".repeat(63)}.com/cb`);
+  // A name of 253 characters at most (RFC 1035 2.3.4), however its labels are cut.
+  const host = (n: number) => Array.from({ length: n }, () => "a".repeat(63)).join(".");
+  accepts(redirect("web"), `https://${host(4).slice(0, 249)}.com/cb`); // 253
+  rejects(redirect("web"), `https://${host(4).slice(0, 250)}.com/cb`); // 254
+  rejects(checkHttpsUri, `https://${host(31)}.com/logo.png`);
   accepts(redirect("web"), "https://xn--bcher-kva.example/cb");
 });
 
