@@ -56,10 +56,24 @@ export function methodNotAllowed(method: string, allow: readonly string[]): Resp
 }
 
 /**
- * Writes an RPC error. Field paths are made relative to the JSON body when the body is a field of
- * the request (`client.redirect_uris[0]` -> `redirect_uris[0]`).
+ * The challenge of a 401 (RFC 6750 3): `Bearer` alone to a request that presented no bearer token
+ * (none, or another scheme), which has no error to report (3.1: it "SHOULD NOT include an error
+ * code"); `error="invalid_token"` to one whose token did not verify.
  */
-export function rpcErrorResponse(error: ConnectError, bodyField?: string): Response {
+export function bearerChallenge(authorization: string | null): string {
+  return /^bearer /i.test(authorization ?? "") ? 'Bearer error="invalid_token"' : "Bearer";
+}
+
+/**
+ * Writes an RPC error. Field paths are made relative to the JSON body when the body is a field of
+ * the request (`client.redirect_uris[0]` -> `redirect_uris[0]`); `authorization` is the request's
+ * header, for the challenge of a 401.
+ */
+export function rpcErrorResponse(
+  error: ConnectError,
+  bodyField: string | undefined,
+  authorization: string | null,
+): Response {
   const prefix = bodyField === undefined ? undefined : `${bodyField}.`;
   const details = fieldViolations(error).map((v) => ({
     field: prefix && v.field.startsWith(prefix) ? v.field.slice(prefix.length) : v.field,
@@ -68,7 +82,7 @@ export function rpcErrorResponse(error: ConnectError, bodyField?: string): Respo
   let message = error.rawMessage;
   if (prefix) message = message.replace(`Invalid ${prefix}`, "Invalid ");
   const headers: Record<string, string> = error.code === Code.Unauthenticated
-    ? { "www-authenticate": 'Bearer error="invalid_token"' }
+    ? { "www-authenticate": bearerChallenge(authorization) }
     : {};
   // A service that asks for a pause says how long: passed on.
   const retryAfter = error.metadata.get("retry-after");

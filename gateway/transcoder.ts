@@ -128,6 +128,16 @@ export const defaultMaxBodyBytes = 1024 * 1024;
 const jsonContentType = /^application\/json\s*(;|$)/i;
 /** A `charset` parameter of a media type (RFC 9110 8.3.1), its value possibly quoted. */
 const charsetParameter = /;\s*charset\s*=\s*(?:"([^"]*)"|([^\s;]*))/i;
+const charsetParameters = /;\s*charset\s*=/gi;
+
+/**
+ * What a 415 for the body's media type says was wanted: `Accept` (RFC 9110 15.5.16), and for a
+ * PATCH `Accept-Patch` (RFC 5789 2.2), whose documents here are JSON objects of the fields to set.
+ */
+function acceptedTypes(req: Request): Record<string, string> {
+  const json = "application/json";
+  return req.method === "PATCH" ? { accept: json, "accept-patch": json } : { accept: json };
+}
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 class HttpError extends Error {
@@ -230,16 +240,29 @@ function parseJson(req: Request, bytes: Uint8Array): unknown {
   }
   const type = req.headers.get("content-type") ?? "";
   if (!jsonContentType.test(type)) {
-    throw new HttpError(415, Code.InvalidArgument, "The request body must be application/json");
-  }
-  // JSON is UTF-8 (RFC 8259 8.1): a body labelled with another charset is refused, not read as
-  // UTF-8 regardless (as body-parser and Spring answer it: 415).
-  const charset = charsetParameter.exec(type);
-  if (charset && (charset[1] ?? charset[2] ?? "").toLowerCase() !== "utf-8") {
     throw new HttpError(
       415,
       Code.InvalidArgument,
-      "The request body must be UTF-8 JSON (charset=utf-8, or no charset)",
+      "The request body must be application/json",
+      [],
+      acceptedTypes(req),
+    );
+  }
+  // JSON is UTF-8 (RFC 8259 8.1): a body labelled with another charset is refused, not read as
+  // UTF-8 regardless (as body-parser and Spring answer it: 415); so is one labelled with two
+  // (which would a proxy in front have read?).
+  const charset = charsetParameter.exec(type);
+  if (
+    charset &&
+    ((charset[1] ?? charset[2] ?? "").toLowerCase() !== "utf-8" ||
+      type.match(charsetParameters)!.length > 1)
+  ) {
+    throw new HttpError(
+      415,
+      Code.InvalidArgument,
+      "The request body must be UTF-8 JSON (charset=utf-8 once, or no charset)",
+      [],
+      acceptedTypes(req),
     );
   }
   let text: string;
@@ -585,7 +608,7 @@ export function createTranscoder(
           error: err.cause ?? err,
         });
       }
-      const res = rpcErrorResponse(err, bodyField);
+      const res = rpcErrorResponse(err, bodyField, req.headers.get("authorization"));
       for (const [name, value] of Object.entries(replayed(err.metadata))) {
         res.headers.set(name, value);
       }

@@ -217,7 +217,7 @@ function answer(status: string, code: string, message: string, errorBody: ErrorB
 /** The guard's answers: the 503s (past a cap, past the budget) and the requests it refuses. */
 function answers(
   errorBody: ErrorBody,
-): Record<"connections" | "address" | "memory" | Refusal, Uint8Array> {
+): Record<"connections" | "address" | "memory" | "method" | Refusal, Uint8Array> {
   const unavailable = (message: string) =>
     answer("503 Service Unavailable", "unavailable", message, errorBody);
   return {
@@ -234,6 +234,13 @@ function answers(
       "400 Bad Request",
       "invalid_argument",
       "The request could not be read: a malformed Content-Length, or not HTTP/1.1",
+      errorBody,
+    ),
+    // A well-formed request of a method no server of this kind serves (RFC 9110 15.6.2).
+    method: answer(
+      "501 Not Implemented",
+      "unimplemented",
+      "CONNECT, TRACE and TRACK are not served here",
       errorBody,
     ),
     "head-too-large": answer(
@@ -492,7 +499,7 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
       url = `http://${host}${head.target}`;
     } else if (/^https?:\/\//i.test(head.target)) url = head.target;
     else return undefined;
-    // A method Request refuses (CONNECT, TRACE), a URL it cannot parse: not a request.
+    // A URL Request cannot parse: not a request (a method it refuses was answered 501 before).
     const method = requestMethod(head.method);
     if (method === undefined) return undefined;
     let href: string;
@@ -670,6 +677,10 @@ export function serveGuarded(options: GuardOptions, handler: Deno.ServeHandler):
         }
         track();
         hold(parser.buffered);
+        if (requestMethod(head.method) === undefined) {
+          await refuse(refusedFor(pathOf(head.target)).method);
+          return true;
+        }
         const req = requestOf(head, body);
         if (!req) {
           await refuse(refusedFor(pathOf(head.target))["bad-request"]);

@@ -543,6 +543,36 @@ Deno.test("serveGuarded answers a head with Transfer-Encoding 411 itself; the ha
   }
 });
 
+Deno.test("serveGuarded answers CONNECT, TRACE and TRACK 501 itself; the handler never sees them", async () => {
+  let calls = 0;
+  const server = serveGuarded(
+    { port: 0, hostname: "127.0.0.1", errorBody: connectErrorBody },
+    () => {
+      calls++;
+      return new Response("seen");
+    },
+  );
+  const conns: Deno.Conn[] = [];
+  try {
+    for (const method of ["TRACE", "trace", "TRACK", "CONNECT"]) {
+      const target = method === "CONNECT" ? "x:443" : "/v1/core/roles";
+      const conn = await connectAndSend(
+        server.addr.port,
+        `${method} ${target} HTTP/1.1\r\nHost: x\r\n\r\n`,
+      );
+      conns.push(conn);
+      const text = await readAnswer(conn);
+      assert.match(text, /^HTTP\/1.1 501 Not Implemented\r\n/, method);
+      const body = JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
+      assert.equal(body.code, "unimplemented");
+    }
+    assert.equal(calls, 0);
+  } finally {
+    for (const c of conns) c.close();
+    await server.shutdown();
+  }
+});
+
 Deno.test("serveGuarded shapes its own answers by the request's path when told to", async () => {
   const shaped = (code: string, message: string) => JSON.stringify({ shaped: code, message });
   const server = serveGuarded({
