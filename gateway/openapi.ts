@@ -573,8 +573,14 @@ function operation(
       required: false,
       description: "Makes a retry safe: the same key with the same request within 24 hours " +
         "replays the first outcome (with `Idempotent-Replayed: true`); with another request it " +
-        "is 422; while the first request runs, 409 `aborted`. 1..255 printable ASCII characters.",
-      schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7e]+$" },
+        "is 422; while the first request runs, 409 `aborted`. Sent once, 1..255 printable ASCII " +
+        "characters other than the comma.",
+      schema: {
+        type: "string",
+        minLength: 1,
+        maxLength: 255,
+        pattern: "^[\\x20-\\x2b\\x2d-\\x7e]+$",
+      },
     });
   }
 

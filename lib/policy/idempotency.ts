@@ -77,7 +77,8 @@ export const idempotencySettings = {
   IDEMPOTENCY_TTL_SECONDS: positiveInt(24 * 60 * 60),
 };
 
-const keyPattern = /^[\x20-\x7e]{1,255}$/;
+/** Printable ASCII but the comma: a key sent in two header lines arrives joined by one. */
+const keyPattern = /^[\x20-\x2b\x2d-\x7e]{1,255}$/;
 
 /** Outcomes that are not stored: nothing ran, or what ran was rolled back, so retrying is safe. */
 const notStored = new Set<Code>([
@@ -150,7 +151,7 @@ export function requestKey(header: Headers): string | undefined {
   if (key === null) return undefined;
   if (!keyPattern.test(key)) {
     throw new ConnectError(
-      "The Idempotency-Key must be 1 to 255 printable ASCII characters",
+      "The Idempotency-Key must be sent once, 1 to 255 printable ASCII characters but the comma",
       Code.InvalidArgument,
     );
   }
