@@ -211,6 +211,34 @@ Deno.test("a stock gRPC client uses the oauth-registry service directly", async 
       }, admin);
       assert.equal((await verify(s1)).valid, true);
 
+      // Without a mask, the immutable type is ignored when it is the client's (a read-modify-write
+      // sends it) and refused when it would change (AIP-203).
+      const { client: got } = await client.call(
+        rpc.getClient,
+        { projectId: "g1", clientId },
+        admin,
+      );
+      const renamed = await client.call(rpc.updateClient, {
+        projectId: "g1",
+        clientId,
+        client: { ...got!, name: "backend 2", etag: "" },
+      }, admin);
+      assert.equal(renamed.client?.name, "backend 2");
+      const retype = await grpcFailure(client.call(rpc.updateClient, {
+        projectId: "g1",
+        clientId,
+        client: { name: "backend 3", type: ClientType.SPA },
+      }, admin));
+      assert.equal(retype.code, 3);
+      assert.match(retype.details, /client\.type|changed after creation/);
+      const { client: after } = await client.call(
+        rpc.getClient,
+        { projectId: "g1", clientId },
+        admin,
+      );
+      assert.equal(after?.name, "backend 2");
+      assert.equal(after?.type, ClientType.WEB);
+
       await client.call(rpc.deleteClientSecret, {
         projectId: "g1",
         clientId,

@@ -548,11 +548,20 @@ export function createOAuthRegistry(
       const keys = mask.paths.map(localName);
       // The rules of some fields depend on the client's type: only then is it read first (a
       // rename, a suspension need no read; the update finds the client or answers NOT_FOUND).
+      // So is a type sent without a mask (AIP-203: an immutable field is ignored when it holds
+      // the current value, as a read-modify-write sends it, and refused when it would change).
+      const typeSent = !req.updateMask?.paths.length && !!req.client?.type;
       let type = ClientType.UNSPECIFIED;
-      if (!keys.every((k) => typeFreeClientFields.has(k))) {
+      if (typeSent || !keys.every((k) => typeFreeClientFields.has(k))) {
         const current = await clients.get(req.projectId, uuid);
         if (!current) throw notFound("client", req.clientId);
         type = num(ClientTypeSchema, current.type);
+        if (typeSent && req.client!.type !== type) {
+          throw invalidArgument([{
+            field: "client.type",
+            description: "cannot be changed after creation",
+          }]);
+        }
       }
       const input = (validate(updateClientSchema(type, keys), UpdateClientRequestSchema, {
         client: req.client,

@@ -333,7 +333,9 @@ export type UpdateClientRequest = Message<"registry.oauth.v1.UpdateClientRequest
    * The fields to change: any of name, redirect_uris, javascript_origins, status,
    * token_endpoint_auth_method, dpop_bound_access_tokens; `*` alone names them all (full
    * replacement, AIP-134: one unset in client takes its empty value, and a required one is then
-   * refused). When absent or empty, every field set to a non-default value in client.
+   * refused). When absent or empty, every field set to a non-default value in client; then a
+   * `type` equal to the client's is ignored, another is INVALID_ARGUMENT (AIP-203). Through the
+   * /v1 gateway, `type` in a PATCH body is always 400 (the spec: it cannot be changed).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
