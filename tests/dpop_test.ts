@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import {
   calculateJwkThumbprint,
+  CompactSign,
   createRemoteJWKSet,
   EmbeddedJWK,
   exportJWK,
@@ -627,8 +628,36 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
       assert.equal(control.status, 200, JSON.stringify(control.body));
       const replayed = await joseProof(key, endpoint);
       assert.equal((await send(replayed)).status, 200);
+      // typ is a media type: any case, and application/ before it or not (RFC 7515 4.1.9).
+      for (const typ of ["DPoP+JWT", "application/dpop+jwt"]) {
+        const res = await send(await joseProof(key, endpoint, { header: { typ } }));
+        assert.deepEqual([res.status, res.body.token_type], [200, "DPoP"], typ);
+      }
       const other = await joseKey();
       const privateJwk = await exportJWK(key.privateKey) as JWK;
+      // A "key" of small order, the neutral element (y = 1): R = (0, 1) and S = 0 would verify
+      // every message under it, without any private key.
+      const identity = new Uint8Array(32);
+      identity[0] = 1;
+      const b64u = (bytes: Uint8Array) =>
+        bytes.toBase64({ alphabet: "base64url", omitPadding: true });
+      const forged = handMade(
+        { typ: "dpop+jwt", alg: "EdDSA", jwk: { kty: "OKP", crv: "Ed25519", x: b64u(identity) } },
+        { jti: crypto.randomUUID(), htm: "POST", htu: endpoint, iat: now },
+        b64u(Uint8Array.from([...identity, ...new Uint8Array(32)])),
+      );
+      // The key's x spelled another way: the last character's two unused bits set.
+      const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+      const x = key.jwk.x!;
+      const respelled = x.slice(0, -1) + alphabet[alphabet.indexOf(x.at(-1)!) ^ 1];
+      // Claims whose jti holds 0xFF, which is not UTF-8, signed with the key.
+      const claimBytes = new TextEncoder().encode(
+        JSON.stringify({ jti: `${crypto.randomUUID()}@`, htm: "POST", htu: endpoint, iat: now }),
+      );
+      claimBytes[claimBytes.indexOf(0x40)] = 0xff;
+      const notUtf8 = await new CompactSign(claimBytes)
+        .setProtectedHeader({ alg: key.alg, typ: "dpop+jwt", jwk: key.jwk })
+        .sign(key.privateKey);
       const cases: [string, string | string[]][] = [
         ["another URL (htu)", await joseProof(key, `${stack.gatewayUrl}/oauth2/revoke`)],
         ["another origin (htu)", await joseProof(key, "https://evil.example/oauth2/token")],
@@ -653,6 +682,16 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
         ],
         ["a private jwk", await joseProof(key, endpoint, { header: { jwk: privateJwk } })],
         ["typ JWT", await joseProof(key, endpoint, { header: { typ: "JWT" } })],
+        [
+          "typ application/jwt",
+          await joseProof(key, endpoint, { header: { typ: "application/jwt" } }),
+        ],
+        ["a jwk of small order, and a signature made without a key", forged],
+        [
+          "a jwk spelled another way (one key, two jkt)",
+          await joseProof(key, endpoint, { header: { jwk: { ...key.jwk, x: respelled } } }),
+        ],
+        ["claims that are not UTF-8", notUtf8],
         ["signed by another key than its jwk", await joseProof(key, endpoint, { signWith: other })],
         ["two DPoP headers", [await joseProof(key, endpoint), await joseProof(key, endpoint)]],
         ["not a JWT", "not-a-jwt"],

@@ -210,6 +210,70 @@ Deno.test("private_key_jwt with a stock client, and every hostile assertion refu
     );
 
     await t.step(
+      "claims that are not UTF-8 are refused like any malformed assertion (RFC 7519 7.2)",
+      async () => {
+        const signed = (byte: number) => {
+          const claims = new TextEncoder().encode(JSON.stringify({
+            iss: keyed.id,
+            sub: keyed.id,
+            aud: stack.gatewayUrl,
+            jti: `utf8-${crypto.randomUUID()}-@`,
+            iat: now(),
+            exp: now() + 60,
+          }));
+          claims[claims.indexOf(0x40)] = byte;
+          return new jose.CompactSign(claims).setProtectedHeader({ alg: "EdDSA" }).sign(edKey);
+        };
+        // The control: the same construction, with an ASCII byte there.
+        assert.equal((await withAssertion(signed(0x41))).status, 200);
+        for (const byte of [0xff, 0xfe]) {
+          const res = await withAssertion(signed(byte));
+          assert.deepEqual([res.status, res.body.error], [401, "invalid_client"], `${byte}`);
+          assert.equal(res.body.error_description, "Client authentication failed");
+        }
+      },
+    );
+
+    await t.step(
+      "an unsupported client_assertion_type is 401 invalid_client, without a challenge",
+      async () => {
+        const endpoints = {
+          token: { grant_type: "client_credentials" },
+          introspect: { token: "x" },
+          revoke: { token: "x" },
+        };
+        for (const [path, form] of Object.entries(endpoints)) {
+          for (
+            const type of [
+              "urn:ietf:params:oauth:client-assertion-type:saml2-bearer",
+              "private_key_jwt",
+            ]
+          ) {
+            const res = await fetch(`${stack.gatewayUrl}/oauth2/${path}`, {
+              method: "POST",
+              headers: { "content-type": "application/x-www-form-urlencoded" },
+              body: new URLSearchParams({
+                ...form,
+                client_assertion_type: type,
+                client_assertion: await assertion(),
+              }),
+            });
+            const body = await res.json();
+            const what = `${path}, ${type}: ${JSON.stringify(body)}`;
+            assert.deepEqual([res.status, body.error], [401, "invalid_client"], what);
+            assert.equal(typeof body.error_description, "string", what);
+            // The client used no Authorization header: no scheme for a challenge to name.
+            assert.equal(res.headers.get("www-authenticate"), null, what);
+            assert.equal(res.headers.get("cache-control"), "no-store", what);
+          }
+        }
+        // An assertion without its type is a request that lacks a parameter.
+        const untyped = await post({ client_assertion: await assertion() });
+        assert.deepEqual([untyped.status, untyped.body.error], [400, "invalid_request"]);
+      },
+    );
+
+    await t.step(
       "aud may be the URL of the endpoint called (RFC 9126 2 for PAR), not another's",
       async () => {
         const patched = await admin("PATCH", `/v1/projects/kp1/clients/${keyed.id}`, {

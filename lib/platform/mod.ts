@@ -58,6 +58,7 @@ export {
   truncationMark,
 } from "./errors.ts";
 export { type HmacSha256, hmacSha256, sha256 } from "./hash.ts";
+export { base64url, bigEndian, fromBase64url, onP256, validEd25519 } from "./public_keys.ts";
 export { type IdKind, idKind, uuidTime } from "./ids.ts";
 export {
   isDeclared,

@@ -26,7 +26,18 @@
  * @module
  */
 
-import { type FieldViolation, invalidArgument } from "../../lib/platform/mod.ts";
+import {
+  base64url,
+  bigEndian,
+  type FieldViolation,
+  fromBase64url,
+  invalidArgument,
+  onP256,
+  validEd25519,
+} from "../../lib/platform/mod.ts";
+
+// The checks of base64url and of points are lib/platform's (./public_keys.ts there), which the
+// token service runs on the keys of DPoP proofs too.
 
 /** The JWS algorithms of client keys. */
 export type KeyAlgorithm = "EdDSA" | "ES256" | "RS256";
@@ -75,113 +86,9 @@ export const maxRsaBits = 8192;
 /** Longest `kid`. */
 export const maxKidLength = 128;
 
-// ---------------------------------------------------------------------------------------------
-// base64url.
-
-const base64urlPattern = /^[A-Za-z0-9_-]*$/;
-
-/** Encodes bytes as unpadded base64url. */
-export function base64url(bytes: Uint8Array): string {
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
-}
-
-/** Decodes canonical unpadded base64url, or returns undefined (padding, stray bits, bad chars). */
-export function fromBase64url(text: string): Uint8Array | undefined {
-  if (!base64urlPattern.test(text) || text.length % 4 === 1) return undefined;
-  const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
-  const bytes = Uint8Array.from(binary, (c) => c.charCodeAt(0));
-  // Unused bits must be zero: re-encoding gives back the same text only then.
-  return base64url(bytes) === text ? bytes : undefined;
-}
-
-function bigEndian(bytes: Uint8Array): bigint {
-  let n = 0n;
-  for (const b of bytes) n = (n << 8n) | BigInt(b);
-  return n;
-}
-
 function bitLength(bytes: Uint8Array): number {
   const first = bytes[0] ?? 0;
   return first === 0 ? 0 : (bytes.length - 1) * 8 + (32 - Math.clz32(first));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Curve checks.
-
-function mod(a: bigint, m: bigint): bigint {
-  const r = a % m;
-  return r < 0n ? r + m : r;
-}
-
-function modPow(base: bigint, exponent: bigint, m: bigint): bigint {
-  let result = 1n;
-  let b = mod(base, m);
-  let e = exponent;
-  while (e > 0n) {
-    if (e & 1n) result = (result * b) % m;
-    b = (b * b) % m;
-    e >>= 1n;
-  }
-  return result;
-}
-
-const p256 = {
-  p: 2n ** 256n - 2n ** 224n + 2n ** 192n + 2n ** 96n - 1n,
-  b: 0x5ac635d8aa3a93e7b3ebbd55769886bc651d06b0cc53b0f63bce3c3e27d2604bn,
-};
-
-/** Whether (x, y) is a point of P-256 (cofactor 1: every point of the curve is in the group). */
-export function onP256(x: Uint8Array, y: Uint8Array): boolean {
-  const { p, b } = p256;
-  const X = bigEndian(x);
-  const Y = bigEndian(y);
-  if (X >= p || Y >= p) return false;
-  return mod(Y * Y, p) === mod(X * X * X - 3n * X + b, p);
-}
-
-const ed = (() => {
-  const p = 2n ** 255n - 19n;
-  const d = mod(-121665n * modPow(121666n, p - 2n, p), p);
-  return { p, d, sqrtMinusOne: modPow(2n, (p - 1n) / 4n, p) };
-})();
-
-type EdPoint = readonly [x: bigint, y: bigint];
-
-/** Edwards addition on edwards25519 (a = -1; complete: d is not a square). */
-function edAdd([x1, y1]: EdPoint, [x2, y2]: EdPoint): EdPoint {
-  const { p, d } = ed;
-  const t = mod(d * x1 * x2 * y1 * y2, p);
-  const x = mod((x1 * y2 + y1 * x2) * modPow(1n + t, p - 2n, p), p);
-  const y = mod((y1 * y2 + x1 * x2) * modPow(mod(1n - t, p), p - 2n, p), p);
-  return [x, y];
-}
-
-/**
- * Whether 32 bytes are the canonical encoding of a point of edwards25519 (RFC 8032 5.1.3) that is
- * not of small order (multiplied by the cofactor 8 it is not the neutral element): a key of small
- * order would let anyone forge signatures that some verifiers accept.
- */
-export function validEd25519(bytes: Uint8Array): boolean {
-  if (bytes.length !== 32) return false;
-  const { p, d, sqrtMinusOne } = ed;
-  const le = Uint8Array.from(bytes).reverse();
-  const sign = (le[0]! & 0x80) !== 0;
-  le[0]! &= 0x7f;
-  const y = bigEndian(le);
-  if (y >= p) return false; // not canonical
-  const u = mod(y * y - 1n, p);
-  const v = mod(d * y * y + 1n, p);
-  const x2 = mod(u * modPow(v, p - 2n, p), p);
-  let x = modPow(x2, (p + 3n) / 8n, p);
-  if (mod(x * x - x2, p) !== 0n) x = mod(x * sqrtMinusOne, p);
-  if (mod(x * x - x2, p) !== 0n) return false; // no square root: not on the curve
-  if (x === 0n && sign) return false;
-  if ((x & 1n) !== (sign ? 1n : 0n)) x = p - x;
-  let q: EdPoint = [x, y];
-  for (let i = 0; i < 3; i++) q = edAdd(q, q);
-  return !(q[0] === 0n && q[1] === 1n);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,17 +8,19 @@
 import assert from "node:assert/strict";
 import { Code, ConnectError } from "@connectrpc/connect";
 import * as jose from "jose";
-import { fieldViolations } from "../../lib/platform/mod.ts";
 import {
   base64url,
-  checkUploadedJwk,
+  fieldViolations,
   fromBase64url,
+  onP256,
+  validEd25519,
+} from "../../lib/platform/mod.ts";
+import {
+  checkUploadedJwk,
   generateClientKey,
   jwkThumbprint,
-  onP256,
   orderedJwk,
   privateMembers,
-  validEd25519,
 } from "./client_keys.ts";
 
 type Jwk = Record<string, unknown>;

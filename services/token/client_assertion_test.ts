@@ -233,3 +233,35 @@ Deno.test("a key's use is reported at most once a minute", async () => {
   );
   assert.deepEqual(reports, [key.id, key.id]);
 });
+
+Deno.test("claims that are not UTF-8 are refused, as any malformed assertion (RFC 7519 7.2)", async () => {
+  const { key, privateKey } = await keyOf("EdDSA", "k1");
+  const { verify } = setup([key]);
+  const claims = (jti: string) =>
+    JSON.stringify({
+      iss: clientId,
+      sub: clientId,
+      aud: issuer,
+      jti,
+      iat: t0 / 1000,
+      exp: t0 / 1000 + 60,
+    });
+  /** The claims with `bytes` in place of the jti's `@`, signed. */
+  const signed = (jti: string, bytes: number[]) => {
+    const [before, after] = claims(jti).split("@") as [string, string];
+    const enc = new TextEncoder();
+    const payload = Uint8Array.from([...enc.encode(before), ...bytes, ...enc.encode(after)]);
+    return new jose.CompactSign(payload).setProtectedHeader({ alg: "EdDSA" }).sign(privateKey);
+  };
+  // The control: the same construction in UTF-8, multi-byte characters included.
+  assert.equal(
+    (await verify(await signed("utf8-@", [0xc3, 0xa9, 0xf0, 0x9f, 0x94, 0x91]), "")).id,
+    clientId,
+  );
+  // Decoded leniently, 0xFF and 0xFE would both be U+FFFD: two jti values taken as one.
+  for (const bytes of [[0xff], [0xfe], [0x80], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82]]) {
+    await refused(verify, await signed(`bad-${bytes.join("-")}-@`, bytes)).catch((e) => {
+      throw new Error(`${bytes}: ${e.message}`);
+    });
+  }
+});

@@ -252,9 +252,17 @@ async function authenticate(
   if (
     credentials && (credentials.clientAssertion !== "" || credentials.clientAssertionType !== "")
   ) {
-    if (credentials.clientAssertionType !== jwtBearerAssertionType) {
+    if (credentials.clientAssertionType === "") {
       throw oauthError(
         "invalid_request",
+        "client_assertion_type is required with client_assertion",
+      );
+    }
+    // Another type of assertion (SAML's, RFC 7522) is a method of authentication this server does
+    // not support: invalid_client (RFC 6749 5.2, RFC 7521 4.2.1), as a failed one is.
+    if (credentials.clientAssertionType !== jwtBearerAssertionType) {
+      throw oauthError(
+        "invalid_client",
         `client_assertion_type must be ${jwtBearerAssertionType}`,
       );
     }

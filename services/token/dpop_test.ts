@@ -226,7 +226,6 @@ Deno.test("header: typ, alg, a public jwk of the alg, no crit", async () => {
   const { clock, dpop } = setup();
   const cases: [string, Promise<string> | string, RegExp][] = [
     ["typ JWT", proof(clock, { typ: "JWT" }), /typ/],
-    ["typ application/dpop+jwt", proof(clock, { typ: "application/dpop+jwt" }), /typ/],
     ["ES256 alg, Ed25519 key", proof(clock, { alg: "ES256", key: ec.privateKey }), /jwk/],
     ["EdDSA alg, EC key", proof(clock, { jwk: ecJwk }), /jwk/],
     [
@@ -360,4 +359,192 @@ Deno.test("a use_dpop_nonce refusal does not spend the proof's jti", async () =>
   assert.equal((await refusal(dpop, p)).error, "use_dpop_nonce");
   const nonce = await dpop.nonce();
   assert.ok(await dpop.verify(request(await proof(clock, { claims: { jti: "n1", nonce } }))));
+});
+
+Deno.test("typ: dpop+jwt in any case, with or without application/ (RFC 7515 4.1.9)", async () => {
+  const { clock, dpop } = setup();
+  const jkt = await calculateJwkThumbprint(edJwk, "sha256");
+  for (
+    const typ of [
+      "dpop+jwt",
+      "DPoP+JWT",
+      "DPOP+jwt",
+      "application/dpop+jwt",
+      "Application/DPoP+JWT",
+    ]
+  ) {
+    assert.equal(await dpop.verify(request(await proof(clock, { typ }))), jkt, typ);
+  }
+  for (
+    const typ of [
+      "jwt",
+      "application/jwt",
+      "dpop",
+      "dpop+jwt ",
+      " dpop+jwt",
+      "application/dpop+jwt; charset=utf-8",
+      "text/dpop+jwt",
+      "application/application/dpop+jwt",
+      "applicationdpop+jwt",
+      "/dpop+jwt",
+      "app\u0131ication/dpop+jwt", // a dotless i: no ASCII case folding makes it an i
+      "dpop+jwt\u0000",
+      "",
+    ]
+  ) {
+    const r = await refusal(dpop, await proof(clock, { typ }));
+    assert.deepEqual([r.error, r.description], [
+      "invalid_dpop_proof",
+      "The DPoP proof's typ must be dpop+jwt",
+    ], JSON.stringify(typ));
+  }
+  for (const typ of [["dpop+jwt"], 1, null]) {
+    const r = await refusal(dpop, handMade({ alg: "EdDSA", typ, jwk: edJwk }, {}, "AAAA"));
+    assert.match(r.description, /typ/, JSON.stringify(typ));
+  }
+});
+
+const b64u = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url");
+
+/** 32 bytes of an edwards25519 point by its y (RFC 8032 5.1.2), the sign of x as told. */
+function edPoint(y: bigint, negative = false): Uint8Array {
+  const bytes = new Uint8Array(32);
+  for (let i = 0, v = y; i < 32; i++, v >>= 8n) bytes[i] = Number(v & 0xffn);
+  if (negative) bytes[31]! |= 0x80;
+  return bytes;
+}
+
+/** A proof signed without a private key: `R = (0, 1)`, `S = 0`, with the jwk given. */
+function forged(clock: { now: number }, x: Uint8Array): string {
+  const signature = Buffer.concat([edPoint(1n), new Uint8Array(32)]).toString("base64url");
+  return handMade(
+    { typ: "dpop+jwt", alg: "EdDSA", jwk: { kty: "OKP", crv: "Ed25519", x: b64u(x) } },
+    { jti: crypto.randomUUID(), htm: "POST", htu, iat: Math.floor(clock.now / 1000) },
+    signature,
+  );
+}
+
+Deno.test("a jwk of small order is refused: a signature without a private key verifies under it", async () => {
+  const { clock, dpop } = setup();
+  const p = 2n ** 255n - 19n;
+  const smallOrder: [string, Uint8Array][] = [
+    ["the neutral element (y = 1)", edPoint(1n)],
+    ["order 2 (y = -1)", edPoint(p - 1n)],
+    ["order 4 (y = 0)", edPoint(0n)],
+    ["order 4, x negative", edPoint(0n, true)],
+    ["order 8", Buffer.from("JuiVj8KyJ7BFw_SJ8u-Y8NXfrAXTxjM5sTgCiG1T_AU", "base64url")],
+    ["order 8, the other", Buffer.from("xxdqcD1N2E-6PAt2DRBnDyogU_osOczGTsf9d5KsA3o", "base64url")],
+    ["y = p + 1, the neutral element not canonical", edPoint(p + 1n)],
+    ["x = 0 with the sign bit set", edPoint(1n, true)],
+  ];
+  for (const [what, x] of smallOrder) {
+    const r = await refusal(dpop, forged(clock, x));
+    assert.deepEqual([r.error, r.description], [
+      "invalid_dpop_proof",
+      "The DPoP proof's jwk is not a valid public key",
+    ], what);
+  }
+  // Nor is a point off the curve (y = 2 is on none), of either algorithm.
+  const off = await refusal(dpop, forged(clock, edPoint(2n)));
+  assert.match(off.description, /jwk is not a valid public key/);
+  const y = Buffer.from(ecJwk.y!, "base64url");
+  y[31]! ^= 1;
+  const ecOff = await refusal(
+    dpop,
+    await proof(clock, {
+      alg: "ES256",
+      jwk: { ...ecJwk, y: b64u(y) },
+      key: ec.privateKey,
+    }),
+  );
+  assert.match(ecOff.description, /jwk is not a valid public key/);
+  const ff = b64u(new Uint8Array(32).fill(0xff));
+  const ecBeyond = await refusal(
+    dpop,
+    await proof(clock, { alg: "ES256", jwk: { ...ecJwk, x: ff }, key: ec.privateKey }),
+  );
+  assert.match(ecBeyond.description, /jwk is not a valid public key/);
+  // Keys jose makes still pass.
+  for (let i = 0; i < 10; i++) {
+    const pair = await generateKeyPair("EdDSA", { crv: "Ed25519" });
+    const jwk = await exportJWK(pair.publicKey);
+    assert.ok(await dpop.verify(request(await proof(clock, { jwk, key: pair.privateKey }))));
+  }
+});
+
+Deno.test("a jwk's members must be canonical base64url: one key, one jkt", async () => {
+  const { clock, dpop } = setup();
+  const jkt = await calculateJwkThumbprint(edJwk, "sha256");
+  assert.equal(await dpop.verify(request(await proof(clock))), jkt);
+  // 43 characters carry 258 bits: the last one's two low bits are not the key's. Set, they spell
+  // the same 32 bytes another way, which would make another thumbprint.
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const respell = (text: string) => {
+    const last = alphabet.indexOf(text.at(-1)!);
+    return text.slice(0, -1) + alphabet[last ^ 1]!;
+  };
+  const x = respell(edJwk.x!);
+  assert.deepEqual(Buffer.from(x, "base64url"), Buffer.from(edJwk.x!, "base64url"));
+  const r = await refusal(dpop, await proof(clock, { jwk: { ...edJwk, x } }));
+  assert.deepEqual([r.error, r.description], [
+    "invalid_dpop_proof",
+    "The DPoP proof's jwk is not a valid public key",
+  ]);
+  const y = respell(ecJwk.y!);
+  assert.deepEqual(Buffer.from(y, "base64url"), Buffer.from(ecJwk.y!, "base64url"));
+  const ecR = await refusal(
+    dpop,
+    await proof(clock, { alg: "ES256", jwk: { ...ecJwk, y }, key: ec.privateKey }),
+  );
+  assert.match(ecR.description, /jwk is not a valid public key/);
+});
+
+/** A proof of raw header and claims bytes, signed with the Ed25519 key. */
+async function rawProof(header: Uint8Array, claims: Uint8Array): Promise<string> {
+  const input = `${b64u(header)}.${b64u(claims)}`;
+  const signature = await crypto.subtle.sign(
+    "Ed25519",
+    ed.privateKey as unknown as CryptoKey,
+    new TextEncoder().encode(input),
+  );
+  return `${input}.${b64u(new Uint8Array(signature))}`;
+}
+
+Deno.test("a header or claims that are not UTF-8 refuse the proof (RFC 7515 5.2, RFC 7519 7.2)", async () => {
+  const { clock, dpop } = setup();
+  const encode = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+  const header = encode({ typ: "dpop+jwt", alg: "EdDSA", jwk: edJwk });
+  const claims = (jti: string) =>
+    encode({ jti, htm: "POST", htu, iat: Math.floor(clock.now / 1000) });
+  // The control: the same construction, in UTF-8, with a jti of multi-byte characters.
+  assert.ok(await dpop.verify(request(await rawProof(header, claims("caf\u00e9 \u{1f511}")))));
+  /** The JSON text with `bytes` put in place of the (ASCII) marker. */
+  const splice = (text: Uint8Array, marker: string, bytes: number[]) => {
+    const json = new TextDecoder().decode(text);
+    const [before, after] = json.split(marker) as [string, string];
+    const enc = new TextEncoder();
+    return Uint8Array.from([...enc.encode(before), ...bytes, ...enc.encode(after)]);
+  };
+  for (
+    const [what, bytes] of [
+      ["0xFF", [0xff]],
+      ["a lone continuation byte", [0x80]],
+      ["an overlong /", [0xc0, 0xaf]],
+      ["a surrogate", [0xed, 0xa0, 0x80]],
+      ["a truncated sequence", [0xe2, 0x82]],
+    ] as [string, number[]][]
+  ) {
+    const inClaims = await refusal(dpop, await rawProof(header, splice(claims("j@"), "@", bytes)));
+    assert.deepEqual([inClaims.error, inClaims.description], [
+      "invalid_dpop_proof",
+      "The DPoP proof must be one compact JWS of a JWT",
+    ], `claims: ${what}`);
+    const inHeader = splice(
+      encode({ typ: "dpop+jwt", alg: "EdDSA", jwk: edJwk, note: "@" }),
+      "@",
+      bytes,
+    );
+    const r = await refusal(dpop, await rawProof(inHeader, claims(crypto.randomUUID())));
+    assert.match(r.description, /one compact JWS/, `header: ${what}`);
+  }
 });

@@ -1,7 +1,9 @@
 /**
  * Compact JWS (RFC 7515 3.1) as the token service reads them from clients: client assertions
  * (./client_assertion.ts) and DPoP proofs (./dpop.ts). Parsing refuses anything but three
- * base64url parts whose first two are JSON objects; signatures are checked with node:crypto,
+ * base64url parts whose first two are JSON objects in UTF-8: bytes that are not UTF-8 refuse the
+ * JWS, never becoming U+FFFD (RFC 7515 5.2 step 3, RFC 7519 7.2 step 10), and so does a byte order
+ * mark (RFC 8259 8.1: no JSON text sent begins with one). Signatures are checked with node:crypto,
  * synchronously (37 us for an Ed25519 signature here, where WebCrypto's took 51).
  *
  * @module
@@ -71,10 +73,13 @@ export function verifyJws(family: KeyFamily, key: KeyObject, jws: CompactJws): b
   }
 }
 
+/** Strict UTF-8: invalid bytes throw; a BOM is kept, so that JSON.parse refuses it. */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /** The JSON object a base64url segment holds, or undefined. */
 function jsonObject(segment: string): Record<string, unknown> | undefined {
   try {
-    const value = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"));
+    const value = JSON.parse(utf8.decode(Buffer.from(segment, "base64url")));
     return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined;
   } catch {
     return undefined;
