@@ -286,14 +286,23 @@ export function createDpop(options: DpopOptions): Dpop {
 /** The RFC 3986 2.3 unreserved characters. */
 const unreserved = /^[A-Za-z0-9\-._~]$/;
 
+/** The characters of an RFC 3986 URI (unreserved, reserved, `%`). */
+const uriCharacters = /^[A-Za-z0-9._~:/?#[\]@!$&'()*+,;=%-]*$/;
+/** The scheme and authority of an absolute URI, as written. */
+const schemeAndAuthority = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/;
+
 /**
- * An `htu` (or the endpoint's URL) as compared (RFC 9449 4.3 item 9): an absolute http(s) URL
+ * An `htu` (or the endpoint's URL) as compared (RFC 9449 4.3 item 9): an absolute http(s) URI
  * without query and fragment, normalised by RFC 3986 6.2.2 (scheme and host in lower case,
  * percent-encodings in upper case and decoded when they stand for an unreserved character, dot
  * segments removed) and 6.2.3 (no default port, `/` for an empty path); undefined when it is not
- * one.
+ * one. The URL parser does that work, and reads more than RFC 3986 writes (a backslash, a tab, a
+ * host written as one number, `2130706433` for 127.0.0.1, a port with leading zeros): only the
+ * characters of a URI are taken, and an authority that the parser changed beyond its case and
+ * default port is refused.
  */
 export function normalizedHtu(uri: string): string | undefined {
+  if (!uriCharacters.test(uri)) return undefined;
   let url: URL;
   try {
     url = new URL(uri);
@@ -302,6 +311,11 @@ export function normalizedHtu(uri: string): string | undefined {
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") return undefined;
   if (url.username !== "" || url.password !== "") return undefined;
+  const written = schemeAndAuthority.exec(uri)?.[2]?.toLowerCase();
+  const defaultPort = url.protocol === "https:" ? "443" : "80";
+  if (
+    written !== url.host && written !== `${url.host}:` && written !== `${url.host}:${defaultPort}`
+  ) return undefined;
   // The WHATWG parser has lowered the scheme and host, dropped the default port and the dot
   // segments, and made an empty path `/`; percent-encoding is left as written.
   const path = url.pathname.replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => {

@@ -144,6 +144,24 @@ Deno.test("htu is compared without query and fragment, after RFC 3986 normalisat
   assert.equal(normalizedHtu("http://h.example/a%2fb"), "http://h.example/a%2Fb");
   assert.equal(normalizedHtu("ftp://h.example/"), undefined);
   assert.equal(normalizedHtu("/oauth2/token"), undefined);
+  // What the URL parser reads and RFC 3986 does not write.
+  for (
+    const uri of [
+      "http://2130706433:8080/oauth2/token",
+      "http://127.1:8080/oauth2/token",
+      "http://127.0.0.1:08080/oauth2/token",
+      "http://127.0.0.1:8080\\oauth2/token",
+      "http://127.0.0.1:8080/oauth2/to\tken",
+      "http://127.0.0.1:8080/oauth2/tökén",
+      "http://[0:0::1]:8080/oauth2/token",
+    ]
+  ) assert.equal(normalizedHtu(uri), undefined, uri);
+  assert.equal(
+    normalizedHtu("http://127.0.0.1:8080/oauth2/token"),
+    "http://127.0.0.1:8080/oauth2/token",
+  );
+  assert.equal(normalizedHtu("http://[::1]:8080/oauth2/token"), "http://[::1]:8080/oauth2/token");
+  assert.equal(normalizedHtu("HTTP://H.EXAMPLE:/"), "http://h.example/");
   for (
     const claim of [
       "https://as.example.com/oauth2/revoke",
