@@ -15,6 +15,7 @@ import { Socket } from "node:net";
 import postgres from "postgres";
 import { Gauge, type Registry } from "prom-client";
 import { isConnectionLost } from "../platform/mod.ts";
+import { parseTimestamptz } from "./timestamps.ts";
 
 /** A postgres.js connection pool. */
 export type Sql = postgres.Sql;
@@ -78,6 +79,19 @@ export function connect(url: string, options: ConnectOptions): Sql {
     // which fails at once while the database is down): postgres.js's default grows to 20 s, which
     // would keep a service unready long after its database is back.
     backoff: () => 0.05 + Math.random() * 0.05,
+    // `timestamptz` (and its arrays) is read by a parser of Postgres' own output: postgres.js's
+    // `new Date(text)` reads the years 0001 to 0099 as other dates (./timestamps.ts). It is sent
+    // as postgres.js sends it. The schemas have no `timestamp` or `date` columns, which keep
+    // postgres.js's parser.
+    types: {
+      timestamptz: {
+        to: 1184,
+        from: [1184],
+        serialize: (x: Date | string | number) =>
+          (x instanceof Date ? x : new Date(x)).toISOString(),
+        parse: parseTimestamptz,
+      },
+    },
   };
   let first: Sql | undefined;
   // The other lanes take the first's parsed options, as the connections of one postgres.js pool

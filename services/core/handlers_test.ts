@@ -148,6 +148,79 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
         assert.equal(gone.code, Code.NotFound);
       },
     );
+
+    await t.step(
+      "a unit cursor stays a position when its unit moves to another journey or is deleted; another space's is INVALID_ARGUMENT",
+      async () => {
+        const journey = async (name: string, headers = ann) =>
+          (await api.createJourney({ journey: { name } }, { headers })).journey!.id;
+        const [p, q] = [await journey("P"), await journey("Q")];
+        const made: string[] = [];
+        for (const title of ["u1", "u2", "u3", "u4"]) {
+          made.push(
+            (await api.createUnit({ unit: { journey: p, title } }, { headers: ann })).unit!.id,
+          );
+        }
+        const [u1, u2, u3, u4] = made as [string, string, string, string];
+        const page = async (journeyId: string, after: string, limit = 2, headers = ann) => {
+          const res = await api.listUnits({ journey: journeyId, after, limit }, { headers });
+          return [res.data.map((u) => u.id), res.hasMore];
+        };
+        assert.deepEqual(await page(p, "", 1), [[u1], true]);
+        // u1 moves to Q: the client paging through P goes on after it.
+        await api.updateUnit({ unitId: u1, unit: { journey: q, title: "u1" } }, { headers: ann });
+        assert.deepEqual(await page(p, u1), [[u2, u3], true]);
+        // Deleted, and moved then deleted.
+        await api.deleteUnit({ unitId: u2 }, { headers: ann });
+        assert.deepEqual(await page(p, u2), [[u3, u4], false]);
+        await api.updateUnit({ unitId: u3, unit: { journey: q, title: "u3" } }, { headers: ann });
+        await api.deleteUnit({ unitId: u3 }, { headers: ann });
+        assert.deepEqual(await page(p, u3), [[u4], false]);
+        // Any unit of the space is a position, as the list is in id order.
+        assert.deepEqual(await page(q, u4), [[], false]);
+        // Another space's units, present or deleted, and ids that name no unit are refused.
+        const b = await journey("B", bob);
+        const theirs =
+          (await api.createUnit({ unit: { journey: b, title: "b" } }, { headers: bob })).unit!.id;
+        for (
+          const [journeyId, after, headers] of [
+            [b, u1, bob],
+            [b, u2, bob],
+            [b, u3, bob],
+            [p, theirs, ann],
+            [p, "unit_01h455vb4pex5vsknk084sn02q", ann],
+            [p, p, ann],
+          ] as const
+        ) {
+          const err = await rejection(page(journeyId, after, 2, headers));
+          assert.equal(err.code, Code.InvalidArgument, `after=${after}`);
+          assert.match(err.rawMessage, /after/);
+        }
+      },
+    );
+
+    await t.step("a due_at of the years 0001 to 0099 is read back as written", async () => {
+      const { journey } = await api.createJourney({ journey: { name: "Ancient" } }, {
+        headers: ann,
+      });
+      const fresh = { ...ann, "cache-control": "no-cache" };
+      for (const year of [1, 49, 50, 99, 100]) {
+        const dueAt = new Date(Date.UTC(2000, 5, 15, 12));
+        dueAt.setUTCFullYear(year);
+        const seconds = BigInt(Math.floor(dueAt.getTime() / 1000));
+        const { unit } = await api.createUnit({
+          unit: { journey: journey!.id, title: `y${year}`, dueAt: { seconds, nanos: 0 } },
+        }, { headers: ann });
+        assert.equal(unit?.dueAt?.seconds, seconds, `year ${year}`);
+        const read = await api.getUnit({ unitId: unit!.id }, { headers: fresh });
+        assert.equal(read.unit?.dueAt?.seconds, seconds, `year ${year}`);
+      }
+      const listed = await api.listUnits({ journey: journey!.id }, { headers: ann });
+      assert.deepEqual(
+        listed.data.map((u) => new Date(Number(u.dueAt!.seconds) * 1000).toISOString()),
+        ["0001", "0049", "0050", "0099", "0100"].map((y) => `${y}-06-15T12:00:00.000Z`),
+      );
+    });
   } finally {
     await service.close();
   }
