@@ -309,6 +309,13 @@ Deno.test("the gateway serves the core area end to end", async (t) => {
         ids(await api("GET", `/v1/core/journeys?parent=${root}`, { token: alice })),
         [child],
       );
+      // An empty parent names no journey: 400, as an empty journey of a unit list is.
+      assertError(
+        await api("GET", "/v1/core/journeys?parent=", { token: alice }),
+        400,
+        "invalid_argument",
+        "parent",
+      );
       assert.deepEqual(ids(await api("GET", "/v1/core/journeys?active=true", { token: alice })), [
         root,
       ]);
@@ -684,6 +691,60 @@ Deno.test("the gateway serves the core area end to end", async (t) => {
       }
       assert.equal((await api("GET", "/v1/core/roles?limit=100", { token: alice })).status, 200);
     });
+
+    await t.step(
+      "a page ends before 1 MiB of UTF-8, and the largest page of units is answered",
+      async () => {
+        /** A journey of 100 units of the longest title and description, made of `char`. */
+        const fill = async (char: string) => {
+          const journey = (await api("POST", "/v1/core/journeys", {
+            token: alice,
+            json: { name: `pages ${char}` },
+          })).body.id;
+          const json = { journey, title: char.repeat(200), description: char.repeat(10_000) };
+          const made: string[] = [];
+          for (let i = 0; i < 100; i++) {
+            const res = await api("POST", "/v1/core/units", { token: alice, json });
+            assert.equal(res.status, 201, res.text.slice(0, 300));
+            made.push(res.body.id);
+          }
+          return { journey, made };
+        };
+        const utf8 = (text: string) => new TextEncoder().encode(text).length;
+        // CJK: 3 bytes a character, 30,600 bytes of text a unit; 1 MiB holds 34 of them. Counted
+        // in characters, a page of 100 was 3 MiB: 15 MiB of the gateway's budget, more than a
+        // caller's share (12 MiB), and so 503 for good.
+        const cjk = await fill("中");
+        const listed: string[] = [];
+        let after = "";
+        for (;;) {
+          const page = await api(
+            "GET",
+            `/v1/core/units?journey=${cjk.journey}&limit=100${after && `&after=${after}`}`,
+            { token: alice },
+          );
+          assert.equal(page.status, 200, page.text.slice(0, 300));
+          const n = page.body.data.length;
+          listed.push(...ids(page));
+          if (!page.body.has_more) break;
+          assert.equal(n, 34, "units of CJK in a page");
+          assert.ok(utf8(page.text) < 1024 * 1024 + 40 * 1024, `${utf8(page.text)} bytes`);
+          after = listed.at(-1)!;
+        }
+        assert.deepEqual(listed, cjk.made);
+        // The page with the most the gateway writes: 100 units of 10,200 `"`, each escaped in
+        // JSON (2 bytes), ~1 MB of text counted and ~2 MB of JSON.
+        const quotes = await fill('"');
+        const page = await api("GET", `/v1/core/units?journey=${quotes.journey}&limit=100`, {
+          token: alice,
+        });
+        assert.equal(page.status, 200, page.text.slice(0, 300));
+        assert.deepEqual(ids(page), quotes.made);
+        assert.equal(page.body.has_more, false);
+        assert.ok(utf8(page.text) > 2_000_000, `${utf8(page.text)} bytes`);
+        assert.equal(page.body.data[99].description, '"'.repeat(10_000));
+      },
+    );
   } finally {
     await stack.stop();
   }
