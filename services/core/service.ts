@@ -305,6 +305,12 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
 
     async listJourneys(req, ctx) {
       const space = spaceOf(ctx);
+      if (req.parent === "") {
+        throw invalidArgument([{
+          field: "parent",
+          description: "must be a journey's id (leave it out to list every journey)",
+        }]);
+      }
       const parentId = req.parent === undefined ? undefined : await journeyRef(space, req.parent);
       const { limit, after } = await readPage(
         req,

@@ -15,7 +15,6 @@ import { ids } from "../ids.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
 import { etagMismatch } from "../../../lib/resource/mod.ts";
-import { isTombstone } from "./tombstones.ts";
 
 /** A row of core.units. */
 export interface UnitRow {
@@ -85,7 +84,10 @@ export interface UnitRepository {
     limit: number,
     after: string | undefined,
   ): Promise<UnitRow[]>;
-  /** Whether the id names a unit of the journey, present or deleted. */
+  /**
+   * Whether the id names a unit of the journey's space, present or deleted, in this journey or
+   * another: a position in the journey's list.
+   */
   isCursor(journeyId: string, id: string): Promise<boolean>;
   /**
    * Replaces the caller-set columns; undefined when there is no such unit, throws ABORTED when
@@ -140,9 +142,22 @@ export function createUnitRepository(sql: Sql): UnitRepository {
         limit ${limit + 1}`;
     },
     async isCursor(journeyId, id) {
+      // The list is keyset by id, so any id is a position in it: a unit of the journey's space,
+      // wherever it is now or was when deleted, is accepted. A unit that moved to another journey
+      // (which leaves no tombstone here) must not stop a client paging through this one, as a
+      // deleted one does not; another space's stays refused, as an id that names nothing.
       const [row] = await sql<{ found: boolean }[]>`
-        select exists (select 1 from core.units where id = ${id} and journey_id = ${journeyId}) as found`;
-      return row!.found || await isTombstone(sql, "unit", id, journeyId);
+        select exists (
+          select 1 from core.journeys j
+          where j.id = ${journeyId} and (
+            exists (select 1 from core.units u where u.id = ${id} and u.space = j.space)
+            or exists (
+              select 1 from core.tombstones t
+              where t.id = ${id} and t.kind = 'unit' and t.space = j.space
+            )
+          )
+        ) as found`;
+      return row!.found;
     },
     async replace(space, id, unit, write) {
       const row = await updateAudited<UnitRow, UnitFields>(
