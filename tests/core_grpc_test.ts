@@ -127,6 +127,40 @@ Deno.test("a stock gRPC client uses the core service directly", async (t) => {
       );
       assert.equal(await code(client.call(rpc.listUnits, { journey: journey!.id }, b)), 5);
     });
+
+    await t.step(
+      "Connect JSON: a misspelled field of a full replacement is INVALID_ARGUMENT and clears nothing",
+      async () => {
+        const { journey } = await client.call(rpc.createJourney, { journey: { name: "J" } }, a);
+        const { unit } = await client.call(rpc.createUnit, {
+          unit: { journey: journey!.id, title: "t", assignee: "bob" },
+        }, a);
+        const connect = (method: string, body: unknown) =>
+          fetch(`${stack.coreHttp}/${CoreService.typeName}/${method}`, {
+            method: "POST",
+            headers: { ...a, "content-type": "application/json" },
+            body: JSON.stringify(body),
+          });
+        const res = await connect("UpdateUnit", {
+          unitId: unit!.id,
+          unit: { journey: journey!.id, title: "t", asignee: "bob" },
+        });
+        const text = await res.text();
+        assert.equal(res.status, 400, text);
+        assert.equal(JSON.parse(text).code, "invalid_argument", text);
+        assert.match(JSON.parse(text).message, /asignee/, text);
+        assert.equal(
+          (await client.call(rpc.getUnit, { unitId: unit!.id }, a)).unit?.assignee,
+          "bob",
+        );
+        // Spelled right, by its JSON or its proto name, it is taken.
+        for (const body of [{ unitId: unit!.id }, { unit_id: unit!.id }]) {
+          const ok = await connect("GetUnit", body);
+          assert.equal(ok.status, 200, await ok.clone().text());
+          assert.equal((await ok.json()).unit.assignee, "bob");
+        }
+      },
+    );
   } finally {
     client.close();
     await stack.stop();

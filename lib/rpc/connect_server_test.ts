@@ -71,3 +71,44 @@ Deno.test("a Connect deadline further away than a timer can wait does not end th
     ], `Watch ${timeout}`);
   }
 });
+
+Deno.test("a Connect JSON request with a field its message does not have is INVALID_ARGUMENT, not ignored", async () => {
+  const seen: string[] = [];
+  const routes = connectRoutes(
+    createRouter([bindGrpc(Health, {
+      check(req) {
+        seen.push(req.service);
+        return { status: Status.SERVING };
+      },
+      async *watch() {},
+    })], { interceptors: [], maxMessageBytes: 1024, protocols: "http" }),
+    { maxMessageBytes: 1024, budget: createMemoryBudget(1024 * 1024) },
+  );
+  const check = (body: string) => {
+    const path = `/${Health.typeName}/Check`;
+    return routes.get(path)!(
+      new Request(`http://localhost${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      }),
+      "127.0.0.1",
+    );
+  };
+  // A misspelled field of a request that replaces a whole record would clear the one meant.
+  for (const body of ['{"servise":"a"}', '{"service":"a","status":"SERVING"}']) {
+    const res = await check(body);
+    assert.equal(res.status, 400, body);
+    const error = await res.json();
+    assert.equal(error.code, "invalid_argument", body);
+    assert.match(error.message, /servise|status/, body);
+  }
+  assert.deepEqual(seen, []);
+  // Its own field, or none.
+  for (const body of ['{"service":"a"}', "{}"]) {
+    const res = await check(body);
+    assert.equal(res.status, 200, body);
+    assert.deepEqual(await res.json(), { status: "SERVING" });
+  }
+  assert.deepEqual(seen, ["a", ""]);
+});

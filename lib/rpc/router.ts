@@ -162,6 +162,10 @@ export function createRouter(bindings: readonly Binding[], options: RouterOption
     grpcWeb: !grpc,
     interceptors: options.interceptors,
     readMaxBytes: options.maxMessageBytes,
+    // An unknown field in a JSON request is INVALID_ARGUMENT, as the protobuf JSON mapping has it
+    // and as `/v1` answers; connect-es ignores it by default, and a misspelled field of a PUT,
+    // which replaces the whole record, then cleared that field.
+    jsonOptions: { ignoreUnknownFields: false },
   });
   const unary = new Map<string, UnaryRoute>();
   for (const [service, impl] of register(router, bindings)) {
