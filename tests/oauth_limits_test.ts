@@ -147,8 +147,9 @@ const cases: Case[] = [
     type: "spa",
     javascript_origins: Array.from({ length: n }, (_, i) => `https://o${i}.example.com`),
   }), 100),
+  // A project that declares no scopes (lim declares some above, and takes consent to those only).
   ...both("scopes per installation", "POST", "/v1/installations", "scopes", (n) => ({
-    project_id: "lim",
+    project_id: "lim3",
     scopes: Array.from({ length: n }, (_, i) => `scope.${i}`),
   }), 100),
   ...both(
@@ -176,15 +177,17 @@ const cases: Case[] = [
 Deno.test("every limit of spec section 8 holds at n and n+1", async (t) => {
   const stack = await startStack();
   const api = httpClient(stack.gatewayUrl);
-  const token = await stack.token({ sub: "limits", projects: ["lim", "lim2"] });
+  const token = await stack.token({ sub: "limits", projects: ["lim", "lim2", "lim3"] });
   try {
     const created = await api("PATCH", config, { token, json: { application_name: "Limits" } });
     assert.equal(created.status, 200, created.text);
-    const other = await api("PATCH", "/v1/projects/lim2/config", {
-      token,
-      json: { application_name: "Limits 2" },
-    });
-    assert.equal(other.status, 200, other.text);
+    for (const project of ["lim2", "lim3"]) {
+      const other = await api("PATCH", `/v1/projects/${project}/config`, {
+        token,
+        json: { application_name: `Limits ${project}` },
+      });
+      assert.equal(other.status, 200, other.text);
+    }
     for (const c of cases) {
       await t.step(`${c.name}: ${c.ok ? "accepted" : "rejected"}`, async () => {
         const res = await api(c.method, c.path, {

@@ -221,7 +221,6 @@ function ipv6Hostname(host: string): string | undefined {
  */
 function isValidHost(host: string): boolean {
   if (host.startsWith("[")) return ipv6Hostname(host) !== undefined;
-  if (host.length > 253) return false; // a DNS name's limit (RFC 1035 2.3.4, as written)
   const labels = host.split(".");
   const last = labels[labels.length - 1] ?? "";
   // WHATWG URL parsing reads a host whose last label is a number as IPv4 ("127.1", "0x7f.1"):

@@ -334,11 +334,10 @@ Deno.test("checkRedirectUri() rejects an invalid host", () => {
   }
   rejects(redirect("web"), "https://exa_mple.com/cb", "must have a valid host name or IP address");
   accepts(redirect("web"), `https://${"a".repeat(63)}.com/cb`);
-  // A name of 253 characters at most (RFC 1035 2.3.4), however its labels are cut.
+  // No limit on the whole name but the URI's: the spec takes a JavaScript origin of 2048
+  // characters, which only a long host makes.
   const host = (n: number) => Array.from({ length: n }, () => "a".repeat(63)).join(".");
-  accepts(redirect("web"), `https://${host(4).slice(0, 249)}.com/cb`); // 253
-  rejects(redirect("web"), `https://${host(4).slice(0, 250)}.com/cb`); // 254
-  rejects(checkHttpsUri, `https://${host(31)}.com/logo.png`);
+  accepts(checkHttpsUri, `https://${host(31)}.com/logo.png`);
   accepts(redirect("web"), "https://xn--bcher-kva.example/cb");
 });
 
