@@ -14,7 +14,6 @@ import {
   createAsyncIterable,
   readAllBytes,
   type UniversalHandler,
-  universalServerResponseToFetch,
 } from "@connectrpc/connect/protocol";
 import {
   codeFromString,
@@ -118,6 +117,18 @@ async function serveCall(
   peer: string,
   options: { maxMessageBytes: number; budget: MemoryBudget },
 ): Promise<Response> {
+  // This listener writes an answer once it is whole (lib/transport/http1.ts), so a server stream
+  // (WatchEvents) would never send a byte, and would read its source without end: refused, before
+  // a byte of the request is read. Streams are served on the gRPC port.
+  if (handler.method.methodKind !== "unary") {
+    return connectErrorResponse(
+      new ConnectError(
+        `${handler.method.name} streams: call it over gRPC (the service's GRPC_PORT); this port ` +
+          "answers unary calls only",
+        Code.Unimplemented,
+      ),
+    );
+  }
   const lease = options.budget.take(0)!;
   // Who called, for the audit trail: the connection's peer, never what the caller claims.
   const header = new Headers(req.headers);
@@ -147,9 +158,6 @@ async function serveCall(
       body: createAsyncIterable(chunks),
       signal: req.signal,
     });
-    if (handler.method.methodKind !== "unary" && res.status === 200) {
-      return universalServerResponseToFetch(res);
-    }
     // A unary answer is one small body: sent whole, with its length, not streamed chunked.
     const body: Uint8Array | undefined = res.body === undefined || res.body instanceof Uint8Array
       ? res.body

@@ -1871,13 +1871,13 @@ export const OAuthRegistryService: GenService<{
     output: typeof ListEventsResponseSchema;
   },
   /**
-   * Internal (gRPC and Connect only): the change feed. Sends every event of the project numbered
-   * above `after`, oldest first, then each new one as it commits, in commit order, until the
-   * caller cancels: a consumer that reconnects with the id of the last event it saw misses
-   * nothing and sees nothing twice. An event reaches a watcher within about 250 ms of its
-   * commit. A watcher that stops reading is cut off (the stream is reset) rather than buffered;
-   * past AUDIT_MAX_WATCHERS streams per process, RESOURCE_EXHAUSTED. Callers that administer the
-   * project.
+   * Internal (gRPC only; the Connect port answers a stream UNIMPLEMENTED): the change feed. Sends
+   * every event of the project numbered above `after`, oldest first, then each new one as it
+   * commits, in commit order, until the caller cancels: a consumer that reconnects with the id of
+   * the last event it saw misses nothing and sees nothing twice. An event reaches a watcher within
+   * about 250 ms of its commit. A watcher that stops reading is cut off (the stream is reset)
+   * rather than buffered; past AUDIT_MAX_WATCHERS streams per process, RESOURCE_EXHAUSTED. Callers
+   * that administer the project.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.WatchEvents
    */

@@ -1910,12 +1910,12 @@ export const TokenService: GenService<{
     output: typeof ListEventsResponseSchema;
   },
   /**
-   * Internal (gRPC and Connect only): the project's security events as they commit. Sends every
-   * event of the project numbered above `after`, oldest first, then each new one as it commits, in
-   * commit order, until the caller cancels: a consumer that reconnects with the id of the last
-   * event it saw misses nothing and sees nothing twice. A watcher that stops reading is cut off
-   * rather than buffered; past AUDIT_MAX_WATCHERS streams per process, RESOURCE_EXHAUSTED.
-   * Callers that administer the project, as ListEvents.
+   * Internal (gRPC only; the Connect port answers a stream UNIMPLEMENTED): the project's security
+   * events as they commit. Sends every event of the project numbered above `after`, oldest first,
+   * then each new one as it commits, in commit order, until the caller cancels: a consumer that
+   * reconnects with the id of the last event it saw misses nothing and sees nothing twice. A
+   * watcher that stops reading is cut off rather than buffered; past AUDIT_MAX_WATCHERS streams per
+   * process, RESOURCE_EXHAUSTED. Callers that administer the project, as ListEvents.
    *
    * @generated from rpc registry.token.v1.TokenService.WatchEvents
    */
