@@ -21,6 +21,7 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import {
   type DescMessage,
   type DescMethod,
@@ -34,7 +35,15 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
 import { deleteBatch, plainName, purgeBatch, type Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
-import { expiredEtagSuffix, pageLimit, readEtag, timestampOf, validate } from "../resource/mod.ts";
+import {
+  expiredEtagSuffix,
+  pageLimit,
+  readEtag,
+  rowTextSize,
+  timestamp,
+  timestampOf,
+  validate,
+} from "../resource/mod.ts";
 import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
 
 /** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
@@ -534,6 +543,14 @@ function shown(change: FieldChange, fields: EventFields): FieldChange {
 }
 
 /**
+ * An event row's UTF-8 bytes of text, for a page's cap ({@link pageOf}'s `sizeOf`): its strings and
+ * its changes as JSON, where nearly all of it is (a PATCH of 100 redirect URIs is 400 KB of them).
+ */
+export function eventRowSize(row: EventRow): number {
+  return rowTextSize(row) + Buffer.byteLength(JSON.stringify(row.changes));
+}
+
+/**
  * An event row as the message; its changes by the API's field paths and in its encoding (`fields`,
  * the service's columns shown otherwise than stored), in field order.
  */
@@ -602,6 +619,10 @@ const querySchema = v.object({
   resource: v.pipe(v.string(), v.maxLength(4096, "must be at most 4096 characters")),
   method: v.pipe(v.string(), v.maxLength(512, "must be at most 512 characters")),
   actor: v.pipe(v.string(), v.maxLength(1024, "must be at most 1024 characters")),
+  // Years 0001..9999 and nanos 0..999,999,999, as a Timestamp is (a direct gRPC caller can send
+  // any numbers; Postgres took them as an internal error).
+  since: v.optional(timestamp),
+  until: v.optional(timestamp),
 });
 
 /** The cursor of a request (`after`): undefined when empty; INVALID_ARGUMENT when malformed. */

@@ -12,7 +12,17 @@ import postgres from "postgres";
 import { migrate, readMigrations, type Sql } from "../db/mod.ts";
 import { createTestDatabase } from "../testing/mod.ts";
 import { ListEventsRequestSchema } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
-import { listEvents, numberEvents, readCursor } from "./events.ts";
+import { maxPageBytes, pageOf } from "../resource/mod.ts";
+import { create } from "@bufbuild/protobuf";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
+import {
+  type EventRow,
+  eventRowSize,
+  listEvents,
+  numberEvents,
+  readCursor,
+  readEventQuery,
+} from "./events.ts";
 
 /** A plan node of `explain (format json)`, as far as these tests read it. */
 interface PlanNode {
@@ -165,4 +175,59 @@ Deno.test("a bad event cursor is refused in words, not with the pattern that che
   }
   assert.equal(readCursor("", ListEventsRequestSchema), undefined);
   assert.equal(readCursor("42", ListEventsRequestSchema), 42n);
+});
+
+Deno.test("a since or until outside years 0001..9999, or with bad nanos, is INVALID_ARGUMENT", () => {
+  const query = (since: { seconds: bigint; nanos: number }) =>
+    readEventQuery(
+      { after: "", resource: "", method: "", actor: "", since: create(TimestampSchema, since) },
+      ListEventsRequestSchema,
+    );
+  for (
+    const since of [
+      { seconds: 253402300800n, nanos: 0 },
+      { seconds: -62135596801n, nanos: 0 },
+      { seconds: 1_000_000_000_000_000n, nanos: 0 },
+      { seconds: 0n, nanos: 1_500_000_000 },
+      { seconds: 0n, nanos: -5 },
+    ]
+  ) {
+    assert.throws(
+      () => query(since),
+      (e: Error) =>
+        e.message.includes("since") && e.message.includes("between years 0001 and 9999"),
+      String(since.seconds),
+    );
+  }
+  assert.deepEqual(query({ seconds: 0n, nanos: 0 }).since, new Date(0));
+});
+
+Deno.test("an event page ends before the 1 MiB cap, its changes (JSON) counted in UTF-8", () => {
+  // A PATCH of 100 redirect URIs of about 2,000 characters: ~400 KB of changes an event.
+  const uris = (c: string) =>
+    Array.from({ length: 100 }, (_, i) => `https://${c}.example/${i}`.padEnd(2000, c));
+  const row = (seq: number): EventRow => ({
+    parent: "p",
+    seq: String(seq),
+    occurred_at: new Date(0),
+    method: "/registry.oauth.v1.OAuthRegistryService/UpdateClient",
+    resource: "projects/p/clients/c",
+    actor_sub: "admin",
+    actor_client_id: null,
+    actor_installation_id: null,
+    request_id: "r",
+    source_ip: "127.0.0.1",
+    user_agent: "",
+    peer: "127.0.0.1",
+    changes: [{ field: "redirect_uris", old: uris("a"), new: uris("é") }],
+    result: "ok",
+  });
+  const rows = Array.from({ length: 21 }, (_, i) => row(i));
+  assert.ok(eventRowSize(rows[0]!) > 550_000);
+  const page = pageOf(rows, 20, (r) => r.seq, eventRowSize);
+  assert.deepEqual(page.data, ["0"]);
+  assert.equal(page.hasMore, true);
+  assert.ok(eventRowSize(rows[0]!) + eventRowSize(rows[1]!) > maxPageBytes);
+  // Without its size, the strings alone (a few hundred bytes) would let all 20 through.
+  assert.equal(pageOf(rows, 20, (r) => r.seq).data.length, 20);
 });

@@ -18,7 +18,7 @@ export {
   preconditionFailed,
   readEtag,
 } from "./etag.ts";
-export { nullable, pageOf, pathUuid, readPage } from "./pages.ts";
+export { maxPageBytes, nullable, pageOf, pathUuid, readPage, rowTextSize } from "./pages.ts";
 export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
 export { timestampOf } from "./timestamps.ts";
 export { resolveMask } from "./update_mask.ts";

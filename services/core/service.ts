@@ -32,6 +32,7 @@ import {
   type EventFeed,
   type EventFields,
   type EventRow,
+  eventRowSize,
   idField,
   listEvents,
   readCursor,
@@ -446,7 +447,7 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const space = spaceOf(ctx);
       const query = readEventQuery(req, ListEventsRequestSchema);
       const rows = await listEvents(deps.sql, "core", space, query);
-      return pageOf(rows, query.limit, eventOf);
+      return pageOf(rows, query.limit, eventOf, eventRowSize);
     },
 
     async *watchEvents(req, ctx) {

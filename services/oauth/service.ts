@@ -58,6 +58,7 @@ import {
   type EventFeed,
   type EventFields,
   type EventRow,
+  eventRowSize,
   listEvents,
   readCursor,
   readEventQuery,
@@ -942,7 +943,7 @@ export function createOAuthRegistry(
       project(req.projectId);
       const query = readEventQuery(req, ListEventsRequestSchema);
       const rows = await listEvents(deps.sql, "oauth", req.projectId, query);
-      return pageOf(rows, query.limit, eventOf);
+      return pageOf(rows, query.limit, eventOf, eventRowSize);
     },
 
     async *watchEvents(req, ctx) {

@@ -22,6 +22,7 @@ import {
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import {
   type EventFeed,
+  eventRowSize,
   listEvents,
   readCursor,
   readEventQuery,
@@ -381,7 +382,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       validate(eventsRequest, ListEventsRequestSchema, { projectId: req.projectId });
       const query = readEventQuery(req, ListEventsRequestSchema);
       const rows = await listEvents(sql, eventSchema, req.projectId, query);
-      return pageOf(rows, query.limit, toEvent);
+      return pageOf(rows, query.limit, toEvent, eventRowSize);
     },
 
     async *watchEvents(req, ctx) {
