@@ -62,6 +62,8 @@ import type { IntrospectionCache } from "./introspection_cache.ts";
 import {
   assertionSigningAlgs,
   dpopSigningAlgs,
+  forwardedForHeader,
+  forwardedUserAgentHeader,
   type Logger,
   type MemoryBudget,
   oauthDescription,
@@ -288,9 +290,18 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   });
   let jwks: { body: string; until: number } | undefined;
 
-  const headersOf = (c: { requestId: string; traceparent: string }) => ({
+  /**
+   * A call's metadata: the request id and trace, and who called from where, which the token
+   * service's security events record (and pass on to the registry's, for a consent), as the
+   * services' events of `/v1` calls do.
+   */
+  const headersOf = (
+    c: { requestId: string; traceparent: string; clientAddress?: string; userAgent?: string },
+  ) => ({
     "x-request-id": c.requestId,
     traceparent: c.traceparent,
+    ...(c.clientAddress ? { [forwardedForHeader]: c.clientAddress } : {}),
+    ...(c.userAgent !== undefined ? { [forwardedUserAgentHeader]: c.userAgent } : {}),
   });
 
   /** Whether a browser on `origin` may read the answer; a failure to ask is a no. */
@@ -565,7 +576,9 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     }
   }
 
-  return async (req, url, c) => {
+  return async (req, url, correlation) => {
+    const agent = req.headers.get("user-agent");
+    const c = agent === null ? correlation : { ...correlation, userAgent: agent };
     switch (url.pathname) {
       case oauthPaths.metadata:
         if (req.method !== "GET" && req.method !== "HEAD") {

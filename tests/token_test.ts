@@ -346,6 +346,10 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       assert.equal(revoked[0].resource, `projects/tp1/clients/${a.id}`);
       assert.equal(revoked[0].method, "registry.token.v1.TokenService/RevokeToken");
       assert.equal(revoked[0].actor.client_id, a.id);
+      // Who called, from where, as the gateway saw it (it forwards them as for /v1 calls).
+      assert.match(revoked[0].user_agent, /oauth4webapi/);
+      assert.equal(revoked[0].source_ip, "127.0.0.1");
+      assert.match(revoked[0].request_id, /^[0-9a-f-]{8,}$/);
       assert.ok(!JSON.stringify(listed.body).includes(token), "never the token itself");
       const before = await api("GET", `${path}?until=2000-01-01T00:00:00Z`, { token: adminToken });
       assert.equal(before.status, 200, before.text);

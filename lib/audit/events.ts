@@ -116,6 +116,23 @@ export function auditContextFrom(
   };
 }
 
+/**
+ * The metadata with which a service that calls another on a caller's behalf (the token service
+ * recording a consent in the registry) passes on who called, from where: the request id, the
+ * forwarded address and user agent it was given, else its caller's own (its peer, its user agent),
+ * so that the other service's event names the same request and client as its own.
+ */
+export function provenanceOf(header: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  const requestId = header.get("x-request-id");
+  if (requestId !== null) out["x-request-id"] = requestId;
+  const address = header.get(forwardedForHeader) ?? header.get(peerHeader);
+  if (address !== null) out[forwardedForHeader] = address;
+  const agent = header.get(forwardedUserAgentHeader) ?? header.get("user-agent");
+  if (agent !== null) out[forwardedUserAgentHeader] = agent;
+  return out;
+}
+
 /** The audit context of a call (after authentication: the platform token's caller acts). */
 export function auditContextOf(ctx: HandlerContext, now: number): AuditContext {
   const caller = callerOf(ctx);

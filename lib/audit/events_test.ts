@@ -20,6 +20,7 @@ import {
   eventRowSize,
   listEvents,
   numberEvents,
+  provenanceOf,
   readCursor,
   readEventQuery,
 } from "./events.ts";
@@ -230,4 +231,30 @@ Deno.test("an event page ends before the 1 MiB cap, its changes (JSON) counted i
   assert.ok(eventRowSize(rows[0]!) + eventRowSize(rows[1]!) > maxPageBytes);
   // Without its size, the strings alone (a few hundred bytes) would let all 20 through.
   assert.equal(pageOf(rows, 20, (r) => r.seq).data.length, 20);
+});
+
+Deno.test("provenanceOf() passes on the request id, address and user agent a call came with", () => {
+  // Through the gateway: what it forwarded.
+  assert.deepEqual(
+    provenanceOf(
+      new Headers({
+        "x-request-id": "r1",
+        "x-forwarded-for": "203.0.113.7",
+        "x-forwarded-user-agent": "Mozilla/5.0",
+        "x-peer-address": "10.0.0.2",
+        "user-agent": "connect-es",
+        authorization: "Bearer t",
+      }),
+    ),
+    {
+      "x-request-id": "r1",
+      "x-forwarded-for": "203.0.113.7",
+      "x-forwarded-user-agent": "Mozilla/5.0",
+    },
+  );
+  // Called directly: its caller's own peer and user agent.
+  assert.deepEqual(
+    provenanceOf(new Headers({ "x-peer-address": "10.0.0.9", "user-agent": "grpc-node-js/1.14" })),
+    { "x-forwarded-for": "10.0.0.9", "x-forwarded-user-agent": "grpc-node-js/1.14" },
+  );
 });

@@ -526,7 +526,7 @@ export async function decideAuthorization(
   try {
     // The registry adds the scopes to those the installation holds (the union): a page that
     // listed only the new ones takes none of the others away.
-    installation = await deps.registry.consent(authorization, client.projectId, scopes);
+    installation = await deps.registry.consent(ctx.requestHeader, client.projectId, scopes);
   } catch (error) {
     // The registry's refusal (an internal project, since the check above) is said in our words.
     if (error instanceof ConnectError && error.code === Code.PermissionDenied) {

@@ -244,11 +244,7 @@ export async function decideDeviceCode(
   }
   let installation;
   try {
-    installation = await deps.registry.consent(
-      ctx.requestHeader.get("authorization")!,
-      client.projectId,
-      row.scopes,
-    );
+    installation = await deps.registry.consent(ctx.requestHeader, client.projectId, row.scopes);
   } catch (error) {
     if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
       throw oauthError("access_denied", "This application is only for the users of its project");

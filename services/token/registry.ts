@@ -22,6 +22,7 @@ import {
   InstallationStatus,
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
+import { provenanceOf } from "../../lib/audit/mod.ts";
 import { cacheControlHeader } from "../../lib/platform/mod.ts";
 import { signToken } from "../../lib/policy/mod.ts";
 import { createGrpcTransport } from "../../lib/rpc/mod.ts";
@@ -85,7 +86,7 @@ export interface Registry {
    * live one's (the union). Throws PERMISSION_DENIED when the project does not accept the user
    * (audience `internal`), FAILED_PRECONDITION when the union would exceed 100 scopes.
    */
-  consent(authorization: string, projectId: string, scopes: string[]): Promise<Installation>;
+  consent(call: Headers, projectId: string, scopes: string[]): Promise<Installation>;
   /**
    * The user's live (active) installation of the project, or undefined when there is none, asked
    * as the user (the call carries the user's own `authorization`, which the caller verified and
@@ -214,10 +215,11 @@ export function createRegistry(options: RegistryOptions): Registry {
         throw unavailable(error);
       }
     },
-    async consent(userAuthorization, projectId, scopes) {
+    async consent(call, projectId, scopes) {
       try {
+        // As the user, with the user's request id, address and user agent for the registry's event.
         const res = await client.consentInstallation({ projectId, scopes }, {
-          headers: { authorization: userAuthorization },
+          headers: { ...provenanceOf(call), authorization: call.get("authorization")! },
         });
         return res.installation!;
       } catch (error) {

@@ -289,11 +289,11 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
       );
       return installation?.projectId === projectId ? installation : undefined;
     },
-    async consent(authorization, projectId, scopes) {
+    async consent(call, projectId, scopes) {
       // The installation as the consent left it: what this replica answers next (another
       // replica's older copy holds fewer scopes, which only asks again).
       const before = cache.generation;
-      const installation = kept(await registry.consent(authorization, projectId, scopes));
+      const installation = kept(await registry.consent(call, projectId, scopes));
       remember(installation, before);
       return installation;
     },

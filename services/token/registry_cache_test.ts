@@ -175,7 +175,9 @@ Deno.test("registry cache: a user's live installation is answered from memory un
   assert.equal(await t.cache.liveInstallation("Bearer u", "acc_1", "p1"), undefined);
   assert.deepEqual(t.calls, ["live acc_1 p1", "live acc_1 p1"]);
   // The consent answered here is what this replica answers next.
-  const consented = await t.cache.consent("Bearer u", "p1", ["read"]);
+  const consented = await t.cache.consent(new Headers({ authorization: "Bearer u" }), "p1", [
+    "read",
+  ]);
   const held = await t.cache.liveInstallation("Bearer u", "acc_1", "p1");
   assert.equal(held?.id, consented.id);
   // Without what changes with no notification (a consent that adds no scope).

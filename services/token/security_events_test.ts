@@ -85,8 +85,8 @@ function memoryRegistry() {
       const found = installations.get(id);
       return Promise.resolve(found?.projectId === projectId ? found : undefined);
     },
-    consent: (authorization, projectId, scopes) => {
-      const key = `${authorization} ${projectId}`;
+    consent: (call, projectId, scopes) => {
+      const key = `${call.get("authorization")} ${projectId}`;
       const held = consents.get(key);
       const installation = create(InstallationSchema, {
         id: held?.id ?? installationIds.generate().id,
