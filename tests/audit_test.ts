@@ -870,7 +870,7 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
         // The connection lives on, and the watcher's place is free again: as many watchers as a
         // process admits are admitted (a cancelled watcher leaves within its next poll).
         await healthCheck(stall.conn);
-        await admitsWatchers(stack.oauthGrpc, token);
+        await admitsWatchers(stack.oauthGrpc, token, projects);
       },
     );
 
@@ -1178,21 +1178,24 @@ async function checkEtags(o: {
 
 /**
  * Waits until the oauth-registry admits {@link maxWatchers} watchers at once again (none refused
- * RESOURCE_EXHAUSTED): the places of cancelled and reset watchers are given back.
+ * RESOURCE_EXHAUSTED): the places of cancelled and reset watchers are given back. They watch
+ * `projects` in turn, since one project may hold a quarter of a process's places.
  */
-async function admitsWatchers(address: string, token: string): Promise<void> {
+async function admitsWatchers(address: string, token: string, projects: string[]): Promise<void> {
   const channel = grpcChannel(address);
   try {
     await until(
       async () => {
-        const outcomes = await Promise.all(Array.from({ length: maxWatchers }, () =>
-          channel.call({
-            kind: "server_streaming",
-            path: watchPath,
-            requests: [watchRequest("feed-js", "999999")],
-            metadata: { authorization: `Bearer ${token}` },
-            timeoutMs: 1000,
-          })));
+        const outcomes = await Promise.all(
+          Array.from({ length: maxWatchers }, (_, i) =>
+            channel.call({
+              kind: "server_streaming",
+              path: watchPath,
+              requests: [watchRequest(projects[i % projects.length]!, "999999")],
+              metadata: { authorization: `Bearer ${token}` },
+              timeoutMs: 1000,
+            })),
+        );
         for (const o of outcomes) {
           assert.ok(
             [DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED].includes(o.code),

@@ -24,7 +24,13 @@
  * not read ahead of: the next batch is read when the previous one has been written to the stream,
  * so a watcher that does not read is held back by HTTP/2 flow control and cut off by the
  * transport's window timeout, not buffered without limit. At most `maxWatchers` watch at once per
- * process (RESOURCE_EXHAUSTED beyond).
+ * process, and at most a quarter of them (at least one) one project's or space's events, so that
+ * one caller's streams leave room for the others' (RESOURCE_EXHAUSTED beyond).
+ *
+ * A position retention has passed (`after` below the oldest event kept, less one) is refused
+ * (OUT_OF_RANGE, naming the oldest kept) rather than followed from the oldest kept: a consumer
+ * that resumes after an outage longer than the retention learns that it missed events. `after` 0,
+ * a consumer's first watch, starts at the oldest kept.
  *
  * @module
  */
@@ -75,6 +81,9 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
   /** The waiting watchers, by project. */
   const waiting = new Map<string, Set<Waiter>>();
   let count = 0;
+  /** Watchers by parent, and the most one parent may hold. */
+  const byParent = new Map<string, number>();
+  const perParent = Math.max(1, Math.floor(options.maxWatchers / 4));
   let closed = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let ticking = false;
@@ -134,10 +143,29 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
           Code.ResourceExhausted,
         );
       }
+      const held = byParent.get(parent) ?? 0;
+      if (held >= perParent) {
+        throw new ConnectError(
+          `${parent} has ${perParent} watchers on this process already; retry later or elsewhere`,
+          Code.ResourceExhausted,
+        );
+      }
+      byParent.set(parent, held + 1);
       // The first watcher starts the tick; it stops when the last one leaves.
       if (count++ === 0 && !ticking) schedule(tickMs);
       let cursor = after;
       try {
+        if (after > 0n) {
+          const [oldest] = await sql<{ seq: string | null }[]>`
+            select min(seq)::text as seq from ${table} where parent = ${parent} and seq is not null`;
+          if (oldest?.seq != null && after < BigInt(oldest.seq) - 1n) {
+            throw new ConnectError(
+              `The events after ${after} are past retention: the oldest kept is ${oldest.seq}; ` +
+                `watch from ${BigInt(oldest.seq) - 1n} (or 0) to go on from it`,
+              Code.OutOfRange,
+            );
+          }
+        }
         // Ended by `signal` with its reason: a deadline that passes is DEADLINE_EXCEEDED to the
         // caller, not a stream that ended as if the feed had nothing more.
         for (signal.throwIfAborted();; signal.throwIfAborted()) {
@@ -156,6 +184,9 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
         }
       } finally {
         if (--count === 0) clearTimeout(timer);
+        const left = byParent.get(parent)! - 1;
+        if (left === 0) byParent.delete(parent);
+        else byParent.set(parent, left);
       }
     },
     watchers: () => count,

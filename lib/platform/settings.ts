@@ -276,7 +276,8 @@ export const settings = {
   AUDIT_MAX_WATCHERS: {
     usedBy: ["oauth-registry", "core", "token-service"],
     default: "`100`",
-    meaning: "most `WatchEvents` streams at once per process (RESOURCE_EXHAUSTED beyond)",
+    meaning: "most `WatchEvents` streams at once per process, a quarter of them for one " +
+      "project or space (RESOURCE_EXHAUSTED beyond)",
   },
   RATE_LIMIT_PER_SECOND: {
     usedBy: ["gateway"],

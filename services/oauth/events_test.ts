@@ -559,8 +559,41 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
         const [p] = await svc.sql<{ n: number }[]>`
         select count(*)::int as n from oauth.events where parent = 'p'`;
         assert.ok(p!.n > 50, "this run's events are kept");
+
+        // A watch from a position retention has passed learns that it missed events; from the
+        // position before the oldest kept, or from 0, it goes on.
+        const feed = createEventFeed(svc.sql, "oauth", { maxWatchers: 4 });
+        const signal = AbortSignal.timeout(30_000);
+        const gone = await rejection(feed.watch("old", 100n, signal).next());
+        assert.equal(gone.code, Code.OutOfRange);
+        assert.match(gone.rawMessage, /the oldest kept is 2501/);
+        for (const after of [2500n, 0n]) {
+          const batches = feed.watch("old", after, signal);
+          assert.equal((await batches.next()).value![0]!.seq, "2501");
+          await batches.return(undefined);
+        }
+        feed.close();
       },
     );
+
+    await t.step("one project's watchers take at most a quarter of the process's", async () => {
+      const feed = createEventFeed(svc.sql, "oauth", { maxWatchers: 8 });
+      const signal = AbortSignal.timeout(30_000);
+      const held = [feed.watch("p", 0n, signal), feed.watch("p", 0n, signal)];
+      for (const w of held) await w.next();
+      const third = await rejection(feed.watch("p", 0n, signal).next());
+      assert.equal(third.code, Code.ResourceExhausted);
+      assert.match(third.rawMessage, /p has 2 watchers/);
+      // Another project still watches, and a place freed is taken again.
+      const other = feed.watch("old", 0n, signal);
+      assert.ok((await other.next()).value!.length > 0);
+      await held[0]!.return(undefined);
+      const again = feed.watch("p", 0n, signal);
+      assert.ok((await again.next()).value!.length > 0);
+      for (const w of [held[1]!, other, again]) await w.return(undefined);
+      assert.equal(feed.watchers(), 0);
+      feed.close();
+    });
   } finally {
     await svc.close();
   }

@@ -1879,6 +1879,10 @@ export const OAuthRegistryService: GenService<{
    * rather than buffered; past AUDIT_MAX_WATCHERS streams per process, RESOURCE_EXHAUSTED. Callers
    * that administer the project.
    *
+   * One project's (or space's) watchers take at most a quarter of AUDIT_MAX_WATCHERS
+   * (RESOURCE_EXHAUSTED beyond). An `after` that retention has passed (below the oldest event kept,
+   * less one) is OUT_OF_RANGE, naming the oldest kept; `after` 0 starts at the oldest kept.
+   *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.WatchEvents
    */
   watchEvents: {
