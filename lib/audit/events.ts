@@ -44,7 +44,12 @@ import {
   timestampOf,
   validate,
 } from "../resource/mod.ts";
-import { forwardedForHeader, forwardedUserAgentHeader, peerHeader } from "../platform/mod.ts";
+import {
+  forwardedForHeader,
+  forwardedUserAgentHeader,
+  invalidArgument,
+  peerHeader,
+} from "../platform/mod.ts";
 
 /** The longest text kept of a forwarded value (a User-Agent can be long; an address is not). */
 const maxText = 512;
@@ -466,7 +471,10 @@ export interface FieldChange {
   new?: JsonValue;
 }
 
-/** The fields whose values differ between two rows' JSON, in field order. */
+/**
+ * The fields whose values differ between two rows' JSON, in field order; for a creation (no old
+ * row) the fields set, for a deletion (no new row) those that were, a null being no value.
+ */
 export function diffRows(
   old: Record<string, JsonValue> | null,
   next: Record<string, JsonValue> | null,
@@ -479,6 +487,9 @@ export function diffRows(
     // Both sides come from Postgres's jsonb, whose objects keep one key order: equal values
     // serialise alike.
     if (had && has && JSON.stringify(old[field]) === JSON.stringify(next[field])) continue;
+    // A creation lists the fields it set, a deletion those it took away: a null is neither.
+    if (!had && next![field] === null) continue;
+    if (!has && old![field] === null) continue;
     out.push({
       field,
       ...(had ? { old: old[field] } : {}),
@@ -662,6 +673,13 @@ export function readEventQuery(
   desc: DescMessage,
 ): EventQuery {
   const q = validate(querySchema, desc, req);
+  // A range that ends before it starts is a mistake, not a question whose answer is nothing (one
+  // that ends where it starts is empty: since <= t < until).
+  if (req.since !== undefined && req.until !== undefined) {
+    if (timestampDate(req.since) > timestampDate(req.until)) {
+      throw invalidArgument([{ field: "until", description: "must not be before since" }]);
+    }
+  }
   return {
     limit: q.limit,
     before: q.after === "" ? undefined : BigInt(q.after),

@@ -16,6 +16,7 @@ import { maxPageBytes, pageOf } from "../resource/mod.ts";
 import { create } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import {
+  diffRows,
   type EventRow,
   eventRowSize,
   listEvents,
@@ -201,6 +202,18 @@ Deno.test("a since or until outside years 0001..9999, or with bad nanos, is INVA
     );
   }
   assert.deepEqual(query({ seconds: 0n, nanos: 0 }).since, new Date(0));
+  // A range that ends before it starts is refused; one that ends where it starts is empty.
+  const range = (since: bigint, until: bigint) =>
+    readEventQuery({
+      after: "",
+      resource: "",
+      method: "",
+      actor: "",
+      since: create(TimestampSchema, { seconds: since }),
+      until: create(TimestampSchema, { seconds: until }),
+    }, ListEventsRequestSchema);
+  assert.throws(() => range(10n, 9n), /until: must not be before since/);
+  assert.deepEqual(range(10n, 10n).until, new Date(10_000));
 });
 
 Deno.test("an event page ends before the 1 MiB cap, its changes (JSON) counted in UTF-8", () => {
@@ -257,4 +270,19 @@ Deno.test("provenanceOf() passes on the request id, address and user agent a cal
     provenanceOf(new Headers({ "x-peer-address": "10.0.0.9", "user-agent": "grpc-node-js/1.14" })),
     { "x-forwarded-for": "10.0.0.9", "x-forwarded-user-agent": "grpc-node-js/1.14" },
   );
+});
+
+Deno.test("diffRows(): a creation lists the fields it set, a deletion those it took, no null", () => {
+  const row = { name: "a", logo_uri: null, scopes: [] };
+  assert.deepEqual(diffRows(null, row), [{ field: "name", new: "a" }, {
+    field: "scopes",
+    new: [],
+  }]);
+  assert.deepEqual(diffRows(row, null), [{ field: "name", old: "a" }, {
+    field: "scopes",
+    old: [],
+  }]);
+  assert.deepEqual(diffRows(row, { ...row, logo_uri: "https://x.example/l.png" }), [
+    { field: "logo_uri", old: null, new: "https://x.example/l.png" },
+  ]);
 });

@@ -46,7 +46,10 @@ export async function pruneOnce(sql: Sql, schema: string, o: RetentionOptions): 
   });
 }
 
-/** Prunes every `intervalMs` and numbers every `numberMs` until the returned function is called. */
+/**
+ * Prunes 30 s after the start and then every `intervalMs`, and numbers every `numberMs`, until the
+ * returned function is called.
+ */
 export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () => void {
   let running = false;
   const run = async () => {
@@ -63,6 +66,10 @@ export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () =>
   };
   const timer = setInterval(run, o.intervalMs ?? 600_000);
   Deno.unrefTimer(timer);
+  // Once soon after the start as well: a process restarted more often than the interval would
+  // otherwise never prune.
+  const first = setTimeout(run, Math.min(o.intervalMs ?? 600_000, 30_000));
+  Deno.unrefTimer(first);
   let numbering = false;
   let failing = false; // reported once, not every run, while the database is away
   const numberer = setInterval(async () => {
@@ -80,6 +87,7 @@ export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () =>
   }, o.numberMs ?? 2000);
   Deno.unrefTimer(numberer);
   return () => {
+    clearTimeout(first);
     clearInterval(timer);
     clearInterval(numberer);
   };
