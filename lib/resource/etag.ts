@@ -33,7 +33,8 @@ export const etagMismatchReason = "ETAG_MISMATCH";
 /** ABORTED: the resource changed since the etag was read. */
 export function etagMismatch(label: string): ConnectError {
   return preconditionFailed(
-    `The ${label} has changed since the etag was read; read it again and retry`,
+    `The ${label} is not at the version the request is conditional on (a stale etag, or an ` +
+      "If-None-Match that it matches); read it again and retry",
   );
 }
 
