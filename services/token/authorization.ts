@@ -498,7 +498,7 @@ export async function decideAuthorization(
     );
   }
   await decided();
-  const { client, redirectUri, scopes, authorization } = outcome.checked;
+  const { client, redirectUri, scopes } = outcome.checked;
   const state = req.state;
   const answer = (params: [string, string][]) =>
     redirectWith(redirectUri, [
