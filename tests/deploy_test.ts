@@ -327,7 +327,7 @@ Deno.test("the image: pinned base, non-root, no dev files, modules and flags", a
   const { componentEnv, componentFlags } = await import("../lib/platform/mod.ts");
   const dockerfile = await Deno.readTextFile(new URL("../deploy/Dockerfile", import.meta.url));
   const ignore = await Deno.readTextFile(
-    new URL("../deploy/Dockerfile.dockerignore", import.meta.url),
+    new URL("../.dockerignore", import.meta.url),
   );
   const ci = await Deno.readTextFile(new URL("../.ci/run", import.meta.url));
   // Every stage on the base the build argument names, by default the official image of CI's Deno.
