@@ -310,7 +310,6 @@ ${reason ? `<p class="note">For the application's developer: ${escapeHtml(reason
   return await htmlPage(title, body, { status });
 }
 
-/** The 405 page of a page that takes GET and POST, with its `Allow`. */
 /** The methods of a page with a form: a HEAD is answered as its GET, without the body. */
 export const pageMethods = ["GET", "HEAD", "POST"] as const;
 

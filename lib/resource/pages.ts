@@ -62,8 +62,9 @@ export async function readPage(
  * `has_more` (AIP-158 lets a page hold fewer items than asked for). Bytes, not characters: a page
  * is answered in UTF-8, and the gateway takes 5 times the answer's bytes from its memory budget (a
  * caller's share is 12 MiB by default); counted in characters, a page of CJK (3 bytes each) was
- * 3 MiB, and the gateway refused it (503) at every try. JSON escapes (`"` as `\"`) may double the text the gateway
- * writes, but it takes its bytes by the protobuf answer, in which the text is as counted here.
+ * 3 MiB, and the gateway refused it (503) at every try. JSON escapes (`"` as `\"`) may double the
+ * text the gateway writes, but it takes its bytes by the protobuf answer, in which the text is as
+ * counted here.
  */
 export const maxPageBytes = 1024 * 1024;
 
@@ -116,12 +117,13 @@ export function pageOf<R extends object, T>(
   sizeOf?: (row: R) => number,
 ): { data: T[]; hasMore: boolean } {
   let end = Math.min(limit, rows.length);
-  let units = 0;
-  if (sizeOf === undefined) {
+  let measure = sizeOf;
+  if (measure === undefined) {
+    let units = 0;
     for (let i = 0; i < end; i++) units += rowText(rows[i]!, codeUnits);
+    if (units * 3 > maxPageBytes) measure = rowTextSize;
   }
-  if (sizeOf !== undefined || units * 3 > maxPageBytes) {
-    const measure = sizeOf ?? rowTextSize;
+  if (measure !== undefined) {
     let size = 0;
     for (let i = 0; i < end; i++) {
       size += measure(rows[i]!);

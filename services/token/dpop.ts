@@ -28,7 +28,7 @@
  *
  * Speed: a proof costs one signature check (./jws.ts: 37 us for Ed25519 here, about 560 us for
  * P-256) and one row of a Postgres insert (../repository/used_jtis.ts batches them); the check of
- * a key seen for the first time adds 110 us for Ed25519, 6 us for P-256. The checked and imported
+ * a key seen for the first time adds 110 to 130 us for Ed25519, 6 us for P-256. The checked and imported
  * public keys are kept (a client signs many proofs with one key: at most 512 KiB of them, each
  * counted as 1 KiB and twice its JWK, in the memory budget), and the nonce of a window is computed
  * once.
