@@ -35,6 +35,7 @@ export {
   connect,
   differences,
   insertion,
+  isLockTimeout,
   migrate,
   plainName,
   readMigrations,

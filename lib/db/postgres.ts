@@ -498,12 +498,29 @@ async function checksum(text: string): Promise<string> {
 }
 
 /**
+ * How long a migration's statement waits for a lock on a table before it gives up (SQLSTATE
+ * 55P03, the migration rolled back): a schema change queued behind a long transaction would
+ * otherwise hold every later query on that table queued behind itself, so that the running
+ * replicas stop answering for as long as that transaction lasts. The start-up tries again
+ * (lib/service/service.ts).
+ */
+export const migrationLockTimeoutMs = 5000;
+
+/** Whether a migration failed only because it waited past {@link migrationLockTimeoutMs}. */
+export function isLockTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === "55P03";
+}
+
+/**
  * Applies the migrations that `schema` has not seen yet. Returns the names of those it applied.
+ * Each waits as long as it takes for another replica's migrations, and at most `lockTimeoutMs`
+ * (default {@link migrationLockTimeoutMs}) for each lock its statements take.
  */
 export async function migrate(
   sql: Sql,
   schema: string,
   migrations: Migration[],
+  lockTimeoutMs = migrationLockTimeoutMs,
 ): Promise<string[]> {
   plainName(schema);
   const applied: string[] = [];
@@ -513,6 +530,8 @@ export async function migrate(
       // A migration (or the wait for another replica's) may take longer than a request may.
       await tx`set local statement_timeout = 0`;
       await tx`select pg_advisory_xact_lock(hashtext(${"migrate:" + schema}))`;
+      // Set once the other replicas' migrations are done: only the statements' own locks wait.
+      await tx`select set_config('lock_timeout', ${`${lockTimeoutMs}ms`}, true)`;
       // Create the schema only when missing: with per-service roles (deploy/sql/roles.sql) the
       // schema exists and the role may not create anything in the database itself.
       const [exists] = await tx`select 1 from pg_namespace where nspname = ${schema}`;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Code } from "@connectrpc/connect";
-import { connect, migrate, type Migration, readMigrations } from "./postgres.ts";
+import { connect, isLockTimeout, migrate, type Migration, readMigrations } from "./postgres.ts";
 import { toConnectError } from "../platform/mod.ts";
 import { createTestDatabase } from "../testing/mod.ts";
 
@@ -36,6 +36,51 @@ Deno.test("migrate() refuses a migration that changed after it was applied", asy
     await assert.rejects(migrate(sql, "t", edited), /0002_b.sql changed after it was applied/);
   } finally {
     await sql.end();
+    await db.drop();
+  }
+});
+
+Deno.test("migrate(): a migration that waits past its lock timeout rolls back, and applies once the lock is gone", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "test" });
+  const other = connect(db.url, { applicationName: "test" });
+  try {
+    await migrate(sql, "t", migrations);
+    const alter: Migration = {
+      version: 3,
+      name: "0003_c.sql",
+      sql: "create table t.c (x int); alter table t.a add column y int;",
+    };
+    let release!: () => void;
+    let locked!: () => void;
+    const held = new Promise<void>((r) => locked = r);
+    const holding = other.begin(async (tx) => {
+      // A long reader: its share lock conflicts with the migration's ALTER TABLE.
+      await tx`select * from t.a`;
+      locked();
+      await new Promise<void>((r) => release = r);
+    });
+    await held;
+    // Without a lock timeout the migration would wait for the reader: it is let go after 30 s,
+    // so that the test then fails rather than hangs.
+    const fallback = setTimeout(() => release(), 30_000);
+    const error = await migrate(sql, "t", [...migrations, alter], 100).then(
+      () => assert.fail("the migration waited for the lock until it was released"),
+      (e: unknown) => e,
+    ).finally(() => clearTimeout(fallback));
+    assert.ok(isLockTimeout(error), String(error));
+    // Nothing of it is left: not the table it created first, not its row in schema_migrations.
+    const [row] = await sql`
+      select to_regclass('t.c') is null as gone,
+        (select count(*)::int from t.schema_migrations) as applied`;
+    assert.deepEqual({ ...row }, { gone: true, applied: 2 });
+    // No statement is left queued behind it: the table is read at once.
+    await sql`select * from t.a`;
+    release();
+    await holding;
+    assert.deepEqual(await migrate(sql, "t", [...migrations, alter], 100), ["0003_c.sql"]);
+  } finally {
+    await Promise.all([sql.end(), other.end()]);
     await db.drop();
   }
 });

@@ -12,7 +12,14 @@
 
 import { Code, type Interceptor } from "@connectrpc/connect";
 import * as v from "valibot";
-import { connect, migrate, readMigrations, registerPoolMetrics, type Sql } from "../db/mod.ts";
+import {
+  connect,
+  isLockTimeout,
+  migrate,
+  readMigrations,
+  registerPoolMetrics,
+  type Sql,
+} from "../db/mod.ts";
 import {
   budgetFromConfig,
   budgetSettings,
@@ -206,13 +213,19 @@ export async function startService<E extends v.ObjectEntries>(
         schemaReady();
         return;
       } catch (error) {
-        if (toConnectError(error).code !== Code.Unavailable) throw error;
-        notReady = "The service is starting: its database does not answer yet; try again";
-        log.warn("database unavailable; retrying migrations", {
-          attempt,
-          retry_in_ms: wait,
-          error,
-        });
+        // A lock timeout: a table the migration changes is held by a long transaction, and the
+        // migration rolled back rather than queue every query on that table behind it.
+        const locked = isLockTimeout(error);
+        if (!locked && toConnectError(error).code !== Code.Unavailable) throw error;
+        notReady = locked
+          ? "The service is starting: its schema is being changed; try again"
+          : "The service is starting: its database does not answer yet; try again";
+        log.warn(
+          locked
+            ? "a migration waited too long for a table lock; retrying"
+            : "database unavailable; retrying migrations",
+          { attempt, retry_in_ms: wait, error },
+        );
         await new Promise((r) => setTimeout(r, wait));
       }
     }
