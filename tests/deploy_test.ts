@@ -10,6 +10,7 @@ import {
   fieldProblems,
   type K8sObject,
   overlays,
+  postgresConnections,
   render,
   ruleProblems,
   schemaProblems,
@@ -203,12 +204,22 @@ Deno.test("broken manifests are caught", async () => {
     /not pinned/,
   );
   await broken(
-    "a grace period shorter than the drain",
+    "a grace period with no time to spare after the drain",
     (o) => {
-      deployment(o, "core").spec.template.spec.terminationGracePeriodSeconds = 5;
+      // SHUTDOWN_GRACE_MS (10 s) and the pool's 5 s, and nothing more.
+      deployment(o, "core").spec.template.spec.terminationGracePeriodSeconds = 15;
     },
     ruleProblems,
     /terminationGracePeriodSeconds/,
+  );
+  await broken(
+    "a memory request below the limit",
+    (o) => {
+      deployment(o, "token-service").spec.template.spec.containers[0].resources.requests.memory =
+        "128Mi";
+    },
+    ruleProblems,
+    /token-service: container token-service requests less memory than its limit/,
   );
   await broken(
     "no PodDisruptionBudget",
@@ -257,6 +268,25 @@ Deno.test("broken manifests are caught", async () => {
     ruleProblems,
     /core: .*appProtocol/,
   );
+});
+
+Deno.test("the pods' connections to Postgres: the README's figures, and dev within a stock Postgres", async () => {
+  const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
+  const found = new Map<string, number>();
+  for (const overlay of overlays) {
+    const n = postgresConnections(await render(overlay));
+    found.set(overlay, n);
+    const name = overlay.split("/").pop();
+    assert.match(readme, new RegExp(`the ${name} overlay's pods may hold\\s+${n}\\s+connections`));
+  }
+  // max_connections 100, less superuser_reserved_connections 3.
+  assert.ok(found.get("deploy/overlays/dev")! <= 97, `dev: ${found.get("deploy/overlays/dev")}`);
+  // Each service pod's pool and listener count: more replicas or bigger pools, more connections.
+  const prod = await render("deploy/overlays/prod");
+  const before = postgresConnections(prod);
+  prod.find((o) => o.kind === "HorizontalPodAutoscaler" && o.metadata.name === "core")!
+    .spec.maxReplicas += 1;
+  assert.equal(postgresConnections(prod), before + 11);
 });
 
 Deno.test("deploy/sql/roles.sql gives each service its own schema and no other", async () => {
@@ -533,6 +563,8 @@ Deno.test("the components find each other: gRPC URLs, the issuer and the Ingress
 interface Endpoint {
   /** Its namespace; none for an address outside the cluster. */
   namespace?: string;
+  /** Its namespace's labels besides `kubernetes.io/metadata.name`. */
+  namespaceLabels?: Record<string, string>;
   labels?: Record<string, string>;
   ip?: string;
   /** Its named container ports. */
@@ -553,7 +585,10 @@ function peerMatches(peer: K8sObject, policyNamespace: string, e: Endpoint): boo
   }
   if (e.namespace === undefined) return false;
   const namespaceOk = peer.namespaceSelector
-    ? selects(peer.namespaceSelector, { "kubernetes.io/metadata.name": e.namespace })
+    ? selects(peer.namespaceSelector, {
+      ...e.namespaceLabels,
+      "kubernetes.io/metadata.name": e.namespace,
+    })
     : e.namespace === policyNamespace;
   return namespaceOk && (!peer.podSelector || selects(peer.podSelector, e.labels ?? {}));
 }
@@ -629,12 +664,29 @@ Deno.test("network policies: who may connect to whom", async () => {
     };
     const nginx = {
       namespace: "ingress-nginx",
-      labels: { "app.kubernetes.io/name": "ingress-nginx" },
+      labels: {
+        "app.kubernetes.io/name": "ingress-nginx",
+        "app.kubernetes.io/component": "controller",
+      },
     };
+    // Any other pod of those namespaces: it could send the gateway an X-Real-IP of its choosing.
+    const nginxWebhook = {
+      namespace: "ingress-nginx",
+      labels: {
+        "app.kubernetes.io/name": "ingress-nginx",
+        "app.kubernetes.io/component": "admission-webhook",
+      },
+    };
+    const grafana = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "grafana" } };
+    const callerLabel = { "oauth-registry.example.com/internal-caller": "true" };
     const internalCaller = {
       namespace: "billing",
-      labels: { "oauth-registry.example.com/internal-caller": "true" },
+      namespaceLabels: { "oauth-registry.example.com/internal-callers": "true" },
+      labels: callerLabel,
     };
+    // A pod that labelled itself, in a namespace nobody admitted.
+    const selfLabelled = { namespace: "sandbox", labels: callerLabel };
+    const neighbour: Endpoint = { ...gateway, labels: callerLabel };
     const dns = { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } };
     const postgres = { ip: "10.20.30.40" };
     const internet = { ip: "203.0.113.7" };
@@ -643,18 +695,31 @@ Deno.test("network policies: who may connect to whom", async () => {
       ["gateway -> oauth-registry grpc", gateway, oauth, 50051, true],
       ["gateway -> core grpc", gateway, core, 50052, true],
       ["gateway -> token-service grpc", gateway, token, 50053, true],
-      ["gateway -> token-service http", gateway, token, 8083, true],
+      ["gateway -> token-service http", gateway, token, 8083, false],
+      ["gateway -> oauth-registry http", gateway, oauth, 8081, false],
+      ["gateway -> postgres", gateway, postgres, 5432, true],
+      ["gateway -> DNS (udp)", gateway, dns, 53, true, "UDP"],
+      ["gateway -> the internet", gateway, internet, 443, false],
+      ["gateway -> another DNS server", gateway, { ip: "8.8.8.8" }, 53, false, "UDP"],
       ["ingress-nginx -> gateway", nginx, gateway, 8080, true],
+      ["ingress-nginx's webhook -> gateway", nginxWebhook, gateway, 8080, false],
       ["ingress-nginx -> token-service", nginx, token, 8083, false],
       // Prometheus scrapes the metrics ports only.
       ["prometheus -> token-service metrics", prometheus, token, 8083, true],
       ["prometheus -> token-service grpc", prometheus, token, 50053, false],
       ["prometheus -> oauth-registry metrics", prometheus, oauth, 8081, true],
+      ["prometheus -> gateway", prometheus, gateway, 8080, true],
+      ["another pod of monitoring -> gateway", grafana, gateway, 8080, false],
+      ["another pod of monitoring -> oauth-registry metrics", grafana, oauth, 8081, false],
       // The token service accepts the gateway only.
       ["oauth-registry -> token-service", oauth, token, 50053, false],
       ["core -> token-service", core, token, 50053, false],
       ["an internal caller -> token-service", internalCaller, token, 50053, false],
       ["an internal caller -> oauth-registry", internalCaller, oauth, 50051, true],
+      ["an internal caller -> core", internalCaller, core, 50052, true],
+      ["an internal caller of this namespace -> core", neighbour, core, 50052, true],
+      ["a self-labelled pod elsewhere -> oauth-registry", selfLabelled, oauth, 50051, false],
+      ["a self-labelled pod elsewhere -> core", selfLabelled, core, 50052, false],
       // It calls the oauth-registry's gRPC port, Postgres and DNS, nothing else.
       ["token-service -> oauth-registry grpc", token, oauth, 50051, true],
       ["token-service -> oauth-registry http", token, oauth, 8081, false],

@@ -10,7 +10,10 @@
  *    or misspelt fields that the JSON schemas let through;
  * 3. applies the project's rules: probes, requests and limits, non-root and read-only containers,
  *    native gRPC probes behind grpc.health.v1, a PDB, an HPA and an ingress NetworkPolicy per
- *    workload, and a termination grace period that covers the drain.
+ *    workload, a memory request equal to the limit, and a termination grace period that covers
+ *    the drain with room to spare;
+ * 4. says how many connections to Postgres the pods may hold at the autoscalers' maximum, in the
+ *    middle of a rollout ({@link postgresConnections}).
  *
  *   deno run -A tools/check_manifests.ts [deploy/overlays/dev ...]
  *
@@ -183,7 +186,9 @@ export function ruleProblems(objects: K8sObject[]): string[] {
   const problems: string[] = [];
   const of = (kind: string) => objects.filter((o) => o.kind === kind);
   const config = of("ConfigMap").find((c) => c.metadata.name === "registry-config")?.data ?? {};
-  const drainMs = Number(config.SHUTDOWN_GRACE_MS ?? 10_000) + 5000;
+  // The drain, then up to 5 s to close the database pool, then 5 s to spare: a process a little
+  // late on a busy node is not killed while it closes its connections.
+  const drainMs = Number(config.SHUTDOWN_GRACE_MS ?? 10_000) + 5000 + 5000;
   for (const d of of("Deployment")) {
     const name = d.metadata.name;
     const pod = d.spec.template.spec;
@@ -194,7 +199,9 @@ export function ruleProblems(objects: K8sObject[]): string[] {
     }
     if (pod.automountServiceAccountToken !== false) problem("mounts a service account token");
     if ((pod.terminationGracePeriodSeconds ?? 30) * 1000 < drainMs) {
-      problem(`terminationGracePeriodSeconds is shorter than the drain (${drainMs} ms)`);
+      problem(
+        `terminationGracePeriodSeconds is shorter than the drain and its margin (${drainMs} ms)`,
+      );
     }
     if (!of("PodDisruptionBudget").some((p) => selects(p.spec.selector, podLabels))) {
       problem("has no PodDisruptionBudget");
@@ -219,6 +226,11 @@ export function ruleProblems(objects: K8sObject[]): string[] {
         for (const r of ["cpu", "memory"]) {
           if (!c.resources?.[kind]?.[r]) problem(`${where} has no ${kind}.${r}`);
         }
+      }
+      // The memory budget is sized to the limit, which a process reaches under load: below its
+      // request, a node short of memory would evict it first, or schedule it where it cannot grow.
+      if (c.resources?.requests?.memory !== c.resources?.limits?.memory) {
+        problem(`${where} requests less memory than its limit`);
       }
       const nonRoot = c.securityContext?.runAsNonRoot ?? pod.securityContext?.runAsNonRoot;
       if (nonRoot !== true) problem(`${where} may run as root (runAsNonRoot)`);
@@ -270,6 +282,38 @@ export function ruleProblems(objects: K8sObject[]): string[] {
   return problems;
 }
 
+/**
+ * Connections to Postgres each pod opens at most: a service's pool (`DB_POOL_MAX` lanes) and its
+ * change feed's listening connection; the gateway's pool of one (its heartbeats) and its listening
+ * connection.
+ */
+function connectionsOfPod(objects: K8sObject[], d: K8sObject): number {
+  if (d.metadata.name === "gateway") return 2;
+  const env = containerEnvironment(objects, d, () => "set");
+  return Number(env.DB_POOL_MAX ?? 10) + 1;
+}
+
+/**
+ * The connections to Postgres that an overlay's pods may hold at once: every Deployment at its
+ * autoscaler's `maxReplicas`, plus the pods a rollout adds (`maxSurge`), each with
+ * {@link connectionsOfPod}. Postgres must allow that many (`max_connections`, 100 by default,
+ * of which `superuser_reserved_connections`, 3, are not for these roles).
+ */
+export function postgresConnections(objects: K8sObject[]): number {
+  let total = 0;
+  for (const d of objects.filter((o) => o.kind === "Deployment")) {
+    const hpa = objects.find((h) =>
+      h.kind === "HorizontalPodAutoscaler" && h.spec.scaleTargetRef?.name === d.metadata.name
+    );
+    const surge = d.spec.strategy?.rollingUpdate?.maxSurge;
+    if (!hpa || typeof surge !== "number") {
+      throw new Error(`Deployment/${d.metadata.name}: no autoscaler, or a maxSurge not a number`);
+    }
+    total += (hpa.spec.maxReplicas + surge) * connectionsOfPod(objects, d);
+  }
+  return total;
+}
+
 /** Every problem of one overlay. */
 export async function checkObjects(objects: K8sObject[]): Promise<string[]> {
   return [
@@ -285,7 +329,10 @@ if (import.meta.main) {
     const objects = await render(overlay);
     const problems = await checkObjects(objects);
     // deno-lint-ignore no-console
-    console.log(`${overlay}: ${objects.length} objects, ${problems.length} problems`);
+    console.log(
+      `${overlay}: ${objects.length} objects, ${problems.length} problems; at most ` +
+        `${postgresConnections(objects)} connections to Postgres`,
+    );
     // deno-lint-ignore no-console
     for (const p of problems) console.log(`  ${p}`);
     failed ||= problems.length > 0;
