@@ -92,6 +92,21 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
         api.createRole({ role: { name: "Admin", resourceType: "project" } }, { headers: ann }),
       );
       assert.equal(taken.code, Code.AlreadyExists);
+      // The same name with its accent as a combining character: stored as Unicode NFC, so the
+      // same name, not a second role that looks like the first.
+      const { role: cafe } = await api.createRole(
+        { role: { name: "Caf\u00e9", resourceType: "project" } },
+        { headers: ann },
+      );
+      const decomposed = await rejection(
+        api.createRole({ role: { name: "Cafe\u0301", resourceType: "project" } }, { headers: ann }),
+      );
+      assert.equal(decomposed.code, Code.AlreadyExists);
+      const { role: renamed } = await api.updateRole({
+        roleId: cafe!.id,
+        role: { name: "Cre\u0300me", resourceType: "project" },
+      }, { headers: ann });
+      assert.equal(renamed?.name, "Cr\u00e8me");
     });
 
     await t.step(

@@ -40,7 +40,10 @@ const permission = v.pipe(
 
 /** The rules of a Role given in a create or replace request. */
 export const roleInput = v.object({
-  name: text(1, 200),
+  // Unique per space and resource type, so kept in Unicode NFC: a name whose accents are
+  // combining characters is the name written with precomposed ones, not a second role that
+  // looks the same in every list (its length is counted once normalised).
+  name: v.pipe(v.string("must be a string"), v.transform((s) => s.normalize("NFC")), text(1, 200)),
   description: v.optional(description),
   resourceType,
   permissions: uniqueList(permission, 100),

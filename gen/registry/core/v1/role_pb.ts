@@ -52,7 +52,9 @@ export type Role = Message<"registry.core.v1.Role"> & {
 
   /**
    * Display name, 1..200 characters, no control characters; unique per (space, resource_type)
-   * (ALREADY_EXISTS otherwise).
+   * (ALREADY_EXISTS otherwise). Kept in Unicode NFC: a name given with combining accents is
+   * stored, compared and returned composed, so two roles cannot differ only in how a name that
+   * looks the same is encoded.
    *
    * @generated from field: string name = 5;
    */
