@@ -59,7 +59,13 @@ import {
 } from "@bufbuild/protobuf/wkt";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import type { FieldViolation } from "../lib/platform/mod.ts";
-import { enumSpellings } from "../lib/resource/mod.ts";
+import {
+  enumSpellings,
+  maxTimestampSeconds,
+  minTimestampSeconds,
+  parseTimestamp,
+  timestampExpected,
+} from "../lib/resource/mod.ts";
 
 /** The outcome of {@link decodeMessage}. */
 export interface DecodeResult<T> {
@@ -368,56 +374,11 @@ function enumFromJson(desc: DescEnum, json: unknown): number | Bad {
 // ---------------------------------------------------------------------------------------------
 // Well-known types given as strings.
 
-const rfc3339 =
-  /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?:Z|([+-])([0-9]{2}):([0-9]{2}))$/;
-const badTimestamp = new Bad(
-  'must be an RFC 3339 timestamp between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z, e.g. "2026-01-02T03:04:05Z"',
-);
-/** Seconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z, the range of a Timestamp. */
-const minTimestampSeconds = -62_135_596_800;
-const maxTimestampSeconds = 253_402_300_799;
-
-/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-function daysFromCivil(year: number, month: number, day: number): number {
-  const y = month <= 2 ? year - 1 : year;
-  const era = Math.floor(y / 400);
-  const yoe = y - era * 400;
-  const doy = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146_097 + doe - 719_468;
-}
-
-function daysInMonth(year: number, month: number): number {
-  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
-  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-}
+const badTimestamp = new Bad(timestampExpected);
 
 function timestampFromJson(json: unknown): Message | Bad {
-  if (typeof json !== "string") return badTimestamp;
-  const m = rfc3339.exec(json);
-  if (m === null) return badTimestamp;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const offsetHours = m[9] === undefined ? 0 : Number(m[9]);
-  const offsetMinutes = m[10] === undefined ? 0 : Number(m[10]);
-  if (
-    year < 1 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) ||
-    hour > 23 || minute > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59
-  ) {
-    return badTimestamp;
-  }
-  const offset = (m[8] === "-" ? -1 : 1) * (offsetHours * 3600 + offsetMinutes * 60);
-  const seconds = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second -
-    offset;
-  if (seconds < minTimestampSeconds || seconds > maxTimestampSeconds) return badTimestamp;
-  const nanos = m[7] === undefined ? 0 : Number(m[7].padEnd(9, "0"));
-  return create(TimestampSchema, { seconds: BigInt(seconds), nanos });
+  const time = typeof json === "string" ? parseTimestamp(json) : undefined;
+  return time === undefined ? badTimestamp : create(TimestampSchema, time);
 }
 
 const durationPattern = /^(-?)([0-9]{1,12})(?:\.([0-9]{1,9}))?s$/;

@@ -161,6 +161,31 @@ Deno.test("a stock gRPC client uses the core service directly", async (t) => {
         }
       },
     );
+
+    await t.step(
+      "Connect JSON: a due date that does not exist is INVALID_ARGUMENT (not rolled over) and creates nothing",
+      async () => {
+        const { journey } = await client.call(rpc.createJourney, { journey: { name: "D" } }, a);
+        const create = (dueAt: string) =>
+          fetch(`${stack.coreHttp}/${CoreService.typeName}/CreateUnit`, {
+            method: "POST",
+            headers: { ...a, "content-type": "application/json" },
+            body: JSON.stringify({ unit: { journey: journey!.id, title: "d", dueAt } }),
+          });
+        const res = await create("2027-02-30T00:00:00Z");
+        const text = await res.text();
+        assert.equal(res.status, 400, text);
+        assert.equal(JSON.parse(text).code, "invalid_argument", text);
+        assert.match(JSON.parse(text).message, /^Invalid unit\.due_at: must be an RFC 3339/, text);
+        const units = async () =>
+          (await client.call(rpc.listUnits, { journey: journey!.id }, a)).data;
+        assert.deepEqual(await units(), []);
+        const ok = await create("2027-02-28T00:00:00Z");
+        assert.equal(ok.status, 200, await ok.clone().text());
+        assert.equal((await ok.json()).unit.dueAt, "2027-02-28T00:00:00Z");
+        assert.deepEqual((await units()).map((u) => u.dueAt?.seconds), [1_803_772_800n]);
+      },
+    );
   } finally {
     client.close();
     await stack.stop();

@@ -13,6 +13,7 @@ import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
 import { type FieldViolation, invalidArgument } from "../platform/mod.ts";
+import { maxTimestampSeconds, minTimestampSeconds } from "./timestamps.ts";
 
 /** The list page size when `limit` is absent. */
 export const defaultPageSize = 20;
@@ -120,8 +121,8 @@ export function enumValue<const T extends readonly number[]>(allowed: T, names: 
 }
 
 // Years 0001..9999, the range of RFC 3339 (and of google.protobuf.Timestamp).
-const minSeconds = -62135596800n;
-const maxSeconds = 253402300799n;
+const minSeconds = BigInt(minTimestampSeconds);
+const maxSeconds = BigInt(maxTimestampSeconds);
 
 /** A google.protobuf.Timestamp within the years 0001..9999. */
 export const timestamp = v.pipe(

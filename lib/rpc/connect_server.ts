@@ -9,9 +9,11 @@
  * @module
  */
 
+import type { DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   createAsyncIterable,
+  encodeEnvelope,
   readAllBytes,
   type UniversalHandler,
 } from "@connectrpc/connect/protocol";
@@ -19,10 +21,19 @@ import {
   codeFromString,
   codeToHttpStatus,
   errorToJsonBytes,
+  parseContentType,
   parseTimeout,
 } from "@connectrpc/connect/protocol-connect";
 import {
+  contentTypeJson as grpcWebJson,
+  parseContentType as parseGrpcWebContentType,
+  setTrailerStatus,
+  trailerFlag,
+  trailerSerialize,
+} from "@connectrpc/connect/protocol-grpc-web";
+import {
   hasReason,
+  invalidArgument,
   type Lease,
   type MemoryBudget,
   overBudget,
@@ -31,6 +42,7 @@ import {
   smallRequestBytes,
 } from "../platform/mod.ts";
 import { concat } from "../transport/mod.ts";
+import { holdsTimestamp, jsonBodyViolations } from "./json_timestamps.ts";
 import {
   dropDistantDeadline,
   invokeUnary,
@@ -149,6 +161,10 @@ async function serveCall(
       const answer = await answerUnary(unary, req, header, chunks);
       if (answer) return answer;
     }
+    if (holdsTimestamp(handler.method.input)) {
+      const refused = refuseBadTimestamps(handler.method.input, req, header, chunks);
+      if (refused) return refused;
+    }
     dropDistantDeadline(header);
     const res = await handler({
       httpVersion: "1.1",
@@ -173,6 +189,46 @@ async function serveCall(
   } finally {
     lease.release();
   }
+}
+
+/**
+ * A JSON call (Connect's `application/json`, gRPC-web's `application/grpc-web+json`) whose message
+ * has a Timestamp that does not exist or is out of range, refused INVALID_ARGUMENT as its protocol
+ * answers an error; undefined for any other call, for connect-es to answer. Why: protobuf-es's
+ * `fromJson`, which connect-es reads JSON with, reads a Timestamp with `Date.parse`, which rolls
+ * an impossible date over (`2027-02-30` is March 2) where `/v1` refuses it: see
+ * ./json_timestamps.ts. Binary calls carry seconds and nanos, no date, and are left alone.
+ */
+function refuseBadTimestamps(
+  input: DescMessage,
+  req: Request,
+  header: Headers,
+  chunks: Uint8Array[],
+): Response | undefined {
+  if (req.method !== "POST") return undefined;
+  const contentType = header.get("content-type");
+  const connect = parseContentType(contentType);
+  if (connect !== undefined && !connect.stream && !connect.binary) {
+    const violations = jsonBodyViolations(input, concat(chunks));
+    return violations && connectErrorResponse(invalidArgument(violations));
+  }
+  const grpcWeb = parseGrpcWebContentType(contentType);
+  if (grpcWeb === undefined || grpcWeb.text || grpcWeb.binary) return undefined;
+  // A unary call is one envelope: flags 0 (no compression is accepted here), the message's length
+  // in 4 bytes, the message. Anything else is connect-es's to refuse.
+  const body = concat(chunks);
+  if (body.length < 5 || body[0] !== 0) return undefined;
+  const end = 5 + new DataView(body.buffer, body.byteOffset, body.byteLength).getUint32(1);
+  if (end > body.length) return undefined;
+  const violations = jsonBodyViolations(input, body.subarray(5, end));
+  if (violations === undefined) return undefined;
+  // As connect-es's gRPC-web handler answers an error: 200, the status in a trailer frame.
+  const trailer = new Headers();
+  setTrailerStatus(trailer, invalidArgument(violations));
+  return new Response(
+    encodeEnvelope(trailerFlag, trailerSerialize(trailer)) as Uint8Array<ArrayBuffer>,
+    { headers: { "content-type": grpcWebJson } },
+  );
 }
 
 /** A request fault connect-es answered as INTERNAL (see lib/rpc/router.ts's `requestFault`). */
