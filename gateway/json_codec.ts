@@ -58,14 +58,14 @@ import {
   TimestampSchema,
 } from "@bufbuild/protobuf/wkt";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
-import type { FieldViolation } from "../lib/platform/mod.ts";
 import {
-  enumSpellings,
+  type FieldViolation,
   maxTimestampSeconds,
   minTimestampSeconds,
   parseTimestamp,
   timestampExpected,
-} from "../lib/resource/mod.ts";
+} from "../lib/platform/mod.ts";
+import { enumSpellings } from "../lib/resource/mod.ts";
 
 /** The outcome of {@link decodeMessage}. */
 export interface DecodeResult<T> {

@@ -61,6 +61,12 @@ export { type HmacSha256, hmacSha256, sha256 } from "./hash.ts";
 export { base64url, bigEndian, fromBase64url, onP256, validEd25519 } from "./public_keys.ts";
 export { type IdKind, idKind, uuidTime } from "./ids.ts";
 export {
+  maxTimestampSeconds,
+  minTimestampSeconds,
+  parseTimestamp,
+  timestampExpected,
+} from "./rfc3339.ts";
+export {
   isDeclared,
   type Reader,
   type Setting,

@@ -1,6 +1,6 @@
 /**
  * The AIP resource conventions every service's handlers share: identifiers in paths, list pages,
- * update masks, etags, validation turned into field violations, enum spellings, timestamps.
+ * update masks, etags, validation turned into field violations, enum spellings.
  *
  * @module
  */
@@ -20,13 +20,7 @@ export {
 } from "./etag.ts";
 export { maxPageBytes, nullable, pageOf, pathUuid, readPage, rowTextSize } from "./pages.ts";
 export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
-export {
-  maxTimestampSeconds,
-  minTimestampSeconds,
-  parseTimestamp,
-  timestampExpected,
-  timestampOf,
-} from "./timestamps.ts";
+export { timestampOf } from "./timestamps.ts";
 export { resolveMask } from "./update_mask.ts";
 export {
   assertValid,

@@ -12,8 +12,12 @@
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
-import { type FieldViolation, invalidArgument } from "../platform/mod.ts";
-import { maxTimestampSeconds, minTimestampSeconds } from "./timestamps.ts";
+import {
+  type FieldViolation,
+  invalidArgument,
+  maxTimestampSeconds,
+  minTimestampSeconds,
+} from "../platform/mod.ts";
 
 /** The list page size when `limit` is absent. */
 export const defaultPageSize = 20;

@@ -7,7 +7,7 @@
  * `Date.parse` rolls a time that does not exist over instead of refusing it:
  * `2027-02-30T00:00:00Z` became March 2 (and April 31 May 1, hour 24 the next day), a typo taken
  * for another time and stored. The `/v1` gateway reads Timestamps with its own strict parser;
- * this applies the same parser (lib/resource's `parseTimestamp`) to every Timestamp of the
+ * this applies the same parser (lib/platform's `parseTimestamp`) to every Timestamp of the
  * request first, so that the Connect port refuses what `/v1` refuses, INVALID_ARGUMENT naming the
  * field (`unit.due_at`, `items[2].at`, `by_key["k"]`, proto names as the services' own violations
  * have them) with `/v1`'s description.
@@ -23,8 +23,7 @@
 
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
-import type { FieldViolation } from "../platform/mod.ts";
-import { parseTimestamp, timestampExpected } from "../resource/mod.ts";
+import { type FieldViolation, parseTimestamp, timestampExpected } from "../platform/mod.ts";
 
 /** A field that is a Timestamp, or a message (list, map) holding one at some depth. */
 interface TimestampField {

@@ -8,7 +8,7 @@ import {
   ListEventsRequestSchema,
   ListUnitsResponseSchema,
 } from "../../gen/registry/core/v1/core_service_pb.ts";
-import { timestampExpected } from "../resource/mod.ts";
+import { timestampExpected } from "../platform/mod.ts";
 import { holdsTimestamp, jsonBodyViolations, timestampViolations } from "./json_timestamps.ts";
 
 const bad = "2027-02-30T00:00:00Z";
