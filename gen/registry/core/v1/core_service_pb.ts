@@ -811,7 +811,10 @@ export type ListEventsRequest = Message<"registry.core.v1.ListEventsRequest"> & 
 
   /**
    * Only events of this resource name and the resources under it
-   * (`spaces/s1/journeys/journey_...` also matches that journey's units).
+   * (`spaces/s1/journeys/journey_...` also matches that journey's units). A unit's name holds its
+   * journey: the events of a unit moved to another journey are under its former name up to the
+   * move, and under its new name from the move on (the move's event among them, its changed
+   * `journey` field giving both journeys).
    *
    * @generated from field: string resource = 3;
    */
