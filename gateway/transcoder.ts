@@ -311,10 +311,9 @@ async function buildRequest(
   const bytes = await readBody(req, maxBodyBytes, lease);
   const json = bytes === undefined ? undefined : parseJson(req, bytes);
   if (route.body.kind === "none") {
-    const empty = json === undefined ||
-      (typeof json === "object" && json !== null && !Array.isArray(json) &&
-        Object.keys(json).length === 0);
-    if (!empty) throw invalid([], "This operation takes no request body");
+    // Any body is refused, `{}` included: a DELETE sent with one is a client that meant something
+    // else (a body this route would ignore), and it must change nothing.
+    if (json !== undefined) throw invalid([], "This operation takes no request body");
   } else {
     const target = route.body.kind === "field" ? route.body.field.message! : route.method.input;
     const decoded = decodeMessage(target, json === undefined ? {} : json);

@@ -1036,6 +1036,18 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
     });
 
     await t.step("clients: DELETE is 204 with no body and takes the secrets with it", async () => {
+      // A DELETE sent with a body, `{}` included, is refused and deletes nothing.
+      for (const json of [{}, { etag: "x" }]) {
+        assertError(
+          await api("DELETE", `/v1/projects/p1/clients/${clientId}`, { token: admin, json }),
+          400,
+          "invalid_argument",
+        );
+      }
+      assert.equal(
+        (await api("GET", `/v1/projects/p1/clients/${clientId}`, { token: admin })).status,
+        200,
+      );
       const del = await api("DELETE", `/v1/projects/p1/clients/${clientId}`, { token: admin });
       assert.equal(del.status, 204);
       assert.equal(del.text, "");
