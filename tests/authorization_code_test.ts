@@ -704,7 +704,9 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         await refused({ audience: "ins_00000000000000000000000000" }),
         "400 invalid_target",
       );
-      assert.equal(await refused({ subject_token: exchanged.access_token }), "400 invalid_grant");
+      // RFC 8693 2.2.2: an unacceptable subject token is invalid_request (not invalid_grant).
+      assert.equal(await refused({ subject_token: exchanged.access_token }), "400 invalid_request");
+      assert.equal(await refused({ subject_token: "not-a-token" }), "400 invalid_request");
       assert.equal(await refused({ subject_token_type: "urn:x" }), "400 invalid_request");
       assert.equal(await refused({ scope: "admin" }), "400 invalid_scope");
       assert.equal(await refused({}, oauth.None(), spa), "400 unauthorized_client");

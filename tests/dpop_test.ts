@@ -605,7 +605,7 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
         basic,
         dpop: await joseProof(await joseKey(), endpoint),
       });
-      assert.deepEqual([other.status, other.body.error], [400, "invalid_grant"]);
+      assert.deepEqual([other.status, other.body.error], [400, "invalid_request"]);
       const same = await tokenRequest(endpoint, form, {
         basic,
         dpop: await joseProof(key, endpoint),

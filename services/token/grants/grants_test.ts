@@ -364,7 +364,7 @@ Deno.test("DPoP: token exchange keeps a subject token's binding", async () => {
     );
   };
   assert.equal(await exchange(boundSubject), "invalid_dpop_proof");
-  assert.equal(await exchange(boundSubject, "another-key"), "invalid_grant");
+  assert.equal(await exchange(boundSubject, "another-key"), "invalid_request");
   assert.deepEqual(await exchange(boundSubject, jkt), { type: "DPoP", cnf: { jkt } });
   assert.deepEqual(await exchange(subject()), { type: "Bearer", cnf: undefined });
   assert.deepEqual(await exchange(subject(), jkt), { type: "DPoP", cnf: { jkt } });

@@ -8,9 +8,14 @@
  *
  * DPoP (RFC 9449): a subject token bound to a key (`cnf.jkt`) is exchanged only with a proof of
  * that key, and the new token is bound to it too; without a proof the request is
- * `invalid_dpop_proof`, with another key's `invalid_grant` (as for a bound refresh token): a
- * bound token is of use only to the key's holder, and exchanging must not unbind it. A bearer
- * subject token exchanged with a proof gives a token bound to the proof's key.
+ * `invalid_dpop_proof`, with another key's `invalid_request`: a bound token is of use only to the
+ * key's holder, and exchanging must not unbind it. A bearer subject token exchanged with a proof
+ * gives a token bound to the proof's key.
+ *
+ * A subject token that is invalid or unacceptable (not an access token of this service, expired,
+ * revoked, another client's, already an installation's, bound to another key) is
+ * `invalid_request`, as RFC 8693 2.2.2 requires of the token exchange; not `invalid_grant`, which
+ * RFC 6749 5.2 gives to grants of its own kinds.
  *
  * @module
  */
@@ -57,7 +62,7 @@ export const tokenExchange: Grant = async (deps, client, req, jkt) => {
     subject.installation_id !== undefined || await deps.isRevoked(subject.jti)
   ) {
     throw oauthError(
-      "invalid_grant",
+      "invalid_request",
       "subject_token must be an active access token this client got from client_credentials",
     );
   }
@@ -69,7 +74,7 @@ export const tokenExchange: Grant = async (deps, client, req, jkt) => {
     );
   }
   if (bound !== undefined && bound !== jkt) {
-    throw oauthError("invalid_grant", "subject_token is bound to another DPoP key");
+    throw oauthError("invalid_request", "subject_token is bound to another DPoP key");
   }
   const installation = await deps.registry.getInstallation(client.projectId, req.audience);
   if (!installation || installation.status !== InstallationStatus.ACTIVE) {

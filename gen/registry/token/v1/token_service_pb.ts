@@ -1653,7 +1653,9 @@ export const TokenService: GenService<{
    *   `subject_token` an access token the client got from `client_credentials`,
    *   `subject_token_type` `urn:ietf:params:oauth:token-type:access_token`, `audience` the id of
    *   an active installation of the client's project; returns an access token of that
-   *   installation's principal, with `act`.
+   *   installation's principal, with `act`. A subject token that is invalid or unacceptable
+   *   (expired, revoked, another client's, an installation's, bound to another DPoP key) is
+   *   `invalid_request` (RFC 8693 2.2.2); an unknown or inactive installation `invalid_target`.
    * - `urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 3.4): `device_code` from
    *   StartDeviceAuthorization, by the client it was issued to. `authorization_pending` while the
    *   user has not decided; `slow_down` when polled sooner than the interval after the previous
