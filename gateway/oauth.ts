@@ -663,8 +663,9 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         });
       case oauthPaths.introspect:
         return await form(req, endpoints.introspect, c, async (params, client) => {
-          const token = params.get("token");
-          if (token === undefined) throw missing("token");
+          // Without `token`, the token service answers invalid_request once the client is
+          // authenticated (bad credentials are invalid_client whatever the form lacks).
+          const token = params.get("token") ?? "";
           const tokenTypeHint = params.get("token_type_hint") ?? "";
           const load = async () => {
             const res = await tokens.introspectToken({ client, token, tokenTypeHint }, {
@@ -732,8 +733,9 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       }
       case oauthPaths.revoke:
         return await form(req, endpoints.revoke, c, async (params, client) => {
-          const token = params.get("token");
-          if (token === undefined) throw missing("token");
+          // Without `token`: invalid_request from the token service, after the client's
+          // credentials (RFC 7009 2.1: they are validated first).
+          const token = params.get("token") ?? "";
           await tokens.revokeToken({
             client,
             token,
@@ -782,10 +784,6 @@ function dpopHeader(headers: Headers): string | undefined {
     throw new OAuthHttpError(400, "invalid_dpop_proof", "Send one DPoP header, not more");
   }
   return value;
-}
-
-function missing(name: string): OAuthHttpError {
-  return new OAuthHttpError(400, "invalid_request", `${name} is required`);
 }
 
 /**

@@ -336,6 +336,34 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
       await oauth.processRevocationResponse(unknown);
     });
 
+    await t.step(
+      "introspection and revocation without a token: the client's credentials first, then invalid_request",
+      async () => {
+        for (const endpoint of [as.introspection_endpoint!, as.revocation_endpoint!]) {
+          const ask = (authorization: string, body = "") =>
+            fetch(endpoint, {
+              method: "POST",
+              headers: { authorization, "content-type": "application/x-www-form-urlencoded" },
+              body,
+            });
+          // RFC 7009 2.1: the credentials are validated first, whatever the form lacks.
+          const wrong = await ask(`Basic ${btoa(`${a.id}:nope`)}`);
+          assert.equal(wrong.status, 401, endpoint);
+          assert.match(wrong.headers.get("www-authenticate") ?? "", /^Basic /, endpoint);
+          assert.equal((await wrong.json()).error, "invalid_client", endpoint);
+          for (const body of ["", "token=", "token_type_hint=access_token"]) {
+            const res = await ask(`Basic ${btoa(`${a.id}:${a.secret}`)}`, body);
+            assert.equal(res.status, 400, `${endpoint} ${body}`);
+            assert.equal(res.headers.get("cache-control"), "no-store");
+            assert.deepEqual(await res.json(), {
+              error: "invalid_request",
+              error_description: "token is required",
+            });
+          }
+        }
+      },
+    );
+
     await t.step("the revocation is a security event at /v1, with its time filters", async () => {
       const path = "/v1/projects/tp1/security-events";
       const listed = await api("GET", `${path}?since=2000-01-01T00:00:00Z`, { token: adminToken });
@@ -417,6 +445,18 @@ Deno.test("client_credentials, introspection and revocation with a stock OAuth c
           }),
         );
         assert.equal(failure.code, 16); // UNAUTHENTICATED: invalid_client
+        // `token` is REQUIRED (RFC 7009 2.1, RFC 7662 2.1): an empty one is no success.
+        const client = { clientId: a.id, clientSecret: a.secret };
+        for (
+          const call of [
+            grpc.call(TokenService.method.revokeToken, { client }),
+            grpc.call(TokenService.method.introspectToken, { client }),
+          ]
+        ) {
+          const refused = await grpcFailure(call);
+          assert.equal(refused.code, 3); // INVALID_ARGUMENT: invalid_request
+          assert.equal(refused.details, "token is required");
+        }
       } finally {
         grpc.close();
       }

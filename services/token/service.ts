@@ -292,6 +292,8 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
 
     async introspectToken(req, ctx) {
       const caller = clientOf(ctx);
+      // RFC 7662 2.1: `token` is REQUIRED; checked once the caller is authenticated.
+      if (req.token === "") throw oauthError("invalid_request", "token is required");
       const claims = await accessTokens.verify(req.token);
       // Another project's token is inactive to this caller: it learns nothing about it.
       if (claims) {
@@ -328,6 +330,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
 
     async revokeToken(req, ctx) {
       const caller = clientOf(ctx);
+      // RFC 7009 2.1: `token` is REQUIRED; checked once the client is authenticated (its
+      // credentials come first), so that a request without one is never a success.
+      if (req.token === "") throw oauthError("invalid_request", "token is required");
       // token_type_hint is a hint: whatever it says, both kinds are looked for (RFC 7009 2.1).
       const claims = await accessTokens.verify(req.token);
       if (claims) {

@@ -1061,7 +1061,7 @@ export type IntrospectTokenRequest = Message<"registry.token.v1.IntrospectTokenR
   client?: ClientCredentials | undefined;
 
   /**
-   * The token to look at.
+   * The token to look at; empty: `invalid_request`.
    *
    * @generated from field: string token = 2;
    */
@@ -1228,7 +1228,7 @@ export type RevokeTokenRequest = Message<"registry.token.v1.RevokeTokenRequest">
   client?: ClientCredentials | undefined;
 
   /**
-   * The token to revoke.
+   * The token to revoke; empty: `invalid_request`.
    *
    * @generated from field: string token = 2;
    */
@@ -1722,7 +1722,8 @@ export const TokenService: GenService<{
   /**
    * Introspection (RFC 7662): whether a token is active now, and its claims. A token that is
    * unknown, malformed, expired, revoked, of a client that is suspended or deleted, or of another
-   * project than the calling client's, is `active: false` with nothing else.
+   * project than the calling client's, is `active: false` with nothing else. An empty `token` is
+   * refused, `invalid_request`, once the client is authenticated.
    *
    * @generated from rpc registry.token.v1.TokenService.IntrospectToken
    */
@@ -1736,7 +1737,8 @@ export const TokenService: GenService<{
    * malformed or expired is answered as a success (RFC 7009 2.2), and nothing changes; another
    * client's is refused, `invalid_request`, and nothing changes (RFC 7009 2.1: "If this validation
    * fails, the request is refused and the client is informed of the error"; node-oidc-provider
-   * answers the same).
+   * answers the same). An empty `token` is refused, `invalid_request`, once the client is
+   * authenticated (its credentials are checked first): it is no success.
    *
    * @generated from rpc registry.token.v1.TokenService.RevokeToken
    */
