@@ -30,6 +30,7 @@ import { createGrpcTransport } from "../lib/rpc/mod.ts";
 import {
   configErrorExitCode,
   flag,
+  issuerUrl,
   logLevel,
   nonNegativeInt,
   port,
@@ -71,7 +72,7 @@ export const gatewaySettings = {
   CORE_GRPC_URL: url("http://127.0.0.1:50052"),
   TOKEN_SERVICE_GRPC_URL: url("http://127.0.0.1:50053"),
   // The authorization server's issuer; by default http://127.0.0.1:<GATEWAY_PORT>.
-  ISSUER_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
+  ISSUER_URL: v.optional(issuerUrl),
   // Where the authorization endpoint sends a user who is not signed in (with return_to).
   LOGIN_URL: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
   // The header that names the client's address when a proxy stands in front (the Ingress's

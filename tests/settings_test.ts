@@ -119,6 +119,43 @@ Deno.test("a key or secret shorter than 32 characters is a setting's problem, sa
   );
 });
 
+Deno.test("ISSUER_URL is an origin: a path, query, fragment or credentials is refused before anything starts", () => {
+  const env = {
+    DATABASE_URL: "postgres://127.0.0.1/postgres",
+    AUTH_JWT_SECRET: "k".repeat(32),
+    TOKEN_KEY_ENCRYPTION_KEY: "k".repeat(32),
+  };
+  for (const component of ["token-service", "gateway"]) {
+    const schema = v.object(schemas[component]!);
+    const issuer = (value: string) => readConfig(component, schema, { ...env, ISSUER_URL: value });
+    for (
+      const origin of ["https://as.example.com", "https://as.example.com/", "http://[::1]:8080"]
+    ) {
+      assert.equal(issuer(origin).ISSUER_URL, origin, `${component}: ${origin}`);
+    }
+    // RFC 8414 2: no query or fragment; and the gateway serves the metadata and the endpoints at
+    // its origin's root only, so a path would name a metadata address nothing serves (RFC 8414 3).
+    for (
+      const bad of [
+        "https://as.example.com/auth",
+        "https://as.example.com/auth/",
+        "https://as.example.com/?tenant=a",
+        "https://as.example.com#x",
+        "https://user:pass@as.example.com",
+        "ftp://as.example.com",
+      ]
+    ) {
+      assert.throws(
+        () => issuer(bad),
+        (error: Error) =>
+          error instanceof ConfigError &&
+          error.message.startsWith(`${component}: setting ISSUER_URL: must be`),
+        `${component}: ${bad}`,
+      );
+    }
+  }
+});
+
 /** The names of settings `pattern`'s first group finds in `text`. */
 const names = (text: string, pattern: RegExp) => [...text.matchAll(pattern)].map((m) => m[1]!);
 

@@ -100,6 +100,23 @@ export function configErrorExitCode(error: unknown): number {
   return 2;
 }
 
+/**
+ * The authorization server's issuer (ISSUER_URL): an `http` or `https` origin, with nothing after
+ * its host and port but an optional `/`. RFC 8414 2 forbids a query and a fragment in an issuer;
+ * a path is refused too, because the gateway serves the metadata and every endpoint at the root
+ * of its origin: with a path, RFC 8414 3.1 would put the metadata at
+ * `/.well-known/oauth-authorization-server/<path>`, which nothing serves, and the endpoints it
+ * names under the path, which are not there either (RFC 8414 3.3).
+ */
+export const issuerUrl = v.pipe(
+  v.string(),
+  v.url("must be a URL"),
+  v.regex(
+    /^https?:\/\/[^/?#@\\]+\/?$/i,
+    "must be an http or https origin: no path, query, fragment or credentials",
+  ),
+);
+
 /** A required non-empty string setting. */
 export const required = v.pipe(v.string("is required"), v.nonEmpty("is required"));
 

@@ -31,6 +31,7 @@ export {
   ConfigError,
   configErrorExitCode,
   flag,
+  issuerUrl,
   logLevel,
   nonNegativeInt,
   optionalSecretKey,

@@ -214,7 +214,8 @@ export const settings = {
     usedBy: ["token-service", "gateway", "start"],
     default: "`http://127.0.0.1:<GATEWAY_PORT>` (gateway, start); `http://127.0.0.1:8080` " +
       "(token-service)",
-    meaning: "the authorization server's issuer: the gateway's public base URL",
+    meaning: "the authorization server's issuer: the gateway's public base URL, an http(s) " +
+      "origin (no path, query or fragment: the metadata is served at its root, RFC 8414 3)",
     help: "the authorization server's issuer (the gateway's URL)",
   },
   LOGIN_URL: {
