@@ -24,7 +24,8 @@
  *   own feeds promise only that much), while this gateway has already dropped everything.
  * - **This gateway's own revocations at once.** A token revoked through this gateway is dropped
  *   when the revocation succeeds, and not kept again for 800 ms (another replica may still answer
- *   from before it), without waiting for the notification.
+ *   from before it), without waiting for the notification; a refresh token whose revocation took
+ *   access tokens with it (its grant's, RFC 7009 2.1) drops every answer, as a notification does.
  * - **Bounded.** Entries count in bytes against `maxBytes` and the process's memory budget
  *   (lib/platform/bounded_cache.ts), oldest out first.
  *
@@ -88,8 +89,12 @@ export interface IntrospectionCache {
    * memory when kept, else `load`'s, which is kept when the rules above allow.
    */
   through(caller: string, token: string, load: () => Promise<Answer>): Promise<string>;
-  /** A token revoked through this gateway: dropped, and not kept again for a while. */
-  revoked(token: string): void;
+  /**
+   * A token revoked through this gateway: dropped, and not kept again for a while. `withOthers`:
+   * other tokens went with it (a refresh token's grant's access tokens), which no digest here
+   * names: every answer is dropped, and none kept for a while, as at a notification.
+   */
+  revoked(token: string, withOthers?: boolean): void;
   /** Entries and bytes kept now, and how answers were given so far. */
   stats(): { entries: number; bytes: number; hits: number; misses: number; bypassed: number };
   /** Stops following the feeds and forgets everything. */
@@ -172,7 +177,12 @@ export function createIntrospectionCache(options: IntrospectionCacheOptions): In
       }
       return answer.body;
     },
-    revoked(token) {
+    revoked(token, withOthers = false) {
+      if (withOthers) {
+        tokens.clear();
+        settling.changed();
+        return;
+      }
       const tokenKey = mac.base64(token);
       tokens.delete(tokenKey);
       settling.changed(tokenKey);

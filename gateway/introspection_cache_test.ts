@@ -162,6 +162,32 @@ Deno.test("introspection cache: a token revoked through this gateway is dropped 
   await cache.close();
 });
 
+Deno.test("introspection cache: a refresh token revoked with its grant's access tokens drops every answer at once", async () => {
+  const { cache, clock, load, calls } = await setup();
+  // The grant's access token, and another, held for two callers.
+  await cache.through("c", "access", load("access"));
+  await cache.through("c2", "access", load("access"));
+  await cache.through("c", "other", load("other"));
+  assert.equal(cache.stats().entries, 2);
+  // RFC 7009 2.1: the refresh token took its grant's access tokens with it, which the cache cannot
+  // name (it keeps digests): everything goes, before the notification is here.
+  cache.revoked("refresh", true);
+  assert.equal(cache.stats().entries, 0);
+  await cache.through("c", "access", load("access"));
+  await cache.through("c", "access", load("access"));
+  assert.equal(calls(), 5, "nothing kept for 800 ms: the replica that answered may lag");
+  clock.mono += 801;
+  await cache.through("c", "access", load("access"));
+  await cache.through("c", "access", load("access"));
+  assert.equal(calls(), 6);
+  // A revocation that took nothing else with it drops only its token.
+  await cache.through("c", "other", load("other"));
+  cache.revoked("refresh", false);
+  await cache.through("c", "access", load("access"));
+  assert.equal(calls(), 7);
+  await cache.close();
+});
+
 Deno.test("introspection cache: bounded in bytes, oldest out first", async () => {
   const { cache, load } = await setup({ maxBytes: 4_000 });
   for (let i = 0; i < 100; i++) await cache.through("c", `t${i}`, load(`t${i}`));

@@ -736,13 +736,14 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           // Without `token`: invalid_request from the token service, after the client's
           // credentials (RFC 7009 2.1: they are validated first).
           const token = params.get("token") ?? "";
-          await tokens.revokeToken({
+          const res = await tokens.revokeToken({
             client,
             token,
             tokenTypeHint: params.get("token_type_hint") ?? "",
           }, { timeoutMs: options.rpcTimeoutMs, headers: headersOf(c) });
-          // Not answered from this gateway's memory again, even before the notification is here.
-          options.introspections?.revoked(token);
+          // Not answered from this gateway's memory again, even before the notification is here;
+          // nor are the access tokens of a refresh token's grant, which went with it.
+          options.introspections?.revoked(token, res.revokedAccessTokens > 0n);
           return new Response(null, { status: 200, headers: noStore });
         });
       default:

@@ -360,9 +360,11 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
     await t.step("a token revoked: revoked, once per token, nothing for what was not", async () => {
       const own = await api.issueToken({ client: webCredentials, grantType: "client_credentials" });
       keep(own.accessToken);
-      await api.revokeToken({ client: webCredentials, token: own.accessToken });
-      await api.revokeToken({ client: webCredentials, token: own.accessToken });
-      await api.revokeToken({ client: webCredentials, token: "ort_" + "x".repeat(43) });
+      // Nothing went with an access token, nor with what was not revoked.
+      for (const token of [own.accessToken, own.accessToken, "ort_" + "x".repeat(43)]) {
+        const res = await api.revokeToken({ client: webCredentials, token });
+        assert.equal(res.revokedAccessTokens, 0n);
+      }
       const [access, ...more] = await only("revoked");
       assert.equal(more.length, 0, "revoking again, or something unknown, records nothing");
       assert.equal(access!.method, method("RevokeToken"));
@@ -372,8 +374,11 @@ Deno.test("security events: each kind once, failures summarised, listed and foll
       assert.match(field(access!, "jti") as string, /^[0-9a-f-]{36}$/);
 
       const grant = await redeem(await rememberedCode("read"));
-      await api.revokeToken({ client: webCredentials, token: grant.refreshToken });
-      await api.revokeToken({ client: webCredentials, token: grant.refreshToken });
+      // The grant's access token went with its refresh token, once (RFC 7009 2.1).
+      const first = await api.revokeToken({ client: webCredentials, token: grant.refreshToken });
+      assert.equal(first.revokedAccessTokens, 1n);
+      const again = await api.revokeToken({ client: webCredentials, token: grant.refreshToken });
+      assert.equal(again.revokedAccessTokens, 0n);
       const [, refresh, ...after] = await only("revoked");
       assert.equal(after.length, 0);
       assert.equal(refresh!.resource, `projects/p1/installations/${installationId}`);

@@ -374,13 +374,14 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
         throw oauthError("invalid_request", "The token was not issued to this client");
       }
       // A refresh token takes every token of its grant with it (RFC 7009 2.1); the event is
-      // written with the revocation, when the family was live.
-      await grants.revokeFamily(refresh.family.id, new Date(now()), {
+      // written with the revocation, when the family was live. How many access tokens went with
+      // it tells the gateway's introspection cache to drop what it cannot name.
+      const revokedAccessTokens = await grants.revokeFamily(refresh.family.id, new Date(now()), {
         audit: clientActorOf(ctx, caller.id, now()),
         result: "revoked",
         changes: [{ field: "token_type", new: "refresh_token" }],
       });
-      return {};
+      return { revokedAccessTokens: BigInt(revokedAccessTokens) };
     },
 
     async listEvents(req) {

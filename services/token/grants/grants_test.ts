@@ -67,7 +67,7 @@ function deps(
     findRefreshToken: () =>
       Promise.resolve(rows.refresh ? { token: rows.refresh, family } : undefined),
     issue: () => (writes.push("issue"), Promise.resolve("issued")),
-    revokeFamily: () => (writes.push("revokeFamily"), Promise.resolve()),
+    revokeFamily: () => (writes.push("revokeFamily"), Promise.resolve(0)),
   } as unknown as GrantRepository;
   const registry = {
     getInstallation: () =>

@@ -130,9 +130,9 @@ export interface GrantRepository {
    * Revokes a family: marks it, and puts every access token it issued that has not expired on the
    * revocation list (and tells the repository's `onRevoked` once it is committed, so that this
    * replica knows at once), with `event` when given, in the same transaction. Revoking a revoked
-   * family changes nothing and records nothing.
+   * family changes nothing and records nothing. Returns how many access tokens it revoked.
    */
-  revokeFamily(familyId: string, at: Date, event?: RevocationEvent): Promise<void>;
+  revokeFamily(familyId: string, at: Date, event?: RevocationEvent): Promise<number>;
   /**
    * Deletes at most `limit` families that expired before `at` (with their codes, refresh tokens
    * and access token records) and at most `limit` revoked tokens past their expiry; returns how
@@ -268,7 +268,9 @@ export function createGrantRepository(
           )${audit}
           select jti from revoked`;
       });
-      onRevoked((revoked as { jti: string }[]).map((r) => r.jti));
+      const jtis = (revoked as { jti: string }[]).map((r) => r.jti);
+      onRevoked(jtis);
+      return jtis.length;
     },
 
     async purge(at, limit) {
