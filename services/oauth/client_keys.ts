@@ -16,7 +16,8 @@
  * accepts any 32 bytes for Ed25519 and defers the check of an EC point to the first use.
  *
  * Optional members: `kid` (1 to 128 printable ASCII characters; the thumbprint when absent),
- * `alg` (the key type's algorithm), `use` (`sig`), `key_ops` (only `verify`), `ext` (a boolean,
+ * `alg` (the key type's algorithm), `use` (`sig`), `key_ops` (`["verify"]`: RFC 7517 4.3 forbids
+ * a repeated operation, and an empty list is a key meant for no operation), `ext` (a boolean,
  * as WebCrypto exports it). A JWK with a private member (`d`, `p`, `q`, `dp`, `dq`, `qi`, `oth`,
  * `k`) is refused whatever else it holds, with a message that names the members and never their
  * values. Other members (`x5c`, `x5t`, application members...) are dropped, as RFC 7517 4 asks of
@@ -202,11 +203,15 @@ export async function checkUploadedJwk(value: unknown, field = "jwk"): Promise<C
   if (value.use !== undefined && value.use !== "sig") {
     bad("use", 'must be "sig": a client key only signs');
   }
+  // RFC 7517 4.3: the operations the key is meant for, each once; an empty list is meant for none.
   const ops = value.key_ops;
   if (
-    ops !== undefined && (!Array.isArray(ops) || ops.some((op) => op !== "verify"))
+    ops !== undefined && (!Array.isArray(ops) || ops.length !== 1 || ops[0] !== "verify")
   ) {
-    bad("key_ops", 'must list only "verify": the registry keeps a key that verifies');
+    bad(
+      "key_ops",
+      'must be ["verify"]: the registry keeps a key that verifies, each operation once',
+    );
   }
   if (value.ext !== undefined && typeof value.ext !== "boolean") bad("ext", "must be a boolean");
 

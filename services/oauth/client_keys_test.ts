@@ -211,6 +211,10 @@ Deno.test("other key types, curves and malformed members are refused, member by 
   assert.deepEqual(await fields({ ...rfc8037, use: "enc" }), ["jwk.use"]);
   assert.deepEqual(await fields({ ...rfc8037, key_ops: ["verify", "sign"] }), ["jwk.key_ops"]);
   assert.deepEqual(await fields({ ...rfc8037, key_ops: "verify" }), ["jwk.key_ops"]);
+  // RFC 7517 4.3: no operation twice; and a key meant for no operation verifies nothing.
+  assert.deepEqual(await fields({ ...rfc8037, key_ops: ["verify", "verify"] }), ["jwk.key_ops"]);
+  assert.deepEqual(await fields({ ...rfc8037, key_ops: [] }), ["jwk.key_ops"]);
+  assert.equal((await checkUploadedJwk({ ...rfc8037, key_ops: ["verify"] })).algorithm, "EdDSA");
   assert.deepEqual(await fields({ ...rfc8037, ext: "yes" }), ["jwk.ext"]);
   // Several at once.
   assert.deepEqual(await fields({ ...rfc8037, kid: "", use: "enc", x: "!" }), [
