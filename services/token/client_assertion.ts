@@ -5,7 +5,11 @@
  * same description, so that an answer tells an attacker nothing about which check failed:
  *
  * - the JWS: compact, three base64url parts, a header without `crit`, `alg` one of
- *   {@link assertionSigningAlgs} (never `none` or HS*: a client has no shared key here);
+ *   {@link assertionSigningAlgs} (never `none` or HS*: a client has no shared key here), and
+ *   `typ`, when present, `JWT` or `client-authentication+jwt` (draft-ietf-oauth-rfc7523bis):
+ *   a JWT typed as another kind (`dpop+jwt`, `at+jwt`, a request object's
+ *   `oauth-authz-req+jwt`...) is not a client assertion, even signed by a client key with the
+ *   claims of one, which is what explicit typing is for (RFC 8725 3.11);
  * - the claims: `iss` and `sub` the client_id (and the request's client_id, when it names one);
  *   `aud` the issuer, the token endpoint's URL or the URL of the endpoint called (a string, or an
  *   array of only those: RFC 9126 2 asks the PAR endpoint to take its own URL, and clients of
@@ -96,6 +100,13 @@ const families: Record<string, { names: readonly string[]; members: readonly str
   RS256: { names: ["RS256"], members: ["kty", "n", "e"] },
 };
 
+/**
+ * The `typ` of an assertion, compared as a media type (RFC 7515 4.1.9: in any case, `application/`
+ * omitted or not): `JWT`, or `client-authentication+jwt` (draft-ietf-oauth-rfc7523bis). Absent is
+ * fine too: the draft advises servers not to refuse untyped assertions.
+ */
+const assertionTyp = /^(?:application\/)?(?:jwt|client-authentication\+jwt)$/i;
+
 /** The longest assertion taken (one signed with an 8192-bit RSA key is about 1,700 characters). */
 const maxAssertionLength = 8192;
 
@@ -138,6 +149,8 @@ export function createAssertionVerifier(options: AssertionVerifierOptions): Asse
     const jws = parseJws(assertion, maxAssertionLength);
     if (!jws || "crit" in jws.header) throw fail();
     const { header, claims } = jws;
+    const typ = header.typ;
+    if (typ !== undefined && (typeof typ !== "string" || !assertionTyp.test(typ))) throw fail();
     const alg = header.alg;
     if (typeof alg !== "string" || !assertionSigningAlgs.includes(alg)) {
       throw fail();

@@ -128,6 +128,12 @@ Deno.test("a valid assertion authenticates, by each key type, and EdDSA under bo
     // Without kid, and with the request's client_id; the token endpoint's URL as aud.
     await verify(await sign(privateKey, { alg: names[0]! }, { aud: tokenUrl }), clientId);
     await verify(await sign(privateKey, { alg: names[0]! }, { aud: [issuer, tokenUrl] }), "");
+    // Explicitly typed (draft-ietf-oauth-rfc7523bis; RFC 7515 4.1.9: a media type, any case).
+    for (
+      const typ of ["client-authentication+jwt", "application/Client-Authentication+JWT", "JWT"]
+    ) {
+      await verify(await sign(privateKey, { alg: names[0]!, typ }), "");
+    }
     // The URL of the endpoint called (RFC 9126 2: the PAR endpoint's own).
     const par = `${issuer}/oauth2/par`;
     await verify(await sign(privateKey, { alg: names[0]! }, { aud: par }), "", par);
@@ -166,6 +172,14 @@ Deno.test("every bad assertion is invalid_client with the same description", asy
       ),
     ],
     ["not a JWS", Promise.resolve("not-a-jwt")],
+    // RFC 8725 3.11: a JWT typed as another kind is none of these, whatever its claims.
+    ["typ dpop+jwt", sign(privateKey, { ...header, typ: "dpop+jwt" })],
+    ["typ at+jwt", sign(privateKey, { ...header, typ: "at+jwt" })],
+    ["typ of a request object", sign(privateKey, { ...header, typ: "oauth-authz-req+jwt" })],
+    [
+      "typ not a string",
+      sign(privateKey, { ...header, typ: 1 } as unknown as jose.JWTHeaderParameters),
+    ],
   ];
   for (const [name, assertion] of cases) {
     await refused(verify, await assertion).catch((e) => {
