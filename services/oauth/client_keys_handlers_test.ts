@@ -377,7 +377,7 @@ Deno.test("client keys and authentication methods, in process, through the real 
     );
 
     await t.step(
-      "a duplicate kid is ALREADY_EXISTS; a public client FAILED_PRECONDITION",
+      "a duplicate kid, or the same key again, is ALREADY_EXISTS; a public client FAILED_PRECONDITION",
       async () => {
         const { id } = await newClient();
         await createKey(id, { jwk: { ...ed25519, kid: "one" } });
@@ -386,8 +386,16 @@ Deno.test("client keys and authentication methods, in process, through the real 
         );
         assert.equal(dup.code, Code.AlreadyExists);
         assert.match(dup.rawMessage, /already has a key with kid "one"/);
+        // The same public key under another kid, or under its thumbprint: held once, or deleting
+        // it by one kid would leave it verifying under the other.
+        for (const jwk of [{ ...ed25519, kid: "two" }, ed25519, { ...ed25519, alg: "Ed25519" }]) {
+          const again = await rejection(createKey(id, { jwk }));
+          assert.equal(again.code, Code.AlreadyExists);
+          assert.match(again.rawMessage, /already has this key, under kid "one"/);
+        }
+        const fresh = await newClient();
         const same = await rejection(
-          createKey(id, { jwk: ed25519 }).then(() => createKey(id, { jwk: ed25519 })),
+          createKey(fresh.id, { jwk: ed25519 }).then(() => createKey(fresh.id, { jwk: ed25519 })),
         );
         assert.equal(same.code, Code.AlreadyExists, "the same key again (its thumbprint)");
         const before = await count("client_keys");

@@ -706,6 +706,13 @@ export function createOAuthRegistry(
           Code.AlreadyExists,
         );
       }
+      if (result.kind === "same_key") {
+        throw new ConnectError(
+          `Client ${req.clientId} already has this key, under kid ${JSON.stringify(result.kid)}: ` +
+            "a key is held once (deleting it must leave no copy that still verifies)",
+          Code.AlreadyExists,
+        );
+      }
       if (result.kind === "full") {
         throw new ConnectError(
           result.held === "live"

@@ -51,6 +51,7 @@ export type CreateKeyResult =
   | { kind: "no_client" }
   | { kind: "public" }
   | { kind: "duplicate" }
+  | { kind: "same_key"; kid: string }
   | { kind: "full"; held: "live" | "all" };
 
 /** Options of {@link ClientKeyRepository.create}. */
@@ -99,8 +100,10 @@ export interface NewClientKey {
 export interface ClientKeyRepository {
   /**
    * Stores a new key for the project's client unless the client is missing or public, already
-   * holds a key of that kid, or holds `maxLive` live keys or `maxAll` in all. Concurrent calls for
-   * one client are serialised by a row lock on the client.
+   * holds a key of that kid or the same public key under another kid (`same_key`, with that kid:
+   * one key, one row, so that deleting it leaves no copy that still verifies), or holds `maxLive`
+   * live keys or `maxAll` in all. Concurrent calls for one client are serialised by a row lock on
+   * the client.
    */
   create(projectId: string, key: NewClientKey, options: CreateKeyOptions): Promise<CreateKeyResult>;
   /** Returns the keys of the project's client in id order, or undefined if there is no client. */
@@ -135,13 +138,22 @@ export function createClientKeyRepository(sql: Sql): ClientKeyRepository {
             for update`;
           if (!client) return { kind: "no_client" } as const;
           if (client.type !== "web") return { kind: "public" } as const;
-          const [held] = await tx<{ live: number; total: number; same_kid: boolean }[]>`
+          // The same key: the same public members (a stored JWK has no others but kid, alg and
+          // use, which its type decides), expired keys included, as for a kid.
+          const material = Object.fromEntries(
+            Object.entries(key.jwk).filter(([name]) => name !== "kid"),
+          );
+          const [held] = await tx<
+            { live: number; total: number; same_kid: boolean; same_key: string | null }[]
+          >`
             select count(*) filter (where ${live(options.now)})::int as live,
               count(*)::int as total,
-              coalesce(bool_or(kid = ${key.kid}), false) as same_kid
+              coalesce(bool_or(kid = ${key.kid}), false) as same_kid,
+              min(kid) filter (where jwk - 'kid' = ${sql.json(material)}::jsonb) as same_key
             from oauth.client_keys
             where client_id = ${key.client_id}`;
           if (held!.same_kid) return { kind: "duplicate" } as const;
+          if (held!.same_key !== null) return { kind: "same_key", kid: held!.same_key } as const;
           if (held!.live >= options.maxLive) return { kind: "full", held: "live" } as const;
           if (held!.total >= options.maxAll) return { kind: "full", held: "all" } as const;
           const [row] = await tx<ClientKeyRow[]>`

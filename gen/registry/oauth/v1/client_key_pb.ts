@@ -46,8 +46,8 @@ export type ClientKey = Message<"registry.oauth.v1.ClientKey"> & {
 
   /**
    * The key's `kid`: the uploaded JWK's, or its RFC 7638 SHA-256 thumbprint when it has none.
-   * Unique among the client's keys. A client assertion that names a `kid` is checked with that key
-   * only.
+   * Unique among the client's keys, as is the public key itself (the same key is not held twice,
+   * under two kids). A client assertion that names a `kid` is checked with that key only.
    *
    * @generated from field: string kid = 3;
    */

@@ -1687,8 +1687,10 @@ export const OAuthRegistryService: GenService<{
    * least 2048 bits; a JWK with private members, `d` and the like, is INVALID_ARGUMENT and never
    * stored), or `generate` (`EdDSA` or `ES256`): the registry makes the key pair and returns its
    * private part once, in `private_jwk`. ALREADY_EXISTS when the client has a key of the same
-   * `kid`; FAILED_PRECONDITION for a public client, or one that already holds 10 live keys or 20
-   * in all. A replay under the same idempotency key returns the key without `private_jwk`.
+   * `kid`, or the same public key under any `kid` (expired keys included: a key is held once, so
+   * that deleting it leaves no copy that still verifies); FAILED_PRECONDITION for a public
+   * client, or one that already holds 10 live keys or 20 in all. A replay under the same
+   * idempotency key returns the key without `private_jwk`.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.CreateClientKey
    */
