@@ -29,6 +29,7 @@ import { authOptions, authSettings, createTokenVerifier } from "../lib/policy/mo
 import { createGrpcTransport } from "../lib/rpc/mod.ts";
 import {
   configErrorExitCode,
+  defaultIssuer,
   flag,
   issuerUrl,
   logLevel,
@@ -62,6 +63,22 @@ import {
 } from "./transcoder.ts";
 
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
+
+/**
+ * The issuer the metadata names: ISSUER_URL, or by default `http://127.0.0.1:<GATEWAY_PORT>`.
+ * `unmatched` when that default is not the token service's, which cannot know this port: the
+ * tokens' `iss` would then not be the metadata's `issuer` (RFC 8414 3.3) unless ISSUER_URL is set
+ * on both.
+ */
+export function gatewayIssuer(
+  config: { ISSUER_URL?: string | undefined; GATEWAY_PORT: number },
+): { issuer: string; unmatched: boolean } {
+  const issuer = (config.ISSUER_URL ?? `http://127.0.0.1:${config.GATEWAY_PORT}`).replace(
+    /\/$/,
+    "",
+  );
+  return { issuer, unmatched: config.ISSUER_URL === undefined && issuer !== defaultIssuer };
+}
 
 /** The gateway's settings. */
 export const gatewaySettings = {
@@ -195,10 +212,13 @@ export function startGateway(
     budget,
     reads: listening?.reads,
   });
-  const issuer = (config.ISSUER_URL ?? `http://127.0.0.1:${config.GATEWAY_PORT}`).replace(
-    /\/$/,
-    "",
-  );
+  const { issuer, unmatched } = gatewayIssuer(config);
+  if (unmatched) {
+    log.warn("ISSUER_URL is unset: set it on the gateway and the token service alike", {
+      issuer,
+      token_service_default: defaultIssuer,
+    });
+  }
   const oauth = createOAuthEndpoints({
     introspections: listening?.introspections,
     transport: backends[2]!.transport,

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import * as v from "valibot";
-import { gatewaySettings } from "../gateway/main.ts";
+import { gatewayIssuer, gatewaySettings } from "../gateway/main.ts";
 import {
   ConfigError,
   isDeclared,
@@ -154,6 +154,26 @@ Deno.test("ISSUER_URL is an origin: a path, query, fragment or credentials is re
       );
     }
   }
+});
+
+Deno.test("the gateway's default issuer is the token service's only on port 8080; on another it warns", () => {
+  const env = {
+    DATABASE_URL: "postgres://127.0.0.1/postgres",
+    AUTH_JWT_SECRET: "k".repeat(32),
+    TOKEN_KEY_ENCRYPTION_KEY: "k".repeat(32),
+  };
+  const token = readConfig("token-service", v.object(schemas["token-service"]!), env);
+  const gateway = (extra: Record<string, string>) =>
+    gatewayIssuer(readConfig("gateway", v.object(gatewaySettings), { ...env, ...extra }));
+  assert.deepEqual(gateway({}), { issuer: token.ISSUER_URL, unmatched: false });
+  assert.deepEqual(gateway({ GATEWAY_PORT: "9090" }), {
+    issuer: "http://127.0.0.1:9090",
+    unmatched: true,
+  });
+  assert.deepEqual(gateway({ GATEWAY_PORT: "9090", ISSUER_URL: "https://as.example.com/" }), {
+    issuer: "https://as.example.com",
+    unmatched: false,
+  });
 });
 
 /** The names of settings `pattern`'s first group finds in `text`. */

@@ -117,6 +117,12 @@ export const issuerUrl = v.pipe(
   ),
 );
 
+/**
+ * The issuer of a token service started without ISSUER_URL: the gateway's on its default port. A
+ * gateway on another port without ISSUER_URL names another in its metadata, and warns.
+ */
+export const defaultIssuer = "http://127.0.0.1:8080";
+
 /** A required non-empty string setting. */
 export const required = v.pipe(v.string("is required"), v.nonEmpty("is required"));
 

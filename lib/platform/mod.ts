@@ -30,6 +30,7 @@ export { type Deadline, Deadlines, deadlines, maxTimerMs, type TimerHost } from 
 export {
   ConfigError,
   configErrorExitCode,
+  defaultIssuer,
   flag,
   issuerUrl,
   logLevel,

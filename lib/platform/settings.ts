@@ -215,7 +215,9 @@ export const settings = {
     default: "`http://127.0.0.1:<GATEWAY_PORT>` (gateway, start); `http://127.0.0.1:8080` " +
       "(token-service)",
     meaning: "the authorization server's issuer: the gateway's public base URL, an http(s) " +
-      "origin (no path, query or fragment: the metadata is served at its root, RFC 8414 3)",
+      "origin (no path, query or fragment: the metadata is served at its root, RFC 8414 3); " +
+      "the same on the gateway and the token service (a gateway on another port than 8080 " +
+      "without it warns at start: the token service's default would differ)",
     help: "the authorization server's issuer (the gateway's URL)",
   },
   LOGIN_URL: {

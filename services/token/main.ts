@@ -10,6 +10,7 @@
 import * as v from "valibot";
 import { TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
 import {
+  defaultIssuer,
   flag,
   issuerUrl,
   nonNegativeInt,
@@ -64,7 +65,7 @@ export const tokenService = defineService({
   ports: { grpc: 50053, http: 8083 },
   settings: {
     /** The `iss` of every token: the gateway's public base URL. */
-    ISSUER_URL: v.optional(issuerUrl, "http://127.0.0.1:8080"),
+    ISSUER_URL: v.optional(issuerUrl, defaultIssuer),
     /** The oauth-registry's gRPC port. */
     OAUTH_REGISTRY_GRPC_URL: url("http://127.0.0.1:50051"),
     /** A platform token to call the registry with, when there is no AUTH_JWT_SECRET to sign one. */
