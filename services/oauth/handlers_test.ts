@@ -77,6 +77,80 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
       assert.equal(row?.count, 0);
     });
 
+    await t.step("one origin or one redirect URI written two ways is a duplicate", async () => {
+      const duplicate = async (
+        client: { type: ClientType; redirectUris?: string[]; javascriptOrigins?: string[] },
+        field: string,
+      ) => {
+        const err = await rejection(
+          api.createClient({ projectId: "p", client: { name: "dup", ...client } }, {
+            headers: admin,
+          }),
+        );
+        assert.equal(err.code, Code.InvalidArgument, JSON.stringify(client));
+        assert.deepEqual(fieldViolations(err).map((v) => v.field), [field]);
+        assert.match(fieldViolations(err)[0]!.description, /duplicates \(item 1 repeats item 0\)/);
+      };
+      // The origins a browser sends alike (RFC 6454 6.2), and the CORS lookup takes for one.
+      for (
+        const second of [
+          "https://APP.example.com",
+          "HTTPS://app.example.com",
+          "https://app.example.com:443",
+          "https://app.example.com:0443",
+        ]
+      ) {
+        await duplicate({
+          type: ClientType.SPA,
+          javascriptOrigins: ["https://app.example.com", second],
+        }, "client.javascript_origins");
+      }
+      await duplicate({
+        type: ClientType.SPA,
+        javascriptOrigins: ["http://[::1]:3000", "http://[0:0:0:0:0:0:0:1]:3000"],
+      }, "client.javascript_origins");
+      // URIs equivalent by RFC 3986 6.2.2.1 and 6.2.3.
+      for (
+        const [first, second] of [
+          ["https://app.example.com/cb", "https://App.Example.COM/cb"],
+          ["https://app.example.com/cb", "Https://app.example.com/cb"],
+          ["https://app.example.com/cb", "https://app.example.com:443/cb"],
+          ["http://127.0.0.1:80/cb", "http://127.0.0.1/cb"],
+          ["https://app.example.com", "https://app.example.com/"],
+          ["https://app.example.com?x=1", "https://app.example.com/?x=1"],
+        ]
+      ) {
+        await duplicate(
+          { type: ClientType.WEB, redirectUris: [first!, second!] },
+          "client.redirect_uris",
+        );
+      }
+      await duplicate({
+        type: ClientType.NATIVE,
+        redirectUris: ["com.example.app:/cb", "COM.Example.App:/cb"],
+      }, "client.redirect_uris");
+      // What the authorization request must repeat exactly still tells two apart.
+      const distinct = await api.createClient({
+        projectId: "p",
+        client: {
+          name: "distinct",
+          type: ClientType.WEB,
+          redirectUris: [
+            "https://app.example.com/cb",
+            "https://app.example.com/cb/",
+            "https://app.example.com/CB",
+            "https://app.example.com/cb?x=1",
+            "https://app.example.com:8443/cb",
+            "https://app.example.com/c%62",
+          ],
+          javascriptOrigins: ["https://app.example.com", "https://app.example.com:8443"],
+        },
+      }, { headers: admin });
+      await api.deleteClient({ projectId: "p", clientId: distinct.client!.id }, {
+        headers: admin,
+      });
+    });
+
     await t.step(
       "a create replayed with its Idempotency-Key returns the first outcome",
       async () => {

@@ -371,6 +371,46 @@ export function checkJavascriptOrigin(origin: string): string | undefined {
 }
 
 /**
+ * The form of a valid JavaScript origin that tells whether two of a list are one: its
+ * serialisation (RFC 6454 6.2), the form a browser sends in `Origin` and the registry's CORS lookup
+ * compares with (scheme and host in lower case, the port without leading zeros and left out when it
+ * is the scheme's default, an IPv6 literal in its shortest form). `https://App.Example.com:443` and
+ * `https://app.example.com` are one origin.
+ *
+ * @param origin An origin {@link checkJavascriptOrigin} accepts (anything else is returned as is).
+ */
+export function originKey(origin: string): string {
+  return parseUrl(origin)?.origin ?? origin;
+}
+
+/**
+ * The form of a valid redirect URI that tells whether two of a list are one URI (RFC 3986 6.2.2.1
+ * and 6.2.3): the scheme and the host in lower case and, for `http` and `https`, the port without
+ * leading zeros and left out when it is the scheme's default, an IPv6 literal in its shortest form
+ * and an empty path written `/`. The path, query and percent-encoding stay as written: they are
+ * what the authorization request must repeat exactly (RFC 9700 2.1), so
+ * `https://app.example.com/cb` and `https://app.example.com/cb/` stay two.
+ *
+ * @param uri A URI {@link checkRedirectUri} accepts (anything else is returned as is).
+ */
+export function redirectUriKey(uri: string): string {
+  const raw = splitUri(uri);
+  if (raw === undefined || raw.authority === undefined) {
+    return raw === undefined ? uri : raw.scheme.toLowerCase() + uri.slice(raw.scheme.length);
+  }
+  const scheme = raw.scheme.toLowerCase();
+  let rest = uri.slice(raw.scheme.length + 3 + raw.authority.length);
+  let authority = raw.authority.toLowerCase();
+  if (scheme === "http" || scheme === "https") {
+    const url = parseUrl(uri);
+    if (url === undefined) return uri;
+    authority = url.host;
+    if (!rest.startsWith("/")) rest = `/${rest}`;
+  }
+  return `${scheme}://${authority}${rest}`;
+}
+
+/**
  * Checks a branding link (logo, home page, privacy policy or terms of service): an absolute ASCII
  * `https` URI without whitespace or control characters, with a valid host, no user information,
  * a port (if given) from 1 to 65535 and well-formed percent-encoding. A query and a fragment are

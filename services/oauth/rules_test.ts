@@ -6,6 +6,8 @@ import {
   checkJavascriptOrigin,
   checkRedirectUri,
   checkScope,
+  originKey,
+  redirectUriKey,
 } from "./rules.ts";
 
 const allTypes = ["web", "spa", "native"] as const;
@@ -578,6 +580,24 @@ Deno.test("checkHostname() rejects labels starting or ending with a hyphen", () 
   rejects(checkHostname, "example.-com", message);
   rejects(checkHostname, "-");
   accepts(checkHostname, "ex--ample.com");
+});
+
+// originKey, redirectUriKey
+
+Deno.test("originKey() is the origin a browser sends", () => {
+  assert.equal(originKey("HTTPS://App.Example.com:0443"), "https://app.example.com");
+  assert.equal(originKey("http://[0:0:0:0:0:0:0:1]:3000"), "http://[::1]:3000");
+  assert.equal(originKey("https://app.example.com:8443"), "https://app.example.com:8443");
+});
+
+Deno.test("redirectUriKey() normalises scheme, host, port and an empty path only", () => {
+  assert.equal(redirectUriKey("HTTPS://App.Example.com:443"), "https://app.example.com/");
+  assert.equal(redirectUriKey("https://a.example:0443/Cb/?X=%2a"), "https://a.example/Cb/?X=%2a");
+  assert.equal(redirectUriKey("https://a.example?x=1"), "https://a.example/?x=1");
+  assert.equal(redirectUriKey("http://127.0.0.1:8080/cb"), "http://127.0.0.1:8080/cb");
+  assert.equal(redirectUriKey("Com.Example.App:/Cb"), "com.example.app:/Cb");
+  assert.equal(redirectUriKey("com.example.app://Host/Cb"), "com.example.app://host/Cb");
+  assert.equal(redirectUriKey("not a uri"), "not a uri");
 });
 
 // checkEmail

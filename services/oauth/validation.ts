@@ -31,6 +31,8 @@ import {
   checkJavascriptOrigin,
   checkRedirectUri,
   checkScope,
+  originKey,
+  redirectUriKey,
 } from "./rules.ts";
 
 /** Most items a list field of a client or configuration may hold (spec section 8). */
@@ -177,12 +179,14 @@ export function clientFields(type: ClientType) {
       '"web", "spa", "native"',
     ),
     // Until the type is valid, only the sizes of the URI lists can be checked.
+    // Two ways of writing one URI or one origin are one item: a duplicate.
     redirectUris: uniqueList(
       checkedString(2048, (s) => known ? checkRedirectUri(s, typeName) : undefined),
       maxListItems,
+      redirectUriKey,
     ),
     javascriptOrigins: v.pipe(
-      uniqueList(checkedString(2048, checkJavascriptOrigin), maxListItems),
+      uniqueList(checkedString(2048, checkJavascriptOrigin), maxListItems, originKey),
       v.check(
         (list) => type !== ClientType.NATIVE || list.length === 0,
         "must be empty for native clients",

@@ -55,11 +55,13 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
   /**
    * Where the authorization server may send the user back, compared exactly. At most 100 items,
    * each an absolute URI of at most 2048 characters with no fragment, userinfo, wildcard or dot
-   * segment, no duplicates. CLIENT_TYPE_WEB and CLIENT_TYPE_SPA: `https`, or `http` on a loopback
-   * host (`localhost`, `127.0.0.1`, `[::1]`). CLIENT_TYPE_NATIVE: those, or a private-use scheme
-   * that contains a dot (`com.example.app:/callback`, RFC 8252 7.1). A query must not name a
-   * parameter the authorization response adds (`code`, `state`, `iss`, `error`,
-   * `error_description`, `error_uri`): the answer would carry two. Defaults to an empty list.
+   * segment, no duplicates (nor one URI written two ways, RFC 3986 6.2.2.1 and 6.2.3: scheme and
+   * host case, a default or zero-padded port, an empty path for `/`; path and query are compared as
+   * written). CLIENT_TYPE_WEB and CLIENT_TYPE_SPA: `https`, or `http` on a loopback host
+   * (`localhost`, `127.0.0.1`, `[::1]`). CLIENT_TYPE_NATIVE: those, or a private-use scheme that
+   * contains a dot (`com.example.app:/callback`, RFC 8252 7.1). A query must not name a parameter
+   * the authorization response adds (`code`, `state`, `iss`, `error`, `error_description`,
+   * `error_uri`): the answer would carry two. Defaults to an empty list.
    *
    * @generated from field: repeated string redirect_uris = 5;
    */
@@ -68,8 +70,9 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
   /**
    * Browser origins allowed to call the token endpoint. At most 100 items, each an origin only
    * (`scheme://host[:port]`, no path, query, fragment or trailing slash) of at most 2048
-   * characters, `https` or loopback `http`; no duplicates. Native clients have none. Defaults to
-   * an empty list.
+   * characters, `https` or loopback `http`; no duplicates, compared as a browser sends them (RFC
+   * 6454 6.2: `https://App.example.com:443` repeats `https://app.example.com`). Native clients have
+   * none. Defaults to an empty list.
    *
    * @generated from field: repeated string javascript_origins = 6;
    */
