@@ -439,7 +439,9 @@ export function checkHttpsUri(uri: string): string | undefined {
 /**
  * Checks an authorized domain: dot-separated labels of 1 to 63 ASCII letters, digits and hyphens,
  * none starting or ending with a hyphen, with no trailing dot and at most 253 characters in all.
- * A single label (such as `localhost`) is allowed.
+ * A single label (such as `localhost`) is allowed. The last label is not a number (all digits, or
+ * `0x` and hexadecimal digits): a host name never has that form (RFC 1123 2.1), an IPv4 address
+ * does (`192.0.2.1`; URL parsing reads `0x7f` and `127.1` as addresses too).
  *
  * @param name The domain name as the caller wrote it.
  * @returns `undefined` when acceptable, otherwise a description of the first problem found.
@@ -462,6 +464,10 @@ export function checkHostname(name: string): string | undefined {
     }
   }
   if (name.length > 253) return "must be at most 253 characters";
+  const last = name.slice(name.lastIndexOf(".") + 1);
+  if (/^(?:[0-9]+|0[xX][0-9A-Fa-f]*)$/.test(last)) {
+    return "must be a domain name, not an IP address: its last label must not be a number";
+  }
   return undefined;
 }
 

@@ -573,6 +573,16 @@ Deno.test("checkHostname() rejects characters other than letters, digits and hyp
   }
 });
 
+Deno.test("checkHostname() rejects an IP address: a last label that is a number", () => {
+  const message = "must be a domain name, not an IP address: its last label must not be a number";
+  for (const name of ["192.0.2.1", "127.1", "0x7f.0.0.1", "example.0x7f", "2130706433", "a.123"]) {
+    rejects(checkHostname, name, message);
+  }
+  for (const name of ["123.example.com", "0xcafe-app.example", "3com.example", "example.0xg"]) {
+    accepts(checkHostname, name);
+  }
+});
+
 Deno.test("checkHostname() rejects labels starting or ending with a hyphen", () => {
   const message = "must not have labels that start or end with a hyphen";
   rejects(checkHostname, "-example.com", message);

@@ -82,8 +82,9 @@ export type OAuthConfig = Message<"registry.oauth.v1.OAuthConfig"> & {
 
   /**
    * Domains the application's URIs may use. Each item is a hostname (letters, digits and hyphens
-   * in dot-separated labels of 1..63 characters), 1..253 characters; at most 100 items; no
-   * duplicates (compared case-insensitively). Defaults to an empty list.
+   * in dot-separated labels of 1..63 characters, the last not a number: no IPv4 address such as
+   * `192.0.2.1`), 1..253 characters; at most 100 items; no duplicates (compared
+   * case-insensitively). Defaults to an empty list.
    *
    * @generated from field: repeated string authorized_domains = 8;
    */
