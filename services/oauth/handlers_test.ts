@@ -105,10 +105,6 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
           javascriptOrigins: ["https://app.example.com", second],
         }, "client.javascript_origins");
       }
-      await duplicate({
-        type: ClientType.SPA,
-        javascriptOrigins: ["http://[::1]:3000", "http://[0:0:0:0:0:0:0:1]:3000"],
-      }, "client.javascript_origins");
       // URIs equivalent by RFC 3986 6.2.2.1 and 6.2.3.
       for (
         const [first, second] of [

@@ -343,7 +343,8 @@ export function checkRedirectUri(
  * Checks a JavaScript origin of a browser client: exactly `scheme://host[:port]`, with scheme
  * `https`, or `http` on a loopback host (`localhost`, 127.x.y.z, `[::1]`). There must be no path
  * (not even `/`), query, fragment, user information or wildcard; the host must be a valid DNS
- * hostname, IPv4 address or bracketed IPv6 literal, and the port, if given, 1 to 65535.
+ * hostname, IPv4 address or bracketed IPv6 literal (in the shortest form of RFC 5952, the one a
+ * browser's `Origin` holds: `[::1]`, not `[0:0:0:0:0:0:0:1]`), and the port, if given, 1 to 65535.
  *
  * @param origin The origin as the caller wrote it.
  * @returns `undefined` when acceptable, otherwise a description of the first problem found.
@@ -367,6 +368,11 @@ export function checkJavascriptOrigin(origin: string): string | undefined {
   if (url === undefined) return msg.invalid;
   if (hasUserinfo(url)) return msg.userinfo;
   if (scheme === "http" && !isLoopbackHost(authority.host)) return msg.webScheme;
+  // A browser's Origin writes an IPv6 literal in its shortest form (RFC 5952), and CORS compares
+  // the registered origin with it as text, case aside: any other form would never match.
+  if (authority.host.startsWith("[") && url.hostname !== authority.host.toLowerCase()) {
+    return `must write its IPv6 address as a browser sends it: ${url.hostname}`;
+  }
   return undefined;
 }
 

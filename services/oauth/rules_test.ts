@@ -385,6 +385,26 @@ Deno.test("checkJavascriptOrigin() accepts https and loopback http origins", () 
   }
 });
 
+Deno.test("checkJavascriptOrigin() takes an IPv6 literal only as a browser's Origin writes it", () => {
+  for (const origin of ["http://[::1]:3000", "https://[2001:db8::1]", "https://[2001:DB8::A]"]) {
+    accepts(checkJavascriptOrigin, origin);
+  }
+  const cases = [
+    ["http://[0:0:0:0:0:0:0:1]:3000", "[::1]"],
+    ["http://[::0:1]", "[::1]"],
+    ["https://[2001:db8:0:0:0:0:0:1]", "[2001:db8::1]"],
+    ["https://[2001:0db8::1]", "[2001:db8::1]"],
+    ["https://[::ffff:192.0.2.1]", "[::ffff:c000:201]"],
+  ];
+  for (const [origin, form] of cases) {
+    rejects(
+      checkJavascriptOrigin,
+      origin!,
+      `must write its IPv6 address as a browser sends it: ${form}`,
+    );
+  }
+});
+
 Deno.test("checkJavascriptOrigin() rejects a path, even a trailing slash", () => {
   rejects(checkJavascriptOrigin, "https://example.com/", "must not contain a path");
   rejects(checkJavascriptOrigin, "https://example.com/path");

@@ -70,9 +70,10 @@ export type Client = Message<"registry.oauth.v1.Client"> & {
   /**
    * Browser origins allowed to call the token endpoint. At most 100 items, each an origin only
    * (`scheme://host[:port]`, no path, query, fragment or trailing slash) of at most 2048
-   * characters, `https` or loopback `http`; no duplicates, compared as a browser sends them (RFC
-   * 6454 6.2: `https://App.example.com:443` repeats `https://app.example.com`). Native clients have
-   * none. Defaults to an empty list.
+   * characters, `https` or loopback `http`, an IPv6 literal written as a browser's `Origin` writes
+   * it (`[::1]`, not `[0:0:0:0:0:0:0:1]`, which CORS would never match); no duplicates, compared
+   * as a browser sends them (RFC 6454 6.2: `https://App.example.com:443` repeats
+   * `https://app.example.com`). Native clients have none. Defaults to an empty list.
    *
    * @generated from field: repeated string javascript_origins = 6;
    */
