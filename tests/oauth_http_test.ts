@@ -637,6 +637,10 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           [{ name: 5, type: "web" }, "name"],
           // A name users are shown must look like what it is (on the consent page).
           [{ name: " \u3000 ", type: "web" }, "name"],
+          // Hangul fillers, a soft hyphen, a variation selector, the blank Braille pattern: each
+          // is drawn as nothing.
+          [{ name: "\u3164\u115f\u1160\uffa0", type: "web" }, "name"],
+          [{ name: "\u00ad\ufe0f \u2800", type: "web" }, "name"],
           [{ name: "Pay\u202egnp.exe", type: "web" }, "name"],
           [{ name: "\ufeffBank", type: "web" }, "name"],
           [{ name: "B\u200bank", type: "web" }, "name"],

@@ -50,8 +50,12 @@ const controlCharactersButLineBreaksAndTabs =
  */
 const invisibleCharacters = /[\u200b\u202a-\u202e\u2060\u2066-\u2069\ufeff]/;
 
-/** Text with nothing but white space (and joiners or marks, which show nothing alone). */
-const blank = /^[\s\u200c-\u200f]*$/;
+/**
+ * Text that shows nothing: white space, and characters that are not drawn alone (Unicode's
+ * default-ignorable code points: joiners, marks, the soft hyphen, variation selectors, the Hangul
+ * fillers U+115F, U+1160, U+3164, U+FFA0), and the blank Braille pattern U+2800.
+ */
+const blank = /^[\s\p{Default_Ignorable_Code_Point}\u2800]*$/u;
 
 /**
  * A human-readable text of min..max characters (Unicode code points) with no control characters
