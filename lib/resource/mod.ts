@@ -20,7 +20,13 @@ export {
 } from "./etag.ts";
 export { maxPageBytes, nullable, pageOf, pathUuid, readPage, rowTextSize } from "./pages.ts";
 export { type JsonSchemaLimits, jsonSchemaLimits } from "./json_schema.ts";
-export { timestampOf } from "./timestamps.ts";
+export {
+  maxTimestampMs,
+  timestampBefore,
+  timestampCeilMs,
+  timestampFloorMs,
+  timestampOf,
+} from "./timestamps.ts";
 export { resolveMask } from "./update_mask.ts";
 export {
   assertValid,

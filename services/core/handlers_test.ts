@@ -236,6 +236,36 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
         ["0001", "0049", "0050", "0099", "0100"].map((y) => `${y}-06-15T12:00:00.000Z`),
       );
     });
+
+    await t.step(
+      "a due_at below the millisecond is kept to its millisecond, never later",
+      async () => {
+        const { journey } = await api.createJourney({ journey: { name: "Late" } }, {
+          headers: ann,
+        });
+        // The last instant a Timestamp holds, and one just before a second: rounded to the nearest
+        // millisecond they were the year 10000 (Postgres refused it: INTERNAL) and the next second.
+        for (
+          const [seconds, nanos] of [[253402300799n, 999_999_999], [
+            1_800_000_000n,
+            999_600_000,
+          ]] as const
+        ) {
+          const created = await api.createUnit({
+            unit: { journey: journey!.id, title: "Due", dueAt: { seconds, nanos } },
+          }, { headers: ann });
+          assert.deepEqual(
+            [created.unit?.dueAt?.seconds, created.unit?.dueAt?.nanos],
+            [seconds, 999_000_000],
+          );
+          const replaced = await api.updateUnit({
+            unitId: created.unit!.id,
+            unit: { journey: journey!.id, title: "Due", dueAt: { seconds, nanos } },
+          }, { headers: ann });
+          assert.equal(replaced.unit?.dueAt?.seconds, seconds);
+        }
+      },
+    );
   } finally {
     await service.close();
   }

@@ -7,7 +7,6 @@
  */
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   CoreService,
@@ -46,7 +45,13 @@ import type { Sql } from "../../lib/db/mod.ts";
 import { enumName, enumNumber } from "../../lib/resource/mod.ts";
 import { invalidArgument, noCache, notFound } from "../../lib/platform/mod.ts";
 import { ids } from "./ids.ts";
-import { pageOf, pathUuid, readPage, timestampOf } from "../../lib/resource/mod.ts";
+import {
+  pageOf,
+  pathUuid,
+  readPage,
+  timestampFloorMs,
+  timestampOf,
+} from "../../lib/resource/mod.ts";
 import { callerOf } from "../../lib/policy/mod.ts";
 import { validate } from "../../lib/resource/mod.ts";
 import {
@@ -229,7 +234,8 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       status: enumName(UnitStatusSchema, unit.status)!,
       priority: enumName(UnitPrioritySchema, unit.priority)!,
       description: unit.description ?? null,
-      due_at: unit.dueAt === undefined ? null : timestampDate(unit.dueAt),
+      // Stored to the millisecond, truncated: never later than asked, nor past year 9999.
+      due_at: unit.dueAt === undefined ? null : new Date(timestampFloorMs(unit.dueAt)),
     };
   }
 

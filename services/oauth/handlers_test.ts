@@ -419,6 +419,21 @@ Deno.test("client secrets expire, the project caps their lifetime, and uses are 
       );
     });
 
+    await t.step("an expires_at below the millisecond is kept to its millisecond", async () => {
+      const client = await newClient();
+      // The last instant a Timestamp holds: rounded to the nearest millisecond, it was the year
+      // 10000, which Postgres refused (INTERNAL); an expiry is never later than the one asked.
+      const last = await create(client, {
+        expiresAt: { seconds: 253402300799n, nanos: 999_999_999 },
+      });
+      assert.equal(ms(last.expiresAt), 253402300799_999);
+      const second = Math.floor(clock / 1000) + 60;
+      const soon = await create(client, {
+        expiresAt: { seconds: BigInt(second), nanos: 999_900_000 },
+      });
+      assert.equal(ms(soon.expiresAt), second * 1000 + 999);
+    });
+
     await t.step("an expired secret is listed as expired and verifies no more", async () => {
       const client = await newClient();
       const short = await create(client, { lifetimeSeconds: 60 });

@@ -8,7 +8,7 @@
 
 import { Buffer } from "node:buffer";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   ConnectError,
@@ -71,7 +71,14 @@ import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { anyVersion, enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
 import { invalidArgument, type Logger, noCache, notFound } from "../../lib/platform/mod.ts";
-import { nullable, pageOf, pathUuid, readPage, timestampOf } from "../../lib/resource/mod.ts";
+import {
+  nullable,
+  pageOf,
+  pathUuid,
+  readPage,
+  timestampFloorMs,
+  timestampOf,
+} from "../../lib/resource/mod.ts";
 import { ids } from "./ids.ts";
 import { resolveMask } from "../../lib/resource/mod.ts";
 import { assertValid, validate } from "../../lib/resource/mod.ts";
@@ -285,7 +292,7 @@ function requestedExpiry(
     return { at: now + input.lifetimeSeconds * 1000, field: "lifetime_seconds" };
   }
   if (input.expiresAt === undefined) return undefined;
-  const at = timestampMs(input.expiresAt);
+  const at = timestampFloorMs(input.expiresAt);
   if (at <= now) {
     throw invalidArgument([{ field: "expires_at", description: "must be in the future" }]);
   }
@@ -670,7 +677,7 @@ export function createOAuthRegistry(
       const clientUuid = pathId("client", req.clientId);
       const at = now();
       const input = validate(createKeySchema, CreateClientKeyRequestSchema, req);
-      if (input.expiresAt !== undefined && timestampMs(input.expiresAt) <= at) {
+      if (input.expiresAt !== undefined && timestampFloorMs(input.expiresAt) <= at) {
         throw invalidArgument([{ field: "expires_at", description: "must be in the future" }]);
       }
       // A generated key's private part lives in this handler's response only: never stored (the
@@ -685,7 +692,9 @@ export function createOAuthRegistry(
         kid: key.kid,
         algorithm: key.algorithm,
         jwk: key.jwk,
-        expires_at: input.expiresAt === undefined ? null : new Date(timestampMs(input.expiresAt)),
+        expires_at: input.expiresAt === undefined
+          ? null
+          : new Date(timestampFloorMs(input.expiresAt)),
       }, {
         now: new Date(at),
         maxLive: maxKeysPerClient,

@@ -101,7 +101,8 @@ export type Unit = Message<"registry.core.v1.Unit"> & {
 
   /**
    * When the unit is due (RFC 3339 in JSON, any offset on input, UTC with milliseconds on
-   * output; years 0001..9999). Nullable; null when omitted.
+   * output; years 0001..9999). Kept to its millisecond: finer digits are truncated, never
+   * rounded up. Nullable; null when omitted.
    *
    * @generated from field: google.protobuf.Timestamp due_at = 12;
    */

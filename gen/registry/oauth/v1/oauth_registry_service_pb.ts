@@ -445,6 +445,7 @@ export type CreateClientSecretRequest = Message<"registry.oauth.v1.CreateClientS
   /**
    * When the secret stops verifying: a time in the future (RFC 3339 in JSON), at most the
    * project's secret_max_lifetime_seconds from now when that is set. Not with lifetime_seconds.
+   * Kept to its millisecond: finer digits are truncated, never rounded up.
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 3;
    */
@@ -640,7 +641,8 @@ export type CreateClientKeyRequest = Message<"registry.oauth.v1.CreateClientKeyR
   generate: string;
 
   /**
-   * When the key stops verifying: a time in the future (RFC 3339 in JSON). Unset: never.
+   * When the key stops verifying: a time in the future (RFC 3339 in JSON). Unset: never. Kept to
+   * its millisecond: finer digits are truncated, never rounded up.
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 5;
    */
