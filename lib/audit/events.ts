@@ -29,7 +29,7 @@ import {
   type JsonValue,
   type MessageInitShape,
 } from "@bufbuild/protobuf";
-import { type Timestamp, timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, ValueSchema } from "@bufbuild/protobuf/wkt";
 import * as v from "valibot";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
@@ -37,10 +37,13 @@ import { deleteBatch, plainName, purgeBatch, type Sql } from "../db/mod.ts";
 import { callerOf } from "../policy/mod.ts";
 import {
   expiredEtagSuffix,
+  maxTimestampMs,
   pageLimit,
   readEtag,
   rowTextSize,
   timestamp,
+  timestampBefore,
+  timestampCeilMs,
   timestampOf,
   validate,
 } from "../resource/mod.ts";
@@ -628,9 +631,9 @@ export interface EventQuery {
   method?: string | undefined;
   /** The actor's `sub`. */
   actor?: string | undefined;
-  /** At or after this time. */
+  /** At or after this time (a request's bound, rounded up to the millisecond). */
   since?: Date | undefined;
-  /** Before this time. */
+  /** Before this time (a request's bound, rounded up to the millisecond). */
   until?: Date | undefined;
 }
 
@@ -674,9 +677,9 @@ export function readEventQuery(
 ): EventQuery {
   const q = validate(querySchema, desc, req);
   // A range that ends before it starts is a mistake, not a question whose answer is nothing (one
-  // that ends where it starts is empty: since <= t < until).
+  // that ends where it starts is empty: since <= t < until). Compared as given, to the nanosecond.
   if (req.since !== undefined && req.until !== undefined) {
-    if (timestampDate(req.since) > timestampDate(req.until)) {
+    if (timestampBefore(req.until, req.since)) {
       throw invalidArgument([{ field: "until", description: "must not be before since" }]);
     }
   }
@@ -686,8 +689,12 @@ export function readEventQuery(
     ...(q.resource === "" ? {} : { resource: q.resource }),
     ...(q.method === "" ? {} : { method: q.method }),
     ...(q.actor === "" ? {} : { actor: q.actor }),
-    ...(req.since === undefined ? {} : { since: timestampDate(req.since) }),
-    ...(req.until === undefined ? {} : { until: timestampDate(req.until) }),
+    // Events are stamped in whole milliseconds: the first one at or after each bound is the bound
+    // (rounding to the nearest, as protobuf-es's timestampDate does, listed an event from before
+    // `since`, left out one from before `until`, and made 9999-12-31T23:59:59.9995Z a year 10000
+    // that Postgres refused).
+    ...(req.since === undefined ? {} : { since: new Date(timestampCeilMs(req.since)) }),
+    ...(req.until === undefined ? {} : { until: new Date(timestampCeilMs(req.until)) }),
   };
 }
 
@@ -701,6 +708,10 @@ export async function listEvents(
   parent: string,
   q: EventQuery,
 ): Promise<EventRow[]> {
+  // Nothing is stamped after 9999-12-31T23:59:59.999Z: a `since` beyond it matches nothing, an
+  // `until` beyond it everything (and Postgres takes no year 10000 from postgres.js).
+  if (q.since !== undefined && q.since.getTime() > maxTimestampMs) return [];
+  if (q.until !== undefined && q.until.getTime() > maxTimestampMs) q = { ...q, until: undefined };
   await numberEvents(sql, schema);
   const where = [sql`parent = ${parent} and seq is not null`];
   if (q.before !== undefined) where.push(sql`seq < ${q.before.toString()}::bigint`);

@@ -265,6 +265,33 @@ Deno.test("core audit trail, change feed and etags, in process", async (t) => {
       assert.equal(bad.code, Code.InvalidArgument);
     });
 
+    await t.step("since and until below the millisecond, and at the end of year 9999", async () => {
+      const { role } = await api.createRole({
+        role: { name: "Timed", resourceType: "project" },
+      }, ann);
+      const event = (await newest())!;
+      assert.equal(event.resource, `spaces/s1/roles/${role!.id}`);
+      const at = event.occurredAt!; // whole milliseconds
+      const plus = (nanos: number) => ({ seconds: at.seconds, nanos: at.nanos + nanos });
+      const ids = async (query: Parameters<typeof api.listEvents>[0]) =>
+        (await api.listEvents({ resource: event.resource, ...query }, ann)).data.map((e) => e.id);
+      // since <= t < until, to the nanosecond: the event's millisecond is before since = t + 0.4 ms
+      // and before until = t + 0.4 ms (rounding to the nearest listed it, and left it out).
+      assert.deepEqual(await ids({ since: plus(400_000) }), []);
+      assert.deepEqual(await ids({ since: at }), [event.id]);
+      assert.deepEqual(await ids({ until: plus(400_000) }), [event.id]);
+      assert.deepEqual(await ids({ until: at, since: { seconds: at.seconds - 1n, nanos: 0 } }), []);
+      // A range reversed below the millisecond is refused as any other.
+      const reversed = await rejection(
+        api.listEvents({ since: plus(400_000), until: plus(300_000) }, ann),
+      );
+      assert.equal(reversed.code, Code.InvalidArgument);
+      // The last instant a Timestamp holds: a bound like any other, not an internal error.
+      const end = { seconds: 253402300799n, nanos: 999_900_000 };
+      assert.deepEqual(await ids({ until: end }), [event.id]);
+      assert.deepEqual(await ids({ since: end }), []);
+    });
+
     await t.step(
       "etags: a stale one is ABORTED and changes nothing; the current one works",
       async () => {
