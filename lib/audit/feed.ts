@@ -29,8 +29,10 @@
  *
  * A position retention has passed (`after` below the oldest event kept, less one) is refused
  * (OUT_OF_RANGE, naming the oldest kept) rather than followed from the oldest kept: a consumer
- * that resumes after an outage longer than the retention learns that it missed events. `after` 0,
- * a consumer's first watch, starts at the oldest kept.
+ * that resumes after an outage longer than the retention learns that it missed events; when
+ * retention took every event of the project, a position below its head (the last number given)
+ * is refused the same way, naming the head. `after` 0, a consumer's first watch, starts at the
+ * oldest kept.
  *
  * @module
  */
@@ -156,12 +158,25 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
       let cursor = after;
       try {
         if (after > 0n) {
-          const [oldest] = await sql<{ seq: string | null }[]>`
-            select min(seq)::text as seq from ${table} where parent = ${parent} and seq is not null`;
-          if (oldest?.seq != null && after < BigInt(oldest.seq) - 1n) {
+          const [kept] = await sql<{ seq: string | null; head: string | null }[]>`
+            select
+              (select min(seq)::text from ${table} where parent = ${parent} and seq is not null)
+                as seq,
+              (select seq::text from ${heads} where parent = ${parent}) as head`;
+          if (kept?.seq != null && after < BigInt(kept.seq) - 1n) {
             throw new ConnectError(
-              `The events after ${after} are past retention: the oldest kept is ${oldest.seq}; ` +
-                `watch from ${BigInt(oldest.seq) - 1n} (or 0) to go on from it`,
+              `The events after ${after} are past retention: the oldest kept is ${kept.seq}; ` +
+                `watch from ${BigInt(kept.seq) - 1n} (or 0) to go on from it`,
+              Code.OutOfRange,
+            );
+          }
+          // Retention took every event (a project quiet for longer than it keeps them): the
+          // numbers up to the head were given, so a cursor below it missed events as surely,
+          // though none is left to name.
+          if (kept?.seq == null && kept?.head != null && after < BigInt(kept.head)) {
+            throw new ConnectError(
+              `The events after ${after} are past retention: none is kept, the last was ` +
+                `${kept.head}; watch from ${kept.head} (or 0) to go on from it`,
               Code.OutOfRange,
             );
           }

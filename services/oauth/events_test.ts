@@ -572,6 +572,33 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
           assert.equal((await batches.next()).value![0]!.seq, "2501");
           await batches.return(undefined);
         }
+
+        // A quiet project whose every event retention took (1 to 5, numbered: its head says 5): a
+        // consumer that saw 2 missed 3 to 5 as surely, though no event is left to name; one that
+        // saw 5 missed nothing, and goes on with the next change.
+        await svc.sql`
+        insert into oauth.events (parent, seq, occurred_at, method, resource, actor_sub,
+          request_id, source_ip, user_agent, peer, changes, result)
+        select 'quiet', g, ${new Date(now - 401 * day)}::timestamptz, 'm', 'r', 's', '', '', '',
+          '', '[]', 'ok'
+        from generate_series(1, 5) g`;
+        await svc.sql`insert into oauth.event_heads (parent, seq) values ('quiet', 5)`;
+        assert.equal(await pruneOnce(svc.sql, "oauth", keep), 5);
+        // (Before, it waited for the next change: cut short here, the test fails at once.)
+        const missed = await rejection(feed.watch("quiet", 2n, AbortSignal.timeout(3000)).next());
+        assert.equal(missed.code, Code.OutOfRange);
+        assert.match(missed.rawMessage, /none is kept.*watch from 5/);
+        const batches = feed.watch("quiet", 5n, signal);
+        const next = batches.next();
+        await svc.sql`
+        insert into oauth.events (parent, occurred_at, method, resource, actor_sub, request_id,
+          source_ip, user_agent, peer, changes, result)
+        values ('quiet', now(), 'm', 'r', 's', '', '', '', '', '[]', 'ok')`;
+        assert.equal((await next).value![0]!.seq, "6");
+        await batches.return(undefined);
+        const first = feed.watch("quiet", 0n, signal);
+        assert.equal((await first.next()).value![0]!.seq, "6", "0 starts at the oldest kept");
+        await first.return(undefined);
         feed.close();
       },
     );
