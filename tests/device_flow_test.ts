@@ -385,7 +385,7 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
     });
 
     await t.step(
-      "guessing: after 20 wrong codes in a minute every code is refused 5 minutes",
+      "guessing: after 20 wrong codes in a minute (from a user, or an address) every code is refused 5 minutes",
       async () => {
         // Past the minute of any earlier wrong code.
         await tokenClock.advance(61);
@@ -430,6 +430,17 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
         const sameSession = await enter(target.user_code, user, "203.0.113.7");
         assert.equal(sameSession.status, 429);
         await sameSession.body?.cancel();
+        // Nor may the same user with another session (a new sign-in), from another address.
+        const again = await stack!.token({
+          sub: "u-1",
+          accountId: "acct-1",
+          projects: [],
+          ttlSeconds: day - 60,
+        });
+        assert.notEqual(again, user);
+        const newSession = await enter(target.user_code, again, "203.0.113.9");
+        assert.equal(newSession.status, 429);
+        await newSession.body?.cancel();
         // Still within the cool-down at 4 minutes 59 seconds, over after 5 minutes.
         await tokenClock.advance(299);
         const still = await enter(target.user_code);
@@ -439,6 +450,25 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
         const after = await enter(target.user_code);
         assert.equal(after.status, 200);
         await after.body?.cancel();
+        // An IPv6 address counts by its /64: 20 wrong codes from one of a network's addresses,
+        // each by another user, and the network's other addresses are refused too.
+        for (let i = 0; i < 20; i++) {
+          const guesser = await stack!.token({
+            sub: `g-${i}`,
+            accountId: `acct-g-${i}`,
+            projects: [],
+            ttlSeconds: day,
+          });
+          const res = await enter(wrong(i), guesser, `2001:db8:1:2::${(i + 1).toString(16)}`);
+          assert.equal(res.status, 400, `wrong code ${i + 1} from the /64`);
+          await res.body?.cancel();
+        }
+        const sameNetwork = await enter(target.user_code, other, "2001:db8:1:2:ffff::1");
+        assert.equal(sameNetwork.status, 429);
+        await sameNetwork.body?.cancel();
+        const otherNetwork = await enter(target.user_code, other, "2001:db8:1:3::1");
+        assert.equal(otherNetwork.status, 200);
+        await otherNetwork.body?.cancel();
       },
     );
   } finally {

@@ -11,9 +11,10 @@
  *   that look like letters), from `crypto.getRandomValues` without modulo bias, shown as
  *   `XXXX-XXXX`, compared case-insensitively with hyphens and spaces taken out.
  * - Guessing: every wrong code (unknown, expired, decided, or not a code at all) counts against
- *   the session and the client's address, in Postgres, so every replica of the token service (and
- *   so every gateway) sees the same counts. After 20 wrong codes within 60 seconds from either,
- *   every code, right or wrong, is refused for 5 minutes: 20 guesses among 20^8 live codes.
+ *   the signed-in user (all their sessions as one) and the client's address (an IPv6 one by its
+ *   /64), in Postgres, so every replica of the token service (and so every gateway) sees the same
+ *   counts. After 20 wrong codes within 60 seconds from either, every code, right or wrong, is
+ *   refused for 5 minutes: 20 guesses among 20^8 live codes.
  * - CSRF: the code form's token is bound to the session, the consent form's to the session and
  *   the user code (HMAC with the consent page's key, separate inputs), valid 10 minutes.
  *
@@ -157,10 +158,43 @@ export async function startDeviceVerification(deps: DeviceDeps, ctx: HandlerCont
   };
 }
 
-/** The keys a typed code counts against: the session, and the client's address when known. */
-function guessKeys(ctx: HandlerContext, clientAddress: string): Uint8Array[] {
-  const keys = [sha256(`session\n${ctx.requestHeader.get("authorization") ?? ""}`)];
-  if (clientAddress !== "") keys.push(sha256(`address\n${clientAddress}`));
+/**
+ * The address a guess counts against: an IPv4 address as it is (an IPv4-mapped IPv6 one as its
+ * IPv4 address), an IPv6 address as its /64, the least any host is given (RFC 6177), so that the
+ * 2^64 addresses of one network are one address to the limit; anything else as given.
+ */
+export function guessAddress(address: string): string {
+  const bare = address.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "").toLowerCase();
+  if (!bare.includes(":")) return address;
+  // An embedded IPv4 tail (`::ffff:192.0.2.1`) is the last two groups.
+  const text = bare.replace(
+    /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/,
+    (_, a, b, c, d) => `${(+a * 256 + +b).toString(16)}:${(+c * 256 + +d).toString(16)}`,
+  );
+  const halves = text.split("::");
+  if (halves.length > 2) return address;
+  const groups = (half: string) => half === "" ? [] : half.split(":");
+  const head = groups(halves[0]!);
+  const tail = halves.length === 2 ? groups(halves[1]!) : [];
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 2 ? missing < 1 : missing !== 0) return address;
+  const all = [...head, ...Array<string>(missing).fill("0"), ...tail];
+  if (!all.every((g) => /^[0-9a-f]{1,4}$/.test(g))) return address;
+  const n = all.map((g) => parseInt(g, 16));
+  if (n.slice(0, 5).every((g) => g === 0) && n[5] === 0xffff) {
+    return [n[6]! >> 8, n[6]! & 255, n[7]! >> 8, n[7]! & 255].join(".");
+  }
+  return `${n.slice(0, 4).map((g) => g.toString(16)).join(":")}::/64`;
+}
+
+/**
+ * The keys a typed code counts against: the signed-in user (every session of theirs is one: a
+ * new sign-in, or the same token written another way, which verifies alike, is no fresh count),
+ * and the client's address when known ({@link guessAddress}).
+ */
+export function guessKeys(subject: string, clientAddress: string): Uint8Array[] {
+  const keys = [sha256(`user\n${subject}`)];
+  if (clientAddress !== "") keys.push(sha256(`address\n${guessAddress(clientAddress)}`));
   return keys;
 }
 
@@ -174,7 +208,7 @@ async function attempt(
   const code = normalizeUserCode(typed);
   const found = await deps.devices.attempt(
     code === undefined ? undefined : sha256(code),
-    guessKeys(ctx, clientAddress),
+    guessKeys(callerOf(ctx).subject, clientAddress),
     new Date(deps.now()),
     guessLimit,
   );

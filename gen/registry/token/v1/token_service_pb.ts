@@ -1819,8 +1819,9 @@ export const TokenService: GenService<{
    * The verification page's second step: the user code the user typed (case-insensitive, the
    * hyphen and spaces ignored), with the code form's CSRF token. Answers the consent screen of the
    * device code's client, with a CSRF token bound to the session and the user code. Guessing
-   * (RFC 8628 5.1): every wrong code counts against the session and the client's address, in
-   * Postgres (so every replica sees the same counts); after 20 wrong codes within 60 seconds from
+   * (RFC 8628 5.1): every wrong code counts against the signed-in user (the token's `sub`: all
+   * their sessions as one) and the client's address (an IPv6 one by its /64), in Postgres (so
+   * every replica sees the same counts); after 20 wrong codes within 60 seconds from
    * either, every code, right or wrong, is refused for 5 minutes (RESOURCE_EXHAUSTED with an
    * `oauth2` ErrorInfo of reason `slow_down`). A code that is unknown, expired or already decided
    * is NOT_FOUND (reason `invalid_grant`).
