@@ -163,6 +163,32 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
     });
 
     await t.step(
+      "a page's form decides its own request_uri only, not another pushed request's",
+      async () => {
+        // Two pushes of the very same parameters: two requests, each with its own page.
+        const { challenge } = await pkce();
+        const shownUri = await push(web, auth, challenge);
+        const otherUri = await push(web, auth, challenge);
+        const user = await newUser();
+        const page = await authorizeGet({ client_id: web, request_uri: shownUri }, user);
+        const html = await page.text();
+        assert.equal(page.status, 200, html);
+        const fields = consentFormFields(html);
+        const swapped = await decide({ ...fields, request_uri: otherUri }, user);
+        assert.equal(swapped.status, 400, "the form of one request decides no other");
+        assert.equal(swapped.headers.get("location"), null);
+        assert.match(await swapped.text(), /expired or was not shown to this session/);
+        // The other request is not spent, and the form decides its own.
+        const other = await authorizeGet({ client_id: web, request_uri: otherUri }, user);
+        assert.equal(other.status, 200);
+        await other.body?.cancel();
+        const back = await decide(fields, user);
+        assert.equal(back.status, 303, await back.clone().text());
+        assert.ok(new URL(back.headers.get("location")!).searchParams.get("code"));
+      },
+    );
+
+    await t.step(
       "a consent POST that is refused spends nothing; the user's decision does",
       async () => {
         const { challenge } = await pkce();

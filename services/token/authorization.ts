@@ -334,7 +334,11 @@ function targetOf(redirectUri: string): string {
   return url.protocol === "http:" || url.protocol === "https:" ? url.origin : url.protocol;
 }
 
-/** What a consent page's CSRF token is bound to: every parameter of the request. */
+/**
+ * What a consent page's CSRF token is bound to: every parameter of the request, a pushed one's
+ * `request_uri` too (two pushes of the same parameters are two requests, each decided by its own
+ * page only).
+ */
 function csrfBound(req: AuthorizationRequest): string[] {
   return [
     "consent",
@@ -347,6 +351,9 @@ function csrfBound(req: AuthorizationRequest): string[] {
     req.codeChallengeMethod,
     req.prompt,
     req.dpopJkt,
+    req.requestUri,
+    req.responseMode,
+    req.request,
   ];
 }
 
