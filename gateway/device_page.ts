@@ -176,6 +176,15 @@ export function createDevicePage(deps: DevicePageDeps) {
           res.headers.set("retry-after", "300");
           return res;
         }
+        if (reason === "invalid_grant" && err.code === Code.FailedPrecondition) {
+          // The consent form posted again (a double click, Back): the first answer stands.
+          return await errorPage(
+            400,
+            "This code was answered already",
+            "Your first answer for this code stands, and the device has it. You can close this " +
+              "page.",
+          );
+        }
         if (reason === "invalid_grant") {
           return await again(
             "That code is not valid. Check the code on your device: it may have expired or " +

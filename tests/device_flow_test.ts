@@ -321,9 +321,19 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
         assert.ok(html.includes(shown), `the page shows ${shown}`);
       }
       assert.match(consent.headers.get("content-security-policy") ?? "", /form-action 'self'(;|$)/);
-      const done = await page("POST", { ...consentFormFields(html), decision: "allow" });
+      const form = consentFormFields(html);
+      const done = await page("POST", { ...form, decision: "allow" });
       assert.equal(done.status, 200);
       assert.match(await done.text(), /You can return to your device/);
+      // The same form again (a double click, Back, then Deny): the first answer stands, and the
+      // page says so, not that the code is wrong.
+      for (const decision of ["allow", "deny"]) {
+        const again = await page("POST", { ...form, decision });
+        const text = await again.text();
+        assert.equal(again.status, 400, decision);
+        assert.match(text, /This code was answered already/, decision);
+        assert.doesNotMatch(text, /not valid/, decision);
+      }
       await tokenClock.advance(15);
       const answer = await poll(codes.device_code);
       assert.equal(typeof answer, "object", String(answer));

@@ -97,6 +97,16 @@ const wrongCode = () =>
     "invalid_grant",
     "That code is not valid: it may be mistyped, expired or already used",
   );
+/**
+ * The consent form of a code posted again once the code is decided (a double click, Back): its
+ * token shows this session was shown that code while it was pending, so it is no guess.
+ */
+const answeredAlready = () =>
+  pageError(
+    Code.FailedPrecondition,
+    "invalid_grant",
+    "This code was answered already: the device has its answer",
+  );
 const tooManyGuesses = () =>
   pageError(
     Code.ResourceExhausted,
@@ -266,14 +276,18 @@ export async function decideDeviceCode(
   if (req.decision !== Decision.ALLOW && req.decision !== Decision.DENY) {
     throw oauthError("invalid_request", "decision must be allow or deny");
   }
+  // The same form again: said so, and not counted as a wrong code.
+  if (typed !== "" && (await deps.devices.decided(sha256(typed)))) throw answeredAlready();
   const { row, code } = await attempt(deps, ctx, typed, req.clientAddress);
   const { client, config } = await clientAndConfig(deps, ctx, row);
   const hash = sha256(code);
   // The user's choice is a security event (`allowed`, `denied`: ./security_events.ts), written
   // by the statement that decides the code.
   const audit = auditContextOf(ctx, deps.now());
+  /** A decision that found the code no longer pending: decided meanwhile, or expired. */
+  const lost = async () => (await deps.devices.decided(hash)) ? answeredAlready() : wrongCode();
   if (req.decision === Decision.DENY) {
-    if (!(await deps.devices.deny(hash, new Date(deps.now()), audit))) throw wrongCode();
+    if (!(await deps.devices.deny(hash, new Date(deps.now()), audit))) throw await lost();
     return { applicationName: config.applicationName };
   }
   let installation;
@@ -290,6 +304,6 @@ export async function decideDeviceCode(
     accountId: installation.accountId,
     principalId: installation.principalId ?? "",
   }, audit);
-  if (!approved) throw wrongCode();
+  if (!approved) throw await lost();
   return { applicationName: config.applicationName };
 }

@@ -92,6 +92,8 @@ export interface DeviceCodeRepository {
    * (`denied`) is written by the statement that denies it, and only when it did.
    */
   deny(userCodeHash: Uint8Array, at: Date, audit?: AuditContext): Promise<boolean>;
+  /** Whether the code was decided (approved or denied); read without counting anything. */
+  decided(userCodeHash: Uint8Array): Promise<boolean>;
   /**
    * Deletes at most `batch` each of the codes expired an hour before `at`, the failure counts and
    * the cool-downs that are over; returns how many rows in all.
@@ -241,6 +243,13 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
         )${decisionEvent(sql, audit, "denied")}
         select client_id from decided`;
       return denied.length === 1;
+    },
+
+    async decided(userCodeHash) {
+      const [row] = await sql`
+        select 1 from token.device_codes
+        where user_code_hash = ${userCodeHash} and status <> 'pending'`;
+      return row !== undefined;
     },
 
     async purge(at, limit, batch) {

@@ -1836,7 +1836,9 @@ export const TokenService: GenService<{
   /**
    * The verification page's choice: Allow records the consent in the registry with the user's
    * token (exactly as DecideAuthorization does) and approves the device code for the installation
-   * it made; Deny denies it. Either is final; the device learns it at its next poll.
+   * it made; Deny denies it. Either is final; the device learns it at its next poll. The consent
+   * form posted again once its code is decided (a double click, Back) is FAILED_PRECONDITION
+   * (reason `invalid_grant`), and counts as no wrong code.
    *
    * @generated from rpc registry.token.v1.TokenService.DecideDeviceCode
    */
