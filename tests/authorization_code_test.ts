@@ -551,6 +551,38 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       await changed.body?.cancel();
     });
 
+    await t.step(
+      "a page sent to the client's one redirect URI is stale once the URI changes",
+      async () => {
+        const single = await newClient("ap1", {
+          name: "single",
+          type: "web",
+          redirect_uris: ["https://one.example.com/cb"],
+        });
+        const { challenge } = await pkce();
+        // No redirect_uri: the client's one registered URI is the one the page names.
+        const { redirect_uri: _, ...params } = request(single, "", challenge);
+        const page = await authorizeGet(params);
+        const html = await page.text();
+        assert.equal(page.status, 200, html);
+        assert.match(page.headers.get("content-security-policy")!, /one\.example\.com/);
+        const moved = await call("PATCH", `/v1/projects/ap1/clients/${single}`, {
+          redirect_uris: ["https://two.example.com/cb"],
+        });
+        assert.equal(moved.status, 200, moved.text);
+        await propagated();
+        // The form of the page that named the old URI sends no code to the new one.
+        const back = await decide(consentFormFields(html), "allow");
+        assert.equal(back.status, 400, await back.clone().text());
+        assert.equal(back.headers.get("location"), null);
+        await back.body?.cancel();
+        // A page of the new registration works.
+        const location = await consent(params);
+        assert.equal(location.origin, "https://two.example.com");
+        assert.ok(location.searchParams.get("code"));
+      },
+    );
+
     await t.step("a consent page is answered once: its form replayed gets a page", async () => {
       const { challenge } = await pkce();
       const page = await authorizeGet(request(web, "https://app.example.com/cb", challenge));

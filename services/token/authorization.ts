@@ -337,11 +337,18 @@ function targetOf(redirectUri: string): string {
 /**
  * What a consent page's CSRF token is bound to: every parameter of the request, a pushed one's
  * `request_uri` too (two pushes of the same parameters are two requests, each decided by its own
- * page only).
+ * page only), and what the page showed of the request as resolved: the redirect URI (the client's
+ * one registered URI when the request names none) and the scopes. A registration changed between
+ * the page and its POST makes the page stale, never sends the code where the page did not say.
  */
-function csrfBound(req: AuthorizationRequest): string[] {
+function csrfBound(
+  req: AuthorizationRequest,
+  shown: { redirectUri: string; scopes: readonly string[] },
+): string[] {
   return [
     "consent",
+    shown.redirectUri,
+    shown.scopes.join(" "),
     req.responseType,
     req.clientId,
     req.redirectUri,
@@ -396,7 +403,7 @@ export async function startAuthorization(
       ...consentBranding(config, client, ctx),
       scopes,
       redirectTarget: targetOf(redirectUri),
-      csrfToken: await csrfToken(deps, ctx, csrfBound(req)),
+      csrfToken: await csrfToken(deps, ctx, csrfBound(req, outcome.checked)),
       scopeDetails: describeScopes(config, listed).map((d) => create(ConsentScopeSchema, d)),
       alreadyGranted: describeScopes(
         config,
@@ -485,7 +492,7 @@ export async function decideAuthorization(
   if (!req) throw shown("invalid_request", "The authorization request is missing");
   const outcome = await check(deps, req, ctx);
   if (outcome.kind === "redirect") return outcome.to;
-  if (!(await csrfValid(deps, ctx, csrf, csrfBound(req)))) {
+  if (!(await csrfValid(deps, ctx, csrf, csrfBound(req, outcome.checked)))) {
     throw shown(
       "invalid_request",
       "The consent page expired or was not shown to this session; start the sign-in again",
