@@ -634,10 +634,12 @@ export function createTranscoder(
       : input as unknown as Record<string, unknown>;
     const { ifNoneMatch } = conditions;
     let { ifMatch } = conditions;
-    if (ifMatch === undefined && typeof target.etag === "string" && target.etag !== "") {
+    const fromBody = ifMatch === undefined && typeof target.etag === "string" &&
+      target.etag !== "";
+    if (fromBody) {
       // A malformed one is the service's 400.
-      if (!isEtag(target.etag)) return;
-      ifMatch = [{ tag: target.etag, weak: false }];
+      if (!isEtag(target.etag as string)) return;
+      ifMatch = [{ tag: target.etag as string, weak: false }];
     }
     if (ifMatch === undefined && ifNoneMatch === undefined) return;
     // A write that creates when there is nothing (the config's) takes "only if absent" as a field.
@@ -652,7 +654,13 @@ export function createTranscoder(
       }
       const tags = strongTags(ifMatch!);
       if (tags.length <= 1) {
-        target.etag = tags[0] ?? noVersion;
+        // A header's tag is a version only if a version could be it: `"*"` (quoted) is an entity
+        // tag, never the wildcard the write's etag `*` is, and one longer than an etag is just
+        // false (412), not the write's malformed etag field (400).
+        const tag = tags[0];
+        target.etag = tag !== undefined && (fromBody || (tag !== anyVersion && isEtag(tag)))
+          ? tag
+          : noVersion;
         return;
       }
     }

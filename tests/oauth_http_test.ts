@@ -211,6 +211,22 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         );
         assert.deepEqual(anyVersion.map((r) => r.status), [200, 200, 200], anyVersion[0]!.text);
         assert.equal(await events(), 5);
+        // A quoted `"*"` is an entity tag (RFC 9110 8.8.3), never the wildcard; a tag longer than
+        // any etag is as well-formed and as false.
+        const before = (await api("GET", path, { token: owner })).headers.get("etag");
+        for (const tags of ['"*"', `"${"a".repeat(65)}"`]) {
+          assertError(
+            await api("PATCH", path, {
+              token: owner,
+              headers: { "if-match": tags },
+              json: { application_name: "Quoted" },
+            }),
+            412,
+            "aborted",
+          );
+        }
+        assert.equal((await api("GET", path, { token: owner })).headers.get("etag"), before);
+        assert.equal(await events(), 5);
       },
     );
 
