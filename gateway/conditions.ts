@@ -22,18 +22,27 @@ export interface EntityTag {
 export type Condition = "*" | EntityTag[];
 
 /**
+ * One element of an entity-tag list (RFC 9110 5.6.1, 8.8.3): `W/` or not, then a quoted opaque tag
+ * of `etagc` (`%x21 / %x23-7E / obs-text`: a comma is one of them), or nothing (an empty element),
+ * then the comma that ends it or the end of the value.
+ */
+const listElement = /[ \t]*(?:(W\/)?"([\x21\x23-\x7e\x80-\xff]*)")?[ \t]*(?:,|$)/y;
+
+/**
  * Parses `If-Match = "*" / #entity-tag` (and the same `If-None-Match`); undefined when
  * malformed (a tag without its quotes, `*` among tags, no tag at all). Empty list elements are
- * skipped (RFC 9110 5.6.1.2).
+ * skipped (RFC 9110 5.6.1.2). A list is split at the commas between its tags, not at those inside
+ * one (`"a,b"` is one tag).
  */
 export function parseCondition(value: string): Condition | undefined {
-  if (value.trim() === "*") return "*";
+  if (/^[ \t]*\*[ \t]*$/.test(value)) return "*";
   const tags: EntityTag[] = [];
-  for (const part of value.split(",")) {
-    if (part.trim() === "") continue;
-    const match = /^\s*(W\/)?"([\x21\x23-\x7e]*)"\s*$/.exec(part);
+  for (let at = 0; at < value.length;) {
+    listElement.lastIndex = at;
+    const match = listElement.exec(value);
     if (!match) return undefined;
-    tags.push({ tag: match[2]!, weak: match[1] !== undefined });
+    if (match[2] !== undefined) tags.push({ tag: match[2], weak: match[1] !== undefined });
+    at = listElement.lastIndex;
   }
   return tags.length === 0 ? undefined : tags;
 }

@@ -212,9 +212,9 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         assert.deepEqual(anyVersion.map((r) => r.status), [200, 200, 200], anyVersion[0]!.text);
         assert.equal(await events(), 5);
         // A quoted `"*"` is an entity tag (RFC 9110 8.8.3), never the wildcard; a tag longer than
-        // any etag is as well-formed and as false.
+        // any etag, or with a comma in it (etagc allows one), is as well-formed and as false.
         const before = (await api("GET", path, { token: owner })).headers.get("etag");
-        for (const tags of ['"*"', `"${"a".repeat(65)}"`]) {
+        for (const tags of ['"*"', `"${"a".repeat(65)}"`, '"a,b"', '"a,b", W/"*"']) {
           assertError(
             await api("PATCH", path, {
               token: owner,
@@ -227,6 +227,14 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         }
         assert.equal((await api("GET", path, { token: owner })).headers.get("etag"), before);
         assert.equal(await events(), 5);
+        // In If-None-Match a tag with a comma is one tag, not two halves of a malformed list.
+        const commaTag = await api("PATCH", path, {
+          token: owner,
+          headers: { "if-none-match": '"a,b"' },
+          json: { application_name: "Comma" },
+        });
+        assert.equal(commaTag.status, 200, commaTag.text);
+        assert.equal(await events(), 6);
       },
     );
 
