@@ -3,8 +3,9 @@
  * route comes from a `google.api.http` annotation; nothing here knows a particular endpoint.
  *
  * Order of checks: route (404/405) -> token (401) -> rate limit (429) -> body size (413) ->
- * content coding and type (415) -> JSON shape (400) -> preconditions of a POST (412) -> the service
- * (authorization 403, validation 400, preconditions of a write 412, the rest). Status codes: POST
+ * content coding and type (415) -> JSON shape (400) -> preconditions of a POST (412, once its
+ * collection reads: 403 and 404 first) -> the service (authorization 403, validation 400,
+ * preconditions of a write 412, the rest). Status codes: POST
  * 201, DELETE 204 without a body, others 200. HEAD is GET without the body (RFC 9110 9.3.2):
  * `Deno.serve` sends the head of the same response, its `Content-Length` included. An
  * `Idempotency-Key` header goes to the service as `idempotency-key` metadata
@@ -25,8 +26,10 @@
  *   if absent" on a resource its write would create (the config) is the request's `create_only`,
  *   an insert that a concurrent creation makes fail.
  * - POST targets a collection, which exists and has no etag: `If-Match` with tags and
- *   `If-None-Match: *` are false (412 before the service is called), `If-Match: *` and
- *   `If-None-Match` with tags true.
+ *   `If-None-Match: *` are false, `If-Match: *` and `If-None-Match` with tags true. A false one
+ *   is 412 without the POST being made, once the collection's GET, as the caller, has answered:
+ *   its 403 or 404 (a project not in the token, a client that is not there) is what the POST
+ *   would have been answered without the condition, and comes first (RFC 9110 13.2.1).
  *
  * @module
  */
@@ -426,6 +429,13 @@ export function createTranscoder(
     }
     readers.set(route, reader);
   }
+  // The list of each POST's collection, read when the POST's precondition is false.
+  const collections = new Map<Route, Route>();
+  for (const route of routes) {
+    if (route.httpMethod !== "POST") continue;
+    const list = routes.find((r) => r.httpMethod === "GET" && r.template === route.template);
+    if (list !== undefined) collections.set(route, list);
+  }
   // The fields of each route's answer that hold a credential (debug_redact).
   const credentials = new Map<Route, DescField[]>();
   for (const route of routes) {
@@ -502,8 +512,9 @@ export function createTranscoder(
       const agent = req.headers.get("user-agent");
       if (agent !== null) header[forwardedUserAgentHeader] = agent;
       const conditions = conditionsOf(route, req);
-      if (route.httpMethod === "POST") collectionPrecondition(conditions);
-      else if (route.httpMethod !== "GET") {
+      if (route.httpMethod === "POST") {
+        await collectionPrecondition(route, params, conditions, header);
+      } else if (route.httpMethod !== "GET") {
         await precondition(route, params, input, conditions, header);
       }
       const key = req.headers.get(keyHeader);
@@ -679,6 +690,38 @@ export function createTranscoder(
   }
 
   /**
+   * The preconditions of a POST: 412 when false, once the collection's GET, read as the caller
+   * (one item), has answered; its error (403, 404) is the answer instead, as the POST's own would
+   * have been without the condition (RFC 9110 13.2.1).
+   */
+  async function collectionPrecondition(
+    route: Route,
+    params: Map<DescField, string>,
+    conditions: Conditions,
+    header: Record<string, string>,
+  ): Promise<void> {
+    const failure = collectionConditionFailure(conditions);
+    if (failure === undefined) return;
+    const list = collections.get(route);
+    if (list !== undefined) {
+      const input = create(list.method.input) as Message & Record<string, unknown>;
+      for (const [field, raw] of params) {
+        const into = list.method.input.fields.find((f) => f.name === field.name);
+        if (!into) continue;
+        const decoded = decodeScalarParam(into, raw);
+        if ("value" in decoded) input[into.localName] = decoded.value;
+      }
+      const limit = list.method.input.fields.find((f) => f.name === "limit");
+      if (limit?.fieldKind === "scalar") input[limit.localName] = 1;
+      await clients.get(list.service)![list.method.localName]!(input, {
+        timeoutMs,
+        headers: header,
+      });
+    }
+    throw failure;
+  }
+
+  /**
    * The current etag of a write's resource, read as the caller (./routes.ts `readerOf`);
    * undefined when there is none (NOT_FOUND). Any other failure is the answer.
    */
@@ -758,17 +801,19 @@ function ifMatchFailed(): HttpError {
 }
 
 /**
- * The preconditions of a POST, whose target is a collection: it exists and has no etag, so
- * `If-Match` holds only as `*`, and `If-None-Match` only as tags (RFC 9110 13.1.1, 13.1.2).
+ * The failure of a POST's preconditions, or undefined when they hold: its target is a collection,
+ * which exists and has no etag, so `If-Match` holds only as `*`, and `If-None-Match` only as tags
+ * (RFC 9110 13.1.1, 13.1.2).
  */
-function collectionPrecondition(conditions: Conditions): void {
+function collectionConditionFailure(conditions: Conditions): HttpError | undefined {
   const { ifMatch, ifNoneMatch } = conditions;
-  if (ifMatch !== undefined && !matches(ifMatch, undefined)) throw ifMatchFailed();
+  if (ifMatch !== undefined && !matches(ifMatch, undefined)) return ifMatchFailed();
   if (ifNoneMatch !== undefined && !noneMatches(ifNoneMatch, undefined)) {
-    throw new HttpError(
+    return new HttpError(
       412,
       Code.Aborted,
       "If-None-Match: * is false for a collection, which exists; a POST adds to it",
     );
   }
+  return undefined;
 }

@@ -537,6 +537,24 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
         assertError(await api("POST", list, { token: admin, json, headers }), 412, "aborted");
       }
       assert.equal(await count(), before);
+      // What the POST would be answered without its condition comes first (RFC 9110 13.2.1): a
+      // project not in the token is 403, a client that is not there 404, never 412.
+      for (const headers of [{ "if-match": '"stale"' }, { "if-none-match": "*" }]) {
+        assertError(
+          await api("POST", list, { token: other, json, headers }),
+          403,
+          "permission_denied",
+        );
+        assertError(
+          await api("POST", `${list}/cli_01h00000000000000000000000/secrets`, {
+            token: admin,
+            json: {},
+            headers,
+          }),
+          404,
+          "not_found",
+        );
+      }
       for (const headers of [{ "if-match": "*" }, { "if-none-match": '"x"' }]) {
         const res = await api("POST", list, { token: admin, json, headers });
         assert.equal(res.status, 201, res.text);
