@@ -312,12 +312,13 @@ async function buildRequest(
   }
 
   const bytes = await readBody(req, maxBodyBytes, lease);
-  const json = bytes === undefined ? undefined : parseJson(req, bytes);
   if (route.body.kind === "none") {
     // Any body is refused, `{}` included: a DELETE sent with one is a client that meant something
-    // else (a body this route would ignore), and it must change nothing.
-    if (json !== undefined) throw invalid([], "This operation takes no request body");
+    // else (a body this route would ignore), and it must change nothing. Whatever its media type:
+    // a 415 would name JSON as the type accepted.
+    if (bytes !== undefined) throw invalid([], "This operation takes no request body");
   } else {
+    const json = bytes === undefined ? undefined : parseJson(req, bytes);
     const target = route.body.kind === "field" ? route.body.field.message! : route.method.input;
     const decoded = decodeMessage(target, json === undefined ? {} : json);
     violations.push(...decoded.violations);

@@ -1090,6 +1090,16 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
           "invalid_argument",
         );
       }
+      // Whatever its media type: a 415 would ask for JSON (`Accept`), which is refused too.
+      for (const type of ["text/plain", "application/x-www-form-urlencoded"]) {
+        const res = await api("DELETE", `/v1/projects/p1/clients/${clientId}`, {
+          token: admin,
+          raw: "x=1",
+          headers: { "content-type": type },
+        });
+        assertError(res, 400, "invalid_argument");
+        assert.equal(res.headers.get("accept"), null);
+      }
       assert.equal(
         (await api("GET", `/v1/projects/p1/clients/${clientId}`, { token: admin })).status,
         200,
