@@ -55,6 +55,7 @@ import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.t
 import { errorResponse, methodNotAllowed } from "./http_errors.ts";
 import { headOf } from "./consent_page.ts";
 import { createRateLimiter } from "./rate_limit.ts";
+import { isApiPath } from "./routes.ts";
 import {
   type Backend,
   bodyCostFactor,
@@ -311,7 +312,7 @@ export function startGateway(
         route: "unmatched",
       };
     }
-    if (url.pathname.startsWith("/v1/")) {
+    if (isApiPath(url.pathname)) {
       return await transcode(req, url, { requestId, traceparent, clientAddress });
     }
     const answered = await oauth(req, url, { requestId, traceparent, clientAddress });

@@ -92,7 +92,28 @@ export function buildRoutes(services: DescService[]): Route[] {
   return routes;
 }
 
-/** Matches a method and a raw (percent-encoded) path against the routes. */
+/**
+ * Whether a raw path is under `/v1/`, its first segment written as it is or with its unreserved
+ * characters percent-encoded (`/%761/`), which RFC 3986 2.3 makes the same URI.
+ */
+export function isApiPath(path: string): boolean {
+  return /^\/(?:v|%76)(?:1|%31)\//.test(path);
+}
+
+/** A percent-encoded segment decoded, or undefined when an escape is malformed. */
+function decoded(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Matches a method and a raw (percent-encoded) path against the routes. A literal segment matches
+ * also with its characters (all unreserved) percent-encoded: `cl%69ents` is `clients` (RFC 3986
+ * 2.3, 6.2.2.2; RFC 9110 4.2.3), as a variable's value is read decoded.
+ */
 export function matchRoute(routes: readonly Route[], httpMethod: string, path: string): Match {
   const raw = path.split("/").slice(1);
   const allow: string[] = [];
@@ -103,7 +124,9 @@ export function matchRoute(routes: readonly Route[], httpMethod: string, path: s
       const segment = route.segments[i]!;
       const value = raw[i]!;
       if (typeof segment === "string") {
-        if (segment !== value) params = undefined;
+        if (segment !== value && (!value.includes("%") || decoded(value) !== segment)) {
+          params = undefined;
+        }
       } else if (value === "") {
         params = undefined;
       } else {

@@ -124,6 +124,19 @@ Deno.test("the gateway serves the OAuth area end to end", async (t) => {
     await t.step("unknown paths are 404 and wrong methods 405, as JSON", async () => {
       assertError(await api("GET", "/v1/nothing", { token: admin }), 404, "not_found");
       assertError(await api("GET", "/v1/projects/p1/config/", { token: admin }), 404, "not_found");
+      // An unreserved character percent-encoded is the same URI (RFC 3986 2.3, RFC 9110 4.2.3), in
+      // a literal segment as in a variable; an encoded slash is not a separator.
+      for (const path of ["/v1/projects/p1/c%6Fnfig", "/%761/projects/p%31/%63onfig"]) {
+        // Routed to the config's PATCH, which needs an application_name to create it.
+        const res = await api("PATCH", path, { token: admin, json: {} });
+        assertError(res, 400, "invalid_argument", "application_name");
+      }
+      assertError(
+        await api("GET", "/v1/projects/p1/config%2F", { token: admin }),
+        404,
+        "not_found",
+      );
+      assertError(await api("GET", "/v1/projects%2Fp1/config", { token: admin }), 404, "not_found");
       const res = await api("PUT", "/v1/projects/p1/config", { token: admin, json: {} });
       assertError(res, 405, "unimplemented");
       assert.equal(res.headers.get("allow"), "GET, HEAD, PATCH");
