@@ -18,7 +18,7 @@
 import { GuardResponse } from "./guard_messages.ts";
 
 /** Why a request is answered by the listener itself instead of its handler. */
-export type Refusal = "length-required" | "bad-request" | "head-too-large";
+export type Refusal = "length-required" | "bad-request" | "head-too-large" | "uri-too-long";
 
 /** The largest request head read, in bytes. */
 export const maxHeadBytes = 64 * 1024;
@@ -219,8 +219,11 @@ export class RequestParser {
       } else tail = b === CR && tail === 1 ? 2 : 0;
     }
     if ((stop === -1 ? end : stop) - this.#at > maxHeadBytes) {
+      // A request line that alone is over the limit is a target too long to read: 414, not the
+      // 431 of too many or too large fields (RFC 9112 3, RFC 9110 15.5.15).
+      const line = bytes.subarray(this.#at, this.#at + maxHeadBytes).indexOf(LF);
       return this.#refuse(
-        "head-too-large",
+        line === -1 ? "uri-too-long" : "head-too-large",
         latin1.decode(bytes.subarray(this.#at, this.#at + 8192)),
       );
     }
@@ -372,6 +375,7 @@ const reasons: Record<number, string> = {
   411: "Length Required",
   412: "Precondition Failed",
   413: "Content Too Large",
+  414: "URI Too Long",
   415: "Unsupported Media Type",
   429: "Too Many Requests",
   431: "Request Header Fields Too Large",

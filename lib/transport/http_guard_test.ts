@@ -126,6 +126,9 @@ Deno.test("RequestParser refuses what could be read two ways, chunked bodies amo
       "length-required",
     ],
     ["GET / HTTP/1.1\r\nX: " + "a".repeat(70 * 1024), "head-too-large"],
+    // A request line alone over the limit: a target too long (414), not a head (431).
+    ["GET /" + "a".repeat(70 * 1024), "uri-too-long"],
+    ["GET /" + "a".repeat(70 * 1024) + " HTTP/1.1\r\nHost: a\r\n\r\n", "uri-too-long"],
     ["GET / HTTP/1.1\r\nHost: a" + "\r\nX: a".repeat(100) + "\r\n\r\n", "head-too-large"],
   ];
   for (const [head, refusal] of cases) {
