@@ -870,7 +870,7 @@ Deno.test("audit trail, change feed and etags, end to end over the wire", async 
         // The connection lives on, and the watcher's place is free again: as many watchers as a
         // process admits are admitted (a cancelled watcher leaves within its next poll).
         await healthCheck(stall.conn);
-        await admitsWatchers(stack.oauthGrpc, token, projects);
+        await admitsWatchers(api, stack.oauthGrpc, token, projects);
       },
     );
 
@@ -1179,9 +1179,21 @@ async function checkEtags(o: {
 /**
  * Waits until the oauth-registry admits {@link maxWatchers} watchers at once again (none refused
  * RESOURCE_EXHAUSTED): the places of cancelled and reset watchers are given back. They watch
- * `projects` in turn, since one project may hold a quarter of a process's places.
+ * `projects` in turn, since one project may hold a quarter of a process's places, each from its
+ * newest event (a position past it is refused OUT_OF_RANGE), so that each waits for the next.
  */
-async function admitsWatchers(address: string, token: string, projects: string[]): Promise<void> {
+async function admitsWatchers(
+  api: Api,
+  address: string,
+  token: string,
+  projects: string[],
+): Promise<void> {
+  const newest = new Map<string, string>();
+  for (const p of projects) {
+    const res = await api("GET", `/v1/projects/${p}/events?limit=1`, { token });
+    assert.equal(res.status, 200, res.text);
+    newest.set(p, res.body.data[0]?.id ?? "0");
+  }
   const channel = grpcChannel(address);
   try {
     await until(
@@ -1191,7 +1203,12 @@ async function admitsWatchers(address: string, token: string, projects: string[]
             channel.call({
               kind: "server_streaming",
               path: watchPath,
-              requests: [watchRequest(projects[i % projects.length]!, "999999")],
+              requests: [
+                watchRequest(
+                  projects[i % projects.length]!,
+                  newest.get(projects[i % projects.length]!)!,
+                ),
+              ],
               metadata: { authorization: `Bearer ${token}` },
               timeoutMs: 1000,
             })),

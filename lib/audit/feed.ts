@@ -31,8 +31,10 @@
  * (OUT_OF_RANGE, naming the oldest kept) rather than followed from the oldest kept: a consumer
  * that resumes after an outage longer than the retention learns that it missed events; when
  * retention took every event of the project, a position below its head (the last number given)
- * is refused the same way, naming the head. `after` 0, a consumer's first watch, starts at the
- * oldest kept.
+ * is refused the same way, naming the head. A position past the last number given, which this
+ * feed never gave (another project's, or one from before a restore), is refused too (OUT_OF_RANGE,
+ * naming the last), rather than waited on: the events up to it would be skipped when they come.
+ * `after` 0, a consumer's first watch, starts at the oldest kept.
  *
  * @module
  */
@@ -158,11 +160,28 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
       let cursor = after;
       try {
         if (after > 0n) {
-          const [kept] = await sql<{ seq: string | null; head: string | null }[]>`
+          const [kept] = await sql<
+            { seq: string | null; last: string | null; head: string | null }[]
+          >`
             select
               (select min(seq)::text from ${table} where parent = ${parent} and seq is not null)
                 as seq,
+              (select max(seq)::text from ${table} where parent = ${parent}) as last,
               (select seq::text from ${heads} where parent = ${parent}) as head`;
+          // A position past the last number given was never given for this project or space
+          // (another's, or a database restored from before it): refused rather than waited on,
+          // since the events up to it would be skipped when they come.
+          const given = [kept?.last, kept?.head].reduce(
+            (most, n) => n == null || BigInt(n) < most ? most : BigInt(n),
+            0n,
+          );
+          if (after > given) {
+            throw new ConnectError(
+              `No event after ${given} was given for ${parent}: ${after} is no position of its ` +
+                `feed; watch from ${given} (or 0)`,
+              Code.OutOfRange,
+            );
+          }
           if (kept?.seq != null && after < BigInt(kept.seq) - 1n) {
             throw new ConnectError(
               `The events after ${after} are past retention: the oldest kept is ${kept.seq}; ` +

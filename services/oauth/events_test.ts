@@ -506,7 +506,10 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
       async () => {
         const feed = createEventFeed(svc.sql, "oauth", { maxWatchers: 1 });
         const controller = new AbortController();
-        const waiting = feed.watch("p", 1n << 40n, controller.signal).next();
+        // From the last event given: a watch that waits for the next.
+        const [last] = await svc.sql<{ seq: string }[]>`
+          select coalesce(max(seq), 0)::text as seq from oauth.events where parent = 'p'`;
+        const waiting = feed.watch("p", BigInt(last!.seq), controller.signal).next();
         controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
         assert.equal((await rejection(waiting)).code, Code.DeadlineExceeded);
         assert.equal(feed.watchers(), 0);
@@ -588,6 +591,21 @@ Deno.test("every change writes exactly one event, in its transaction; etags guar
         const missed = await rejection(feed.watch("quiet", 2n, AbortSignal.timeout(3000)).next());
         assert.equal(missed.code, Code.OutOfRange);
         assert.match(missed.rawMessage, /none is kept.*watch from 5/);
+        // A position the feed never gave (past the head; a project with no event at all) is
+        // refused, not waited on until the events up to it come and are skipped.
+        for (
+          const [parent, after, last] of [["quiet", 6n, 5], ["old", 2511n, 2510], [
+            "none",
+            1n,
+            0,
+          ]] as const
+        ) {
+          const never = await rejection(
+            feed.watch(parent, after, AbortSignal.timeout(3000)).next(),
+          );
+          assert.equal(never.code, Code.OutOfRange, `${parent} after ${after}`);
+          assert.match(never.rawMessage, new RegExp(`watch from ${last} `));
+        }
         const batches = feed.watch("quiet", 5n, signal);
         const next = batches.next();
         await svc.sql`

@@ -1936,7 +1936,8 @@ export const TokenService: GenService<{
    * One project's (or space's) watchers take at most a quarter of AUDIT_MAX_WATCHERS
    * (RESOURCE_EXHAUSTED beyond). An `after` that retention has passed (below the oldest event kept,
    * less one; when none is kept, below the last id given) is OUT_OF_RANGE, naming the position to
-   * watch from; `after` 0 starts at the oldest kept.
+   * watch from, and so is one past the last id given (never a position of this feed: another
+   * project's, or from before a restore); `after` 0 starts at the oldest kept.
    *
    * @generated from rpc registry.token.v1.TokenService.WatchEvents
    */
