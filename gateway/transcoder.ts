@@ -5,11 +5,11 @@
  * Order of checks: route (404/405) -> token (401) -> rate limit (429) -> body size (413) ->
  * content coding and type (415) -> JSON shape (400) -> preconditions of a POST (412, once its
  * collection reads: 403 and 404 first) -> the service (authorization 403, validation 400,
- * preconditions of a write 412, the rest). Status codes: POST
- * 201, DELETE 204 without a body, others 200. HEAD is GET without the body (RFC 9110 9.3.2):
- * `Deno.serve` sends the head of the same response, its `Content-Length` included. An
- * `Idempotency-Key` header goes to the service as `idempotency-key` metadata
- * (lib/policy/idempotency.ts); a replayed outcome is answered with `Idempotent-Replayed: true`.
+ * preconditions of a write 412, the rest). Status codes: POST 201, DELETE 204 without a body,
+ * others 200. HEAD is GET without the body (RFC 9110 9.3.2): `Deno.serve` sends the head of the
+ * same response, its `Content-Length` included. An `Idempotency-Key` header goes to the service
+ * as `idempotency-key` metadata (lib/policy/idempotency.ts); a replayed outcome is answered with
+ * `Idempotent-Replayed: true`.
  * A GET's `Cache-Control: no-cache` (RFC 9111 5.2.1.4) goes to the service as metadata, and the
  * answer comes from the source: neither this gateway's memory (./read_cache.ts) nor the service's.
  *
@@ -646,12 +646,14 @@ export function createTranscoder(
       : input as unknown as Record<string, unknown>;
     const { ifNoneMatch } = conditions;
     let { ifMatch } = conditions;
-    const fromBody = ifMatch === undefined && typeof target.etag === "string" &&
-      target.etag !== "";
+    const bodyTag = ifMatch === undefined && typeof target.etag === "string" && target.etag !== ""
+      ? target.etag
+      : undefined;
+    const fromBody = bodyTag !== undefined;
     if (fromBody) {
       // A malformed one is the service's 400.
-      if (!isEtag(target.etag as string)) return;
-      ifMatch = [{ tag: target.etag as string, weak: false }];
+      if (!isEtag(bodyTag)) return;
+      ifMatch = [{ tag: bodyTag, weak: false }];
     }
     if (ifMatch === undefined && ifNoneMatch === undefined) return;
     // A write that creates when there is nothing (the config's) takes "only if absent" as a field.
@@ -705,13 +707,7 @@ export function createTranscoder(
     if (failure === undefined) return;
     const list = collections.get(route);
     if (list !== undefined) {
-      const input = create(list.method.input) as Message & Record<string, unknown>;
-      for (const [field, raw] of params) {
-        const into = list.method.input.fields.find((f) => f.name === field.name);
-        if (!into) continue;
-        const decoded = decodeScalarParam(into, raw);
-        if ("value" in decoded) input[into.localName] = decoded.value;
-      }
+      const input = readInput(list, params);
       const limit = list.method.input.fields.find((f) => f.name === "limit");
       if (limit?.fieldKind === "scalar") input[limit.localName] = 1;
       await clients.get(list.service)![list.method.localName]!(input, {
@@ -732,13 +728,7 @@ export function createTranscoder(
     header: Record<string, string>,
   ): Promise<string | undefined> {
     const reader = readers.get(route)!;
-    const input = create(reader.route.method.input) as Message & Record<string, unknown>;
-    for (const [field, raw] of params) {
-      const into = reader.route.method.input.fields.find((f) => f.name === field.name);
-      if (!into || field === reader.item) continue;
-      const decoded = decodeScalarParam(into, raw);
-      if ("value" in decoded) input[into.localName] = decoded.value;
-    }
+    const input = readInput(reader.route, params, reader.item);
     let message: Message;
     try {
       message = await clients.get(reader.route.service)![reader.route.method.localName]!(input, {
@@ -756,6 +746,26 @@ export function createTranscoder(
       );
     return (resource as { etag?: string } | undefined)?.etag;
   }
+}
+
+/**
+ * The request message of `read`, a GET the gateway makes for a precondition, from the path
+ * parameters of the request it serves that `read` has too (`skip` left out: the item a list is
+ * searched for).
+ */
+function readInput(
+  read: Route,
+  params: Map<DescField, string>,
+  skip?: DescField,
+): Message & Record<string, unknown> {
+  const input = create(read.method.input) as Message & Record<string, unknown>;
+  for (const [field, raw] of params) {
+    const into = read.method.input.fields.find((f) => f.name === field.name);
+    if (!into || field === skip) continue;
+    const decoded = decodeScalarParam(into, raw);
+    if ("value" in decoded) input[into.localName] = decoded.value;
+  }
+  return input;
 }
 
 /** `Idempotent-Replayed: true` when the service replayed a stored outcome. */

@@ -160,21 +160,16 @@ export function createEventFeed(sql: Sql, schema: string, options: EventFeedOpti
       let cursor = after;
       try {
         if (after > 0n) {
-          const [kept] = await sql<
-            { seq: string | null; last: string | null; head: string | null }[]
-          >`
-            select
-              (select min(seq)::text from ${table} where parent = ${parent} and seq is not null)
-                as seq,
-              (select max(seq)::text from ${table} where parent = ${parent}) as last,
-              (select seq::text from ${heads} where parent = ${parent}) as head`;
+          const [kept] = await sql<{ seq: string | null; head: string | null; given: string }[]>`
+            select seq::text, head::text, coalesce(greatest(head, last), 0)::text as given
+            from (select
+              (select min(seq) from ${table} where parent = ${parent} and seq is not null) as seq,
+              (select seq from ${heads} where parent = ${parent}) as head,
+              (select max(seq) from ${table} where parent = ${parent}) as last) kept`;
           // A position past the last number given was never given for this project or space
           // (another's, or a database restored from before it): refused rather than waited on,
           // since the events up to it would be skipped when they come.
-          const given = [kept?.last, kept?.head].reduce(
-            (most, n) => n == null || BigInt(n) < most ? most : BigInt(n),
-            0n,
-          );
+          const given = BigInt(kept!.given);
           if (after > given) {
             throw new ConnectError(
               `No event after ${given} was given for ${parent}: ${after} is no position of its ` +

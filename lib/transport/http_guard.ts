@@ -44,9 +44,9 @@
  * with `Transfer-Encoding` `411 Length Required` (each chunk of a chunked body cost `Deno.serve`
  * more than its bytes, 100,000 one-byte chunks 212 MiB and 2 s; every RPC is unary, and stock
  * clients send a `Content-Length` with such bodies), a request line over 64 KiB 414, a head over
- * 64 KiB or 100 fields 431, one that
- * cannot be read, or an HTTP/1.1 head without exactly one `Host`, 400; the HTTP/2 preface of prior
- * knowledge is closed (the services' gRPC ports are HTTP/2). A body over `maxBodyBytes` is not read:
+ * 64 KiB or 100 fields 431, one that cannot be read, or an HTTP/1.1 head without exactly one
+ * `Host`, 400; the HTTP/2 preface of prior knowledge is closed (the services' gRPC ports are
+ * HTTP/2). A body over `maxBodyBytes` is not read:
  * its handler answers 413 from `Content-Length`, and the connection ends after the answer.
  *
  * Memory: a request head, and a body until its request is handled, are held here, taken from the

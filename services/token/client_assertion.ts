@@ -45,7 +45,7 @@ import {
 } from "../../gen/registry/oauth/v1/client_pb.ts";
 import type { ClientKey } from "../../gen/registry/oauth/v1/client_key_pb.ts";
 import { assertionSigningAlgs } from "../../lib/platform/mod.ts";
-import { importPublicJwk, type KeyFamily, parseJws, verifyJws } from "./jws.ts";
+import { importPublicJwk, type KeyFamily, parseJws, typIs, verifyJws } from "./jws.ts";
 import { oauthError } from "./oauth_errors.ts";
 import type { Registry } from "./registry.ts";
 import type { UsedJtis } from "./repository/used_jtis.ts";
@@ -101,11 +101,11 @@ const families: Record<string, { names: readonly string[]; members: readonly str
 };
 
 /**
- * The `typ` of an assertion, compared as a media type (RFC 7515 4.1.9: in any case, `application/`
- * omitted or not): `JWT`, or `client-authentication+jwt` (draft-ietf-oauth-rfc7523bis). Absent is
- * fine too: the draft advises servers not to refuse untyped assertions.
+ * The `typ` an assertion may have: `JWT`, or `client-authentication+jwt`
+ * (draft-ietf-oauth-rfc7523bis). Absent is fine too: the draft advises servers not to refuse
+ * untyped assertions.
  */
-const assertionTyp = /^(?:application\/)?(?:jwt|client-authentication\+jwt)$/i;
+const assertionTypes = ["jwt", "client-authentication+jwt"];
 
 /** The longest assertion taken (one signed with an 8192-bit RSA key is about 1,700 characters). */
 const maxAssertionLength = 8192;
@@ -149,8 +149,7 @@ export function createAssertionVerifier(options: AssertionVerifierOptions): Asse
     const jws = parseJws(assertion, maxAssertionLength);
     if (!jws || "crit" in jws.header) throw fail();
     const { header, claims } = jws;
-    const typ = header.typ;
-    if (typ !== undefined && (typeof typ !== "string" || !assertionTyp.test(typ))) throw fail();
+    if (header.typ !== undefined && !typIs(header.typ, assertionTypes)) throw fail();
     const alg = header.alg;
     if (typeof alg !== "string" || !assertionSigningAlgs.includes(alg)) {
       throw fail();

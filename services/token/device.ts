@@ -174,23 +174,23 @@ export async function startDeviceVerification(deps: DeviceDeps, ctx: HandlerCont
  * 2^64 addresses of one network are one address to the limit; anything else as given.
  */
 export function guessAddress(address: string): string {
-  const bare = address.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "").toLowerCase();
-  if (!bare.includes(":")) return address;
-  // An embedded IPv4 tail (`::ffff:192.0.2.1`) is the last two groups.
-  const text = bare.replace(
-    /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/,
-    (_, a, b, c, d) => `${(+a * 256 + +b).toString(16)}:${(+c * 256 + +d).toString(16)}`,
+  let host: string;
+  try {
+    // The URL parser checks an IPv6 address and writes it one way (RFC 5952: lower case, zeros
+    // compressed, an IPv4 tail as two groups); anything else, an IPv4 address included, throws.
+    const bare = address.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
+    host = new URL(`http://[${bare}]`).hostname.slice(1, -1);
+  } catch {
+    return address;
+  }
+  const [head, tail] = host.split("::").map((half) =>
+    half === "" ? [] : half.split(":").map((g) => parseInt(g, 16))
   );
-  const halves = text.split("::");
-  if (halves.length > 2) return address;
-  const groups = (half: string) => half === "" ? [] : half.split(":");
-  const head = groups(halves[0]!);
-  const tail = halves.length === 2 ? groups(halves[1]!) : [];
-  const missing = 8 - head.length - tail.length;
-  if (halves.length === 2 ? missing < 1 : missing !== 0) return address;
-  const all = [...head, ...Array<string>(missing).fill("0"), ...tail];
-  if (!all.every((g) => /^[0-9a-f]{1,4}$/.test(g))) return address;
-  const n = all.map((g) => parseInt(g, 16));
+  const n = [
+    ...head!,
+    ...Array<number>(8 - head!.length - (tail?.length ?? 0)).fill(0),
+    ...tail ?? [],
+  ];
   if (n.slice(0, 5).every((g) => g === 0) && n[5] === 0xffff) {
     return [n[6]! >> 8, n[6]! & 255, n[7]! >> 8, n[7]! & 255].join(".");
   }

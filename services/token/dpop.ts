@@ -40,7 +40,7 @@ import { Buffer } from "node:buffer";
 import { createHash, type KeyObject } from "node:crypto";
 import type { ConnectError } from "@connectrpc/connect";
 import type { DpopProof } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { importPublicJwk, parseJws, verifyJws } from "./jws.ts";
+import { importPublicJwk, parseJws, typIs, verifyJws } from "./jws.ts";
 import { deriveFromSecret } from "./keys.ts";
 import {
   createBoundedCache,
@@ -82,9 +82,6 @@ const algorithms: Record<string, ProofAlgorithm> = {
   Ed25519: ed25519,
   ES256: { kty: "EC", crv: "P-256", members: ["x", "y"], valid: ([x, y]) => onP256(x!, y!) },
 };
-
-/** RFC 7515 4.1.9: a `typ` without `/` stands for `application/` and it; case does not matter. */
-const dpopTyp = /^(?:application\/)?dpop\+jwt$/i;
 
 /**
  * The algorithms a proof may use, which the gateway's metadata names in
@@ -201,7 +198,7 @@ export function createDpop(options: DpopOptions): Dpop {
       const jws = parseJws(proof, maxProofLength);
       if (!jws) throw await invalid("The DPoP proof must be one compact JWS of a JWT");
       const { header, claims } = jws;
-      if (typeof header.typ !== "string" || !dpopTyp.test(header.typ)) {
+      if (!typIs(header.typ, ["dpop+jwt"])) {
         throw await invalid("The DPoP proof's typ must be dpop+jwt");
       }
       const alg = typeof header.alg === "string" && Object.hasOwn(algorithms, header.alg)

@@ -44,6 +44,16 @@ export function parseJws(token: string, maxLength: number): CompactJws | undefin
   };
 }
 
+/**
+ * Whether a JWS header's `typ` names one of `types` (media subtypes in lower case, such as
+ * `dpop+jwt`), compared as RFC 7515 4.1.9 asks: in any case, with `application/` before it or not.
+ */
+export function typIs(typ: unknown, types: readonly string[]): boolean {
+  if (typeof typ !== "string") return false;
+  const lower = typ.toLowerCase();
+  return types.includes(lower.startsWith("application/") ? lower.slice(12) : lower);
+}
+
 /** The public key of a JWK; null when it is not a valid one. */
 export function importPublicJwk(jwk: Record<string, unknown>): KeyObject | null {
   try {
