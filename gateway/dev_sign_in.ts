@@ -14,7 +14,7 @@
  *   `/`, printable ASCII only, no backslash anywhere; an absolute URL, `//host`, `/\host` or a
  *   control character is refused (400), never followed. Absent, it is `/`.
  * - `POST` (the page's forms, `account` and `return_to`): the `Origin` header must be this origin
- *   (a login CSRF, signing the victim in as the attacker's account, comes from another origin), and
+ *   (ISSUER_URL's, or the request's own on a loopback host; a login CSRF, signing the victim in as the attacker's account, comes from another origin), and
  *   `Sec-Fetch-Site`, when sent, `same-origin`; else 403. Then `Set-Cookie: session=...; Path=/;
  *   Max-Age; HttpOnly; SameSite=Lax` (and `Secure` on HTTPS), and 303 to `return_to`.
  *
@@ -180,6 +180,12 @@ async function readForm(req: Request): Promise<URLSearchParams | { status: numbe
   return new URLSearchParams(new TextDecoder().decode(bytes));
 }
 
+/** Whether a URL's hostname names this machine's loopback interface. */
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === "localhost" || hostname.endsWith(".localhost") ||
+    hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
 /** The page's handler: a response for its path, undefined for any other. */
 export type DevSignIn = (req: Request, url: URL) => Promise<Response | undefined>;
 
@@ -191,11 +197,15 @@ export function createDevSignIn(options: DevSignInOptions): DevSignIn {
 
   async function signIn(req: Request, url: URL): Promise<Response> {
     // A login CSRF comes from another origin; a browser says which in Origin (its forms' POSTs
-    // always carry it) and Sec-Fetch-Site.
+    // always carry it) and Sec-Fetch-Site. The request's own origin counts only on a loopback
+    // host (a browser on `localhost` where ISSUER_URL says 127.0.0.1): a name that an attacker's
+    // DNS points at this machine (DNS rebinding) makes Origin and Host agree on the attacker's
+    // name, and that is not this site.
     const origin = req.headers.get("origin");
     const site = req.headers.get("sec-fetch-site");
+    const ownOrigin = isLoopbackHost(url.hostname) ? url.origin : publicOrigin;
     if (
-      origin === null || (origin !== url.origin && origin !== publicOrigin) ||
+      origin === null || (origin !== ownOrigin && origin !== publicOrigin) ||
       (site !== null && site !== "same-origin")
     ) {
       return await errorPage(

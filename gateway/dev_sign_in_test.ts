@@ -210,6 +210,19 @@ Deno.test("the form's CSRF checks: Origin this site's, Sec-Fetch-Site same-origi
     ),
   );
   assert.equal(local.status, 303);
+  // But not on any other name: one that an attacker's DNS points at this machine (DNS
+  // rebinding) makes Origin and Host agree.
+  for (const host of ["evil.example:8080", "127.0.0.1.nip.io:8080", "localhost.evil.example"]) {
+    const rebound = await answer(
+      post(
+        { account: "ada@example.com" },
+        { origin: `http://${host}`, "sec-fetch-site": "same-origin" },
+        `http://${host}${devSignInPath}`,
+      ),
+    );
+    assert.equal(rebound.status, 403, host);
+    assert.equal(rebound.headers.get("set-cookie"), null, host);
+  }
   // Without Sec-Fetch-Site (older browsers), Origin alone.
   const plain = await answer(post({ account: "ada@example.com" }, { origin: base }));
   assert.equal(plain.status, 303);
