@@ -69,11 +69,12 @@ function replaceable(stack: Stack, name: "oauth" | "token") {
     await proc.child.status;
   };
   return {
-    async start(env: Record<string, string>): Promise<Proc> {
+    /** Starts it with `env`; waits until it reports ready unless `ready` is false. */
+    async start(env: Record<string, string>, { ready = true } = {}): Promise<Proc> {
       if (proc) await stop();
       else await stack.kill(name);
       proc = spawn(entry, { ...base, ...env });
-      await waitReady(`http://127.0.0.1:${base.HTTP_PORT}`);
+      if (ready) await waitReady(`http://127.0.0.1:${base.HTTP_PORT}`);
       return proc;
     },
     stop,
@@ -186,6 +187,27 @@ Deno.test("the signing keys' sealing secret changes: the token service signs wit
     assert.equal(await kid(), before, "the same key signs");
     const resealed = await linesWith(token, "signing key sealed again", 2);
     assert.equal(resealed.length, 2, "the current key and the next one, each once");
+
+    // A secret that opens none of the keys (the previous one forgotten): the replica never
+    // reports ready, so that a rollout stops at it rather than replace replicas that sign, and its
+    // log says why.
+    const wrong = await service.start(
+      { TOKEN_KEY_ENCRYPTION_KEY: crypto.randomUUID() + crypto.randomUUID() },
+      { ready: false },
+    );
+    const readyz = `http://127.0.0.1:${env.HTTP_PORT}/readyz`;
+    const cannotOpen = () => wrong.lines.some((l) => l.includes("Cannot open signing key"));
+    // Bounded (30 s) only so that a line that never comes fails the test; a busy machine waits.
+    for (let i = 0; i < 600 && !cannotOpen(); i++) {
+      const status = await fetch(readyz).then(async (res) => (await res.body?.cancel(), res.status))
+        .catch(() => undefined); // not listening yet
+      assert.notEqual(status, 200, "ready without a signing key");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(cannotOpen(), `no "Cannot open signing key" in:\n${wrong.lines.join("\n")}`);
+    const res = await fetch(readyz);
+    assert.equal(res.status, 503);
+    assert.deepEqual(await res.json(), { status: "not ready" });
   } finally {
     grpc.close();
     await service.stop();

@@ -94,6 +94,14 @@ export interface ServiceDefinition<E extends v.ObjectEntries> {
     interceptors: Interceptor[];
     /** Called when the process starts draining (see lib/rpc's `onDrain`). */
     stop?: () => void;
+    /**
+     * Whether the service's own parts can serve, asked by health and `/readyz` once the schema is
+     * migrated and the database answers: resolves when they can, rejects saying why not (the
+     * reason is logged). A part that cannot start with the settings given (the token service's
+     * signing keys under another encryption key) keeps the pod out of the Service, and a rollout
+     * of such pods from replacing working ones.
+     */
+    ready?: () => Promise<void>;
   };
 }
 
@@ -176,7 +184,7 @@ export async function startService<E extends v.ObjectEntries>(
   const verify = createTokenVerifier({ ...authOptions(config), budget });
   let schemaReady!: () => void;
   const schemaMigrated = new Promise<void>((resolve) => schemaReady = resolve);
-  const { services, interceptors, stop } = def.serve({
+  const { services, interceptors, stop, ready: partsReady } = def.serve({
     sql,
     config,
     log,
@@ -193,7 +201,18 @@ export async function startService<E extends v.ObjectEntries>(
     grpcPort: config.GRPC_PORT,
     httpPort: config.HTTP_PORT,
     hostname: config.HOST,
-    ready: async () => migrated && (await sql`select 1`, true),
+    ready: async () => {
+      if (!migrated) return false;
+      await sql`select 1`;
+      if (partsReady === undefined) return true;
+      try {
+        await partsReady();
+        return true;
+      } catch (error) {
+        log.warn("not ready", { error });
+        return false;
+      }
+    },
     log,
     metrics,
     shutdownDelayMs: config.SHUTDOWN_DELAY_MS,

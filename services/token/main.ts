@@ -205,6 +205,9 @@ export const tokenService = defineService({
       budget,
     });
     return {
+      // Ready once the signing keys are open: a replica whose TOKEN_KEY_ENCRYPTION_KEY opens none
+      // of them would answer every grant 500 (./keys.ts retries on each ask until they open).
+      ready: () => keys.ready(),
       stop() {
         audit.stop();
         clearInterval(summaries);
