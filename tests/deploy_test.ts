@@ -252,6 +252,14 @@ Deno.test("broken manifests are caught", async () => {
     /token-service: no NetworkPolicy selects its pods for ingress/,
   );
   await broken(
+    "no egress NetworkPolicy for a service",
+    (o) => {
+      remove(o, "NetworkPolicy", "services-egress");
+    },
+    ruleProblems,
+    /core: no NetworkPolicy selects its pods for egress/,
+  );
+  await broken(
     "no PodDisruptionBudget for the token service",
     (o) => {
       remove(o, "PodDisruptionBudget", "token-service");
@@ -730,6 +738,17 @@ Deno.test("network policies: who may connect to whom", async () => {
       ["token-service -> DNS (tcp)", token, dns, 53, true],
       ["token-service -> the internet", token, internet, 443, false],
       ["token-service -> another DNS server", token, { ip: "8.8.8.8" }, 53, false, "UDP"],
+      // The oauth-registry (it holds the client-secret hash key) and core call nothing but
+      // Postgres and DNS.
+      ["oauth-registry -> postgres", oauth, postgres, 5432, true],
+      ["oauth-registry -> DNS (udp)", oauth, dns, 53, true, "UDP"],
+      ["oauth-registry -> DNS (tcp)", oauth, dns, 53, true],
+      ["oauth-registry -> the internet", oauth, internet, 443, false],
+      ["oauth-registry -> core grpc", oauth, core, 50052, false],
+      ["core -> postgres", core, postgres, 5432, true],
+      ["core -> DNS (udp)", core, dns, 53, true, "UDP"],
+      ["core -> the internet", core, internet, 443, false],
+      ["core -> another DNS server", core, { ip: "8.8.8.8" }, 53, false, "UDP"],
     ];
     for (const [what, from, to, port, expected, protocol] of cases) {
       assert.equal(connects(objects, from, to, port, protocol), expected, `${overlay}: ${what}`);

@@ -9,8 +9,8 @@
  *    compiler's excess-property check against the same API's interfaces, which catches unknown
  *    or misspelt fields that the JSON schemas let through;
  * 3. applies the project's rules: probes, requests and limits, non-root and read-only containers,
- *    native gRPC probes behind grpc.health.v1, a PDB, an HPA and an ingress NetworkPolicy per
- *    workload, a memory request equal to the limit, and a termination grace period that covers
+ *    native gRPC probes behind grpc.health.v1, a PDB, an HPA, and an ingress and an egress
+ *    NetworkPolicy per workload, a memory request equal to the limit, and a termination grace period that covers
  *    the drain with room to spare;
  * 4. says how many connections to Postgres the pods may hold at the autoscalers' maximum, in the
  *    middle of a rollout ({@link postgresConnections}).
@@ -217,6 +217,15 @@ export function ruleProblems(objects: K8sObject[]): string[] {
       )
     ) {
       problem("no NetworkPolicy selects its pods for ingress");
+    }
+    // Without one, a compromised pod may connect anywhere (the internet, the cluster's other pods).
+    if (
+      !of("NetworkPolicy").some((p) =>
+        (p.spec.policyTypes ?? (p.spec.egress ? ["Egress"] : [])).includes("Egress") &&
+        selects(p.spec.podSelector, podLabels)
+      )
+    ) {
+      problem("no NetworkPolicy selects its pods for egress");
     }
     for (const c of pod.containers) {
       const where = `container ${c.name}`;
