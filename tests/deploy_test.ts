@@ -195,6 +195,14 @@ Deno.test("broken manifests are caught", async () => {
     /drop ALL/,
   );
   await broken(
+    "a scratch volume without a size limit",
+    (o) => {
+      delete deployment(o, "oauth-registry").spec.template.spec.volumes[0].emptyDir.sizeLimit;
+    },
+    ruleProblems,
+    /oauth-registry: volume tmp is an emptyDir without a sizeLimit/,
+  );
+  await broken(
     "a latest image",
     (o) => {
       deployment(o, "core").spec.template.spec.containers[0].image =

@@ -10,8 +10,8 @@
  *    or misspelt fields that the JSON schemas let through;
  * 3. applies the project's rules: probes, requests and limits, non-root and read-only containers,
  *    native gRPC probes behind grpc.health.v1, a PDB, an HPA, and an ingress and an egress
- *    NetworkPolicy per workload, a memory request equal to the limit, and a termination grace period that covers
- *    the drain with room to spare;
+ *    NetworkPolicy per workload, a memory request equal to the limit, a termination grace period
+ *    that covers the drain with room to spare, and scratch volumes of a bounded size;
  * 4. says how many connections to Postgres the pods may hold at the autoscalers' maximum, in the
  *    middle of a rollout ({@link postgresConnections}).
  *
@@ -226,6 +226,12 @@ export function ruleProblems(objects: K8sObject[]): string[] {
       )
     ) {
       problem("no NetworkPolicy selects its pods for egress");
+    }
+    // Unbounded, a scratch volume fills the node's disk, and every pod there is evicted.
+    for (const v of pod.volumes ?? []) {
+      if (v.emptyDir && !v.emptyDir.sizeLimit) {
+        problem(`volume ${v.name} is an emptyDir without a sizeLimit`);
+      }
     }
     for (const c of pod.containers) {
       const where = `container ${c.name}`;

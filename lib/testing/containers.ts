@@ -85,9 +85,10 @@ function cpus(quantity: string): string {
 /**
  * `docker run` arguments for a Deployment's first container, as its pod spec asks: the image's
  * command (`args`), its environment, CPU and memory limits, user and group, a read-only root with
- * each emptyDir volume as a tmpfs, dropped capabilities, no privilege escalation, and the grace
- * period as the stop timeout. The container's name on the network is the Deployment's (its
- * Service's) name. `publish` lists container ports to publish on 127.0.0.1 (random host ports).
+ * each emptyDir volume as a tmpfs of its sizeLimit, dropped capabilities, no privilege escalation,
+ * and the grace period as the stop timeout. The container's name on the network is the
+ * Deployment's (its Service's) name. `publish` lists container ports to publish on 127.0.0.1
+ * (random host ports).
  */
 export function runArguments(
   deployment: K8sObject,
@@ -127,7 +128,8 @@ export function runArguments(
     if (!volume?.emptyDir) {
       throw new Error(`${options.name}: volume ${mount.name} is not an emptyDir`);
     }
-    args.push("--tmpfs", mount.mountPath);
+    const size = volume.emptyDir.sizeLimit;
+    args.push("--tmpfs", size ? `${mount.mountPath}:size=${memory(size)}` : mount.mountPath);
   }
   if (pod.terminationGracePeriodSeconds !== undefined) {
     args.push("--stop-timeout", String(pod.terminationGracePeriodSeconds));
