@@ -241,6 +241,15 @@ Deno.test("broken manifests are caught", async () => {
     /core: has no PodDisruptionBudget/,
   );
   await broken(
+    "a PodDisruptionBudget that keeps unready pods from being evicted",
+    (o) => {
+      const pdb = o.find((x) => x.kind === "PodDisruptionBudget" && x.metadata.name === "core")!;
+      delete pdb.spec.unhealthyPodEvictionPolicy;
+    },
+    ruleProblems,
+    /core: its PodDisruptionBudget blocks evicting unready pods/,
+  );
+  await broken(
     "no NetworkPolicy for a service",
     (o) => {
       // Both policies that select the oauth-registry's pods.

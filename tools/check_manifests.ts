@@ -203,8 +203,12 @@ export function ruleProblems(objects: K8sObject[]): string[] {
         `terminationGracePeriodSeconds is shorter than the drain and its margin (${drainMs} ms)`,
       );
     }
-    if (!of("PodDisruptionBudget").some((p) => selects(p.spec.selector, podLabels))) {
-      problem("has no PodDisruptionBudget");
+    const pdb = of("PodDisruptionBudget").find((p) => selects(p.spec.selector, podLabels));
+    if (!pdb) problem("has no PodDisruptionBudget");
+    // Under the default (IfHealthyBudget), pods all unready at once (the database down) block
+    // every node drain until they are ready again.
+    else if (pdb.spec.unhealthyPodEvictionPolicy !== "AlwaysAllow") {
+      problem("its PodDisruptionBudget blocks evicting unready pods (unhealthyPodEvictionPolicy)");
     }
     if (!of("HorizontalPodAutoscaler").some((h) => h.spec.scaleTargetRef?.name === name)) {
       problem("has no HorizontalPodAutoscaler");
