@@ -36,6 +36,11 @@ export interface RetentionOptions {
   numberMs?: number;
   /** Most batches per run (default 100: 100,000 events). */
   maxBatches?: number;
+  /**
+   * Resolves once the schema is migrated: nothing runs before (on a new database the tables are
+   * not there yet, and every start would warn that they are missing).
+   */
+  migrated?: Promise<void>;
 }
 
 /** Deletes what is past retention now; returns how many events. */
@@ -51,9 +56,11 @@ export async function pruneOnce(sql: Sql, schema: string, o: RetentionOptions): 
  * returned function is called.
  */
 export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () => void {
+  let migrated = o.migrated === undefined;
+  o.migrated?.then(() => migrated = true, () => {});
   let running = false;
   const run = async () => {
-    if (running) return;
+    if (running || !migrated) return;
     running = true;
     try {
       const n = await pruneOnce(sql, schema, o);
@@ -73,7 +80,7 @@ export function keepEvents(sql: Sql, schema: string, o: RetentionOptions): () =>
   let numbering = false;
   let failing = false; // reported once, not every run, while the database is away
   const numberer = setInterval(async () => {
-    if (numbering) return;
+    if (numbering || !migrated) return;
     numbering = true;
     try {
       await numberEvents(sql, schema);
@@ -109,12 +116,15 @@ export function startAudit(
     config: { AUDIT_RETENTION_DAYS: number; AUDIT_MAX_WATCHERS: number };
     now: () => number;
     log: Logger;
+    /** Resolves once the schema is migrated (see {@link RetentionOptions}). */
+    migrated?: Promise<void>;
   },
 ): Audit {
   const stopPruning = keepEvents(sql, schema, {
     days: o.config.AUDIT_RETENTION_DAYS,
     now: o.now,
     log: o.log,
+    ...(o.migrated === undefined ? {} : { migrated: o.migrated }),
   });
   const feed = createEventFeed(sql, schema, { maxWatchers: o.config.AUDIT_MAX_WATCHERS });
   return {

@@ -30,8 +30,8 @@ export const coreService = defineService({
   migrations: new URL("./migrations/", import.meta.url),
   ports: { grpc: 50052, http: 8082 },
   settings: { UNIT_CACHE_MIB: nonNegativeInt(4), ...idempotencySettings, ...auditSettings },
-  serve: ({ sql, config, log, metrics, verify, notReady, now, budget }) => {
-    const audit = startAudit(sql, "core", { config, now, log });
+  serve: ({ sql, config, log, metrics, verify, notReady, migrated, now, budget }) => {
+    const audit = startAudit(sql, "core", { config, now, log, migrated });
     // What GetUnit reads, kept in memory; changes reach every replica through Postgres within a
     // second (./unit_cache.ts).
     const units = config.UNIT_CACHE_MIB === 0 ? undefined : cacheUnits(createUnitRepository(sql), {

@@ -58,7 +58,7 @@ export const oauthRegistryService = defineService({
     ...auditSettings,
   },
   serve: ({ sql, config, log, metrics, verify, notReady, migrated, now, budget }) => {
-    const audit = startAudit(sql, "oauth", { config, now, log });
+    const audit = startAudit(sql, "oauth", { config, now, log, migrated });
     const configs = createConfigRepository(sql);
     const hasher = createSecretHasher(
       config.CLIENT_SECRET_HMAC_KEY,

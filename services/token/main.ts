@@ -92,7 +92,7 @@ export const tokenService = defineService({
     REQUIRE_PAR: flag(false),
     ...auditSettings,
   },
-  serve: ({ sql, config, log, metrics, notReady, verify, budget, now }) => {
+  serve: ({ sql, config, log, metrics, notReady, migrated, verify, budget, now }) => {
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
     const keys = createKeyRing({
       sql,
@@ -173,7 +173,7 @@ export const tokenService = defineService({
     // failed client authentications counted in memory and written as one summary per client a
     // minute (./auth_failures.ts: the bounds of what a flood costs are there), and once more when
     // the process starts draining.
-    const audit = startAudit(sql, eventSchema, { config, now, log });
+    const audit = startAudit(sql, eventSchema, { config, now, log, migrated });
     const failures = createAuthFailures({
       sql,
       lookupClient: (clientId) => registry.lookupClient(clientId),
