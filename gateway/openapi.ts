@@ -574,7 +574,8 @@ function operation(
       description: "Makes a retry safe: the same key with the same request within 24 hours " +
         "replays the first outcome (with `Idempotent-Replayed: true`); with another request it " +
         "is 422; while the first request runs, 409 `aborted`. Sent once, 1..255 printable ASCII " +
-        "characters other than the comma.",
+        'characters other than the comma, bare (`k`) or as an RFC 8941 string (`"k"`, the ' +
+        "same key).",
       schema: {
         type: "string",
         minLength: 1,

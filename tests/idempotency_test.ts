@@ -208,7 +208,7 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
     await t.step("a malformed key is 400; 255 printable characters are accepted", async () => {
       const body = { name: "Keyed" };
       // "a1, a2" is what two Idempotency-Key lines arrive as: which one was meant?
-      for (const bad of ["k".repeat(256), "a\tb", "caf\u00e9", "a1, a2"]) {
+      for (const bad of ["", "k".repeat(256), "k".repeat(10240), "a\tb", "caf\u00e9", "a1, a2"]) {
         const res = await post("/v1/core/journeys", bad, body);
         assertErrorBody(res, 400, "invalid_argument");
         assert.match(res.body.error.message, /Idempotency-Key/);
@@ -225,6 +225,36 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
       );
       assert.equal(f.code, 3);
     });
+
+    await t.step(
+      'the Structured Field form ("k", RFC 8941) is the same key as the bare form (k)',
+      async () => {
+        const key = newKey();
+        const body = { name: "Quoted" };
+        const bare = await post("/v1/core/journeys", key, body);
+        assert.equal(bare.status, 201, bare.text);
+        const quoted = await post("/v1/core/journeys", `"${key}"`, body);
+        assert.equal(quoted.status, 201, quoted.text);
+        assert.equal(quoted.headers.get("idempotent-replayed"), "true");
+        assert.equal(quoted.body.id, bare.body.id);
+        // An sf-string's escapes are its characters: "a\"b" is the key a"b.
+        const first = await post("/v1/core/journeys", '"q\\"-' + key + '"', body);
+        assert.equal(first.status, 201, first.text);
+        const again = await post("/v1/core/journeys", 'q"-' + key, body);
+        assert.equal(again.headers.get("idempotent-replayed"), "true", again.text);
+        assert.equal(again.body.id, first.body.id);
+        // Over gRPC the metadata is read the same way.
+        const md = { authorization: `Bearer ${token}`, "idempotency-key": `"${key}"` };
+        const r = await core.call(CoreService.method.createJourney, { journey: body }, md);
+        assert.equal(r.journey!.id, bare.body.id);
+        // Not one sf-string: an empty one, a bad escape, parameters, a list, an unclosed quote.
+        for (const bad of ['""', '"a\\b"', '"abc";p=1', '"a", "b"', '"abc']) {
+          const res = await post("/v1/core/journeys", bad, body);
+          assertErrorBody(res, 400, "invalid_argument");
+          assert.match(res.body.error.message, /Idempotency-Key/);
+        }
+      },
+    );
 
     await t.step(
       "50 concurrent duplicates make one record (the others 409 or replay)",

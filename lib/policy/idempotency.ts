@@ -12,7 +12,8 @@
  * - while the first request with a key is still running, a duplicate is ABORTED with reason
  *   {@link keyInUseReason} (HTTP 409, "a request with this key is in progress"), as Stripe does;
  *   it is safe to retry it, and the retry replays the outcome once it is stored;
- * - a key is 1..255 printable ASCII characters (else INVALID_ARGUMENT, HTTP 400);
+ * - a key is 1..255 printable ASCII characters but the comma (else INVALID_ARGUMENT, HTTP 400),
+ *   sent bare (`k`, as Stripe's clients do) or as the draft's sf-string (`"k"`): the same key;
  * - a key older than the lifetime is forgotten: the request runs again as a new one.
  *
  * What is stored (as Stripe: an outcome is saved once the endpoint started executing): the response,
@@ -145,13 +146,23 @@ export interface IdempotencyStore {
   readonly options: IdempotencyOptions;
 }
 
-/** The key of the request, undefined without one; INVALID_ARGUMENT when malformed. */
+/** An sf-string (RFC 8941 3.3.3): printable ASCII in quotes, `"` and `\` escaped by a `\`. */
+const sfString = /^"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"$/;
+
+/**
+ * The key of the request, undefined without one; INVALID_ARGUMENT when malformed. The draft's
+ * form, an sf-string (`"k"`), and the bare form most clients send (`k`) are the same key `k`: a
+ * value that starts with a quote must be one sf-string, whose escapes are unescaped.
+ */
 export function requestKey(header: Headers): string | undefined {
-  const key = header.get(keyHeader);
-  if (key === null) return undefined;
+  const value = header.get(keyHeader);
+  if (value === null) return undefined;
+  const quoted = value.startsWith('"') ? sfString.exec(value)?.[1] ?? "" : undefined;
+  const key = quoted === undefined ? value : quoted.replace(/\\(["\\])/g, "$1");
   if (!keyPattern.test(key)) {
     throw new ConnectError(
-      "The Idempotency-Key must be sent once, 1 to 255 printable ASCII characters but the comma",
+      "The Idempotency-Key must be sent once, 1 to 255 printable ASCII characters but the comma, " +
+        'bare or as a quoted string ("...")',
       Code.InvalidArgument,
     );
   }

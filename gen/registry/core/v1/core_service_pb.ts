@@ -945,8 +945,8 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * true iff more records follow.
  *
  * Idempotency: every create (the RPCs mapped to HTTP POST) accepts `idempotency-key` metadata
- * (HTTP: the `Idempotency-Key` header), 1..255 printable ASCII characters (else
- * INVALID_ARGUMENT). Within 24 hours, the same key with the same request replays the stored
+ * (HTTP: the `Idempotency-Key` header), 1..255 printable ASCII characters other than the comma,
+ * bare (`k`) or as an RFC 8941 string (`"k"`, the same key), else INVALID_ARGUMENT. Within 24 hours, the same key with the same request replays the stored
  * outcome (response or error) with `idempotent-replayed: true` metadata; the same key with another
  * request is INVALID_ARGUMENT with a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP
  * 422); while the first request with the key runs, a duplicate is ABORTED with reason
