@@ -319,7 +319,7 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
     );
 
     await t.step(
-      "keys are scoped per caller (sub, account, space); replay re-authorizes",
+      "keys are scoped per caller (sub, account, space, client); replay re-authorizes",
       async () => {
         const key = newKey();
         const body = { name: "Scoped", type: "web", redirect_uris: [] };
@@ -342,6 +342,31 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
         assert.notEqual(j2.body.id, j1.body.id);
         const seen = await api("GET", `/v1/core/journeys/${j2.body.id}`, { token: s2 });
         assert.equal(seen.status, 200);
+
+        // The same sub through another OAuth client (`client_id`) is another caller: an app
+        // never gets the answer to another app's request, nor a 422 for the other's key.
+        const viaApp = await stack.token({
+          sub: "idem-a",
+          projects: ["idem"],
+          space: "s1",
+          clientId: "app-one",
+        });
+        const viaOtherApp = await stack.token({
+          sub: "idem-a",
+          projects: ["idem"],
+          space: "s1",
+          clientId: "app-two",
+        });
+        const cKey = newKey();
+        const c1 = await post("/v1/core/journeys", cKey, { name: "Apps" }, viaApp);
+        assert.equal(c1.status, 201, c1.text);
+        const c2 = await post("/v1/core/journeys", cKey, { name: "Apps" }, viaOtherApp);
+        assert.equal(c2.status, 201, c2.text);
+        assert.equal(c2.headers.get("idempotent-replayed"), null);
+        assert.notEqual(c2.body.id, c1.body.id);
+        const c3 = await post("/v1/core/journeys", cKey, { name: "Apps" }, viaApp);
+        assert.equal(c3.headers.get("idempotent-replayed"), "true");
+        assert.equal(c3.body.id, c1.body.id);
 
         // Same caller scope, but the token no longer lists the project: 403, not the record.
         const lost = await stack.token({ sub: "idem-a", projects: [], space: "s1" });

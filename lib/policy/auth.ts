@@ -42,7 +42,7 @@ export interface Caller {
   readonly projects: "*" | ReadonlySet<string>;
   /** The `space` claim (core area tenancy), if present. */
   readonly space: string | undefined;
-  /** The `client_id` claim, when the token was issued to an OAuth client (for the audit trail). */
+  /** The `client_id` claim, when the token was issued to an OAuth client (audit, idempotency). */
   readonly clientId?: string | undefined;
   /** The `installation_id` claim, when the token was issued for an installation. */
   readonly installationId?: string | undefined;
@@ -110,7 +110,8 @@ export function callerFromClaims(claims: JWTPayload): Caller {
   if (space !== undefined && !isIdentifier(space)) {
     throw unauthenticated("Token claim space must be a non-empty string");
   }
-  // Who a token acted for is recorded, never relied on: a malformed one is left out.
+  // Who a token acted for is recorded (and scopes idempotency keys), never relied on for access:
+  // a malformed one is left out.
   const clientId = isIdentifier(claims.client_id) ? claims.client_id : undefined;
   const installationId = isIdentifier(claims.installation_id) ? claims.installation_id : undefined;
   return {

@@ -24,7 +24,8 @@
  * raise with their transaction rolled back.
  *
  * Keys are scoped by the caller's tenancy claims (`sub`, `account_id`, `space`: the same `sub` in
- * another space or account is another caller), by the RPC and by the key. The interceptor runs
+ * another space or account is another caller) and the token's `client_id` and `installation_id`
+ * (the same user through another app is another caller), by the RPC and by the key. The interceptor runs
  * after authorization, so a replay is authorized exactly as a first call (a token that lost access
  * to a project does not get the project's record back); a method can leave secrets out of what is
  * stored (a {@link Redaction}).
@@ -169,9 +170,17 @@ export function requestKey(header: Headers): string | undefined {
   return key;
 }
 
-/** The caller's scope of keys: its tenancy claims, unambiguously joined. */
+/**
+ * The caller's scope of keys: its tenancy claims and, when the token was issued to an OAuth client
+ * or an installation, those (another app of the same user is another caller), unambiguously
+ * joined (without either, the three claims alone, as keys stored earlier were scoped).
+ */
 export function callerScope(caller: Caller): string {
-  return JSON.stringify([caller.subject, caller.accountId, caller.space ?? null]);
+  const scope = [caller.subject, caller.accountId, caller.space ?? null];
+  if (caller.clientId !== undefined || caller.installationId !== undefined) {
+    scope.push(caller.clientId ?? null, caller.installationId ?? null);
+  }
+  return JSON.stringify(scope);
 }
 
 function reasoned(message: string, code: Code, reason: string): ConnectError {

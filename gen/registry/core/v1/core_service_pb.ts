@@ -951,7 +951,7 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * request is INVALID_ARGUMENT with a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP
  * 422); while the first request with the key runs, a duplicate is ABORTED with reason
  * IDEMPOTENCY_KEY_IN_USE (HTTP 409), safe to retry. Keys are scoped by the caller's `sub`,
- * `account_id` and `space` and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED
+ * `account_id` and `space`, the token's `client_id` and `installation_id`, and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED
  * and UNAVAILABLE outcomes are not stored.
  *
  * Audit: every change (each create, replace and delete, through any interface) writes one
