@@ -136,6 +136,10 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
         assert.equal(again.status, 201, `${template}: ${again.text}`);
         assert.equal(again.headers.get("idempotent-replayed"), "true", template);
         assert.equal(again.body.id, first.body.id, template);
+        // The headers made of the answer too: where the record is, and its version.
+        assert.ok(first.headers.get("location"), template);
+        assert.equal(again.headers.get("location"), first.headers.get("location"), template);
+        assert.equal(again.headers.get("etag"), first.headers.get("etag"), template);
         if (template.endsWith("/secrets")) {
           // The plaintext is shown once: never stored, so not replayed.
           assert.match(first.body.secret, /^ocs_/);
