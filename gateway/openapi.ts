@@ -117,7 +117,8 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
   "503": {
     name: "Unavailable",
     description: "A backend cannot be reached, or a process is at its memory budget; retry " +
-      "after `Retry-After` seconds.",
+      "after `Retry-After` seconds (a POST with the same `Idempotency-Key`: a connection that " +
+      "broke during the call may have broken after the request ran).",
     retryAfter: true,
   },
   "504": {
