@@ -579,9 +579,15 @@ function operation(
         "same key).",
       schema: {
         type: "string",
-        minLength: 1,
-        maxLength: 255,
-        pattern: "^[\\x20-\\x2b\\x2d-\\x7e]+$",
+        anyOf: [
+          // Bare: 1..255 characters, not starting with a quote.
+          {
+            maxLength: 255,
+            pattern: "^[\\x20\\x21\\x23-\\x2b\\x2d-\\x7e][\\x20-\\x2b\\x2d-\\x7e]*$",
+          },
+          // An sf-string of 1..255 characters, `"` and `\` escaped.
+          { pattern: '^"(?:[\\x20\\x21\\x23-\\x2b\\x2d-\\x5b\\x5d-\\x7e]|\\\\["\\\\]){1,255}"$' },
+        ],
       },
     });
   }

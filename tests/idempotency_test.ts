@@ -251,6 +251,12 @@ Deno.test("idempotency keys: replay, mismatch, concurrency, scope, expiry", asyn
         const md = { authorization: `Bearer ${token}`, "idempotency-key": `"${key}"` };
         const r = await core.call(CoreService.method.createJourney, { journey: body }, md);
         assert.equal(r.journey!.id, bare.body.id);
+        // 255 characters are the limit of the key, not of its quoted form.
+        const quotedLongest = `"\\"${"q".repeat(253)}!"`;
+        const long = await post("/v1/core/journeys", quotedLongest, body);
+        assert.equal(long.status, 201, long.text);
+        const tooLong = await post("/v1/core/journeys", `"${"q".repeat(256)}"`, body);
+        assertErrorBody(tooLong, 400, "invalid_argument");
         // Not one sf-string: an empty one, a bad escape, parameters, a list, an unclosed quote.
         for (const bad of ['""', '"a\\b"', '"abc";p=1', '"a", "b"', '"abc']) {
           const res = await post("/v1/core/journeys", bad, body);
