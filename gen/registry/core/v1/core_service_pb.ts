@@ -946,13 +946,15 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  *
  * Idempotency: every create (the RPCs mapped to HTTP POST) accepts `idempotency-key` metadata
  * (HTTP: the `Idempotency-Key` header), 1..255 printable ASCII characters other than the comma,
- * bare (`k`) or as an RFC 8941 string (`"k"`, the same key), else INVALID_ARGUMENT. Within 24 hours, the same key with the same request replays the stored
- * outcome (response or error) with `idempotent-replayed: true` metadata; the same key with another
- * request is INVALID_ARGUMENT with a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP
- * 422); while the first request with the key runs, a duplicate is ABORTED with reason
- * IDEMPOTENCY_KEY_IN_USE (HTTP 409), safe to retry. Keys are scoped by the caller's `sub`,
- * `account_id` and `space`, the token's `client_id` and `installation_id`, and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED
- * and UNAVAILABLE outcomes are not stored.
+ * bare (`k`) or as an RFC 8941 string (`"k"`, the same key), else INVALID_ARGUMENT. Within 24
+ * hours, the same key with the same request replays the stored outcome (response or error) with
+ * `idempotent-replayed: true` metadata; the same key with another request is INVALID_ARGUMENT with
+ * a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP 422); while the first request with
+ * the key runs, a duplicate is ABORTED with reason IDEMPOTENCY_KEY_IN_USE (HTTP 409), safe to
+ * retry. Keys are scoped by the caller's `sub`, `account_id` and `space`, the token's `client_id`
+ * and `installation_id`, and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED and
+ * the transient outcomes (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELED, ABORTED, RESOURCE_EXHAUSTED)
+ * are not stored.
  *
  * Audit: every change (each create, replace and delete, through any interface) writes one
  * registry.audit.v1.Event in the same transaction, read with ListEvents and followed with
