@@ -25,10 +25,10 @@
  *
  * Keys are scoped by the caller's tenancy claims (`sub`, `account_id`, `space`: the same `sub` in
  * another space or account is another caller) and the token's `client_id` and `installation_id`
- * (the same user through another app is another caller), by the RPC and by the key. The interceptor runs
- * after authorization, so a replay is authorized exactly as a first call (a token that lost access
- * to a project does not get the project's record back); a method can leave secrets out of what is
- * stored (a {@link Redaction}).
+ * (the same user through another app is another caller), by the RPC and by the key. The
+ * interceptor runs after authorization, so a replay is authorized exactly as a first call (a token
+ * that lost access to a project does not get the project's record back); a method can leave
+ * secrets out of what is stored (a {@link Redaction}).
  *
  * Each service stores its keys in its own schema, table `idempotency_keys` (a migration of each
  * service; the store is lib/db's `createIdempotencyStore`), as (caller, rpc, key, request hash,
