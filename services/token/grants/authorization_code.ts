@@ -1,8 +1,8 @@
 /**
  * The `authorization_code` grant (RFC 6749 4.1.3) with PKCE (RFC 7636 4.6): a code from
  * DecideAuthorization buys an access token of the installation the consent made and a refresh
- * token. Its client presenting it after it was redeemed is `invalid_grant` and revokes everything
- * the redemption issued (RFC 6749 4.1.2, RFC 9700 4.5).
+ * token. Its client presenting it after it was redeemed, with a verifier or without, is
+ * `invalid_grant` and revokes everything the redemption issued (RFC 6749 4.1.2, RFC 9700 4.5).
  *
  * A code bound to a DPoP key (RFC 9449 10: the authorization request's `dpop_jkt`, or the key of
  * the proof its pushed request carried) is redeemed only with a proof of that key.
@@ -29,9 +29,6 @@ const reused: Replay = {
 /** Runs the grant. */
 export const authorizationCode: Grant = async (deps, client, req, jkt) => {
   if (req.code === "") throw oauthError("invalid_request", "code is required");
-  if (req.codeVerifier === "") {
-    throw oauthError("invalid_request", "code_verifier is required (PKCE)");
-  }
   const hash = sha256(req.code);
   const found = await deps.grants.findCode(hash);
   if (!found || found.code.client_id !== client.id) {
@@ -49,6 +46,11 @@ export const authorizationCode: Grant = async (deps, client, req, jkt) => {
       "invalid_grant",
       "redirect_uri differs from the one of the authorization request",
     );
+  }
+  // Asked for only now: a redeemed code presented without it is a second use all the same, and
+  // revokes what the first issued (as node-oidc-provider checks PKCE after the code's state).
+  if (req.codeVerifier === "") {
+    throw oauthError("invalid_request", "code_verifier is required (PKCE)");
   }
   if (!(await verifierMatches(req.codeVerifier, code.code_challenge))) {
     throw oauthError("invalid_grant", "code_verifier does not match the code_challenge");

@@ -132,6 +132,42 @@ Deno.test("authorization_code: a code redeems within its 60 seconds, not after",
   assert.match(late.rawMessage, /expired/);
 });
 
+Deno.test("authorization_code: a redeemed code presented again revokes its grant, verifier or not", async () => {
+  const redeemed = { ...(await codeRow()), redeemed_at: new Date(t0) };
+  // Its own verifier, another well-formed one, none: each is a second use of the code.
+  for (const codeVerifier of [verifier, "x".repeat(43), ""]) {
+    const writes: Writes = [];
+    const request = create(IssueTokenRequestSchema, {
+      grantType: "authorization_code",
+      code: "oac_x",
+      redirectUri: "https://app.example/cb",
+      codeVerifier,
+    });
+    const error = await authorizationCode(
+      deps({ now: t0 + 1000 }, { code: redeemed }, writes),
+      client,
+      request,
+    ).catch((e) => e);
+    const what = codeVerifier === "" ? "without a verifier" : `verifier ${codeVerifier}`;
+    assert.ok(error instanceof ConnectError, what);
+    assert.match(error.rawMessage, /already used/, what);
+    assert.deepEqual(writes, ["revokeFamily"], what);
+  }
+  // A code not yet redeemed, without a verifier: refused, and nothing written.
+  const writes: Writes = [];
+  const missing = await authorizationCode(
+    deps({ now: t0 + 1000 }, { code: await codeRow() }, writes),
+    client,
+    create(IssueTokenRequestSchema, {
+      grantType: "authorization_code",
+      code: "oac_x",
+      redirectUri: "https://app.example/cb",
+    }),
+  ).catch((e) => e);
+  assert.equal(reasonOf(missing), "invalid_request");
+  assert.deepEqual(writes, []);
+});
+
 function refreshRow(): RefreshRow {
   return {
     token_hash: new Uint8Array(32),
