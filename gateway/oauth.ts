@@ -70,7 +70,7 @@ import {
   oauthPaths,
   smallRequestBytes,
 } from "../lib/platform/mod.ts";
-import { type ErrorBody, GuardResponse } from "../lib/transport/mod.ts";
+import { type ErrorBody, GuardResponse, maxHeadBytes } from "../lib/transport/mod.ts";
 import { createCors } from "./cors.ts";
 import { methodNotAllowed } from "./http_errors.ts";
 import { createDevicePage, devicePageParams } from "./device_page.ts";
@@ -168,6 +168,14 @@ export const sessionCookie = "session";
 
 /** The largest form accepted: every parameter of every grant fits in far less. */
 export const maxFormBytes = 16 * 1024;
+
+/**
+ * The largest consent form accepted (`POST /oauth2/authorize`). The page posts the authorization
+ * request back as a browser encodes a form, at most three bytes for each byte of the query it came
+ * in (`!` is `%21`), and a request line is at most {@link maxHeadBytes}; then the page's CSRF token
+ * and decision. Any smaller and a request whose page was shown could not be decided: Allow was 413.
+ */
+export const maxConsentFormBytes = 3 * maxHeadBytes + 1024;
 
 /** Options of {@link createOAuthEndpoints}. */
 export interface OAuthOptions {
@@ -502,7 +510,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       }
     } else {
       try {
-        params = await readForm(req, options.budget, knownParams.authorize);
+        params = await readForm(req, options.budget, knownParams.authorize, maxConsentFormBytes);
       } catch (error) {
         const e = error as OAuthHttpError;
         return await errorPage(e.status ?? 400, "This request cannot be completed", e.message);
@@ -798,14 +806,15 @@ const repeatable = new Set(["resource", "audience"]);
 type Form = Map<string, string> & { repeated: ReadonlySet<string> };
 
 /**
- * The form's parameters. RFC 6749 3.2: a form body only, each parameter at most once (but the
- * {@link repeatable} ones); a parameter sent without a value counts as omitted. An error names a
- * parameter only when it is `known`.
+ * The form's parameters. RFC 6749 3.2: a form body only, of at most `maxBytes`, each parameter at
+ * most once (but the {@link repeatable} ones); a parameter sent without a value counts as omitted.
+ * An error names a parameter only when it is `known`.
  */
 async function readForm(
   req: Request,
   budget: MemoryBudget,
   known: ReadonlySet<string>,
+  maxBytes = maxFormBytes,
 ): Promise<Form> {
   const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/x-www-form-urlencoded") {
@@ -816,8 +825,8 @@ async function readForm(
     );
   }
   const declared = Number(req.headers.get("content-length") ?? "0");
-  if (declared > maxFormBytes) {
-    throw new OAuthHttpError(413, "invalid_request", `The form exceeds ${maxFormBytes} bytes`);
+  if (declared > maxBytes) {
+    throw new OAuthHttpError(413, "invalid_request", `The form exceeds ${maxBytes} bytes`);
   }
   const cost = Math.max(declared, 1024) * 2;
   const lease = budget.take(0);
@@ -842,11 +851,11 @@ async function readForm(
       } else {
         for await (const chunk of req.body ?? []) {
           size += chunk.byteLength;
-          if (size > maxFormBytes) {
+          if (size > maxBytes) {
             throw new OAuthHttpError(
               413,
               "invalid_request",
-              `The form exceeds ${maxFormBytes} bytes`,
+              `The form exceeds ${maxBytes} bytes`,
             );
           }
           chunks.push(chunk);

@@ -416,7 +416,9 @@ export function oauthOpenApiPaths(): Record<string, Json> {
           "303": redirect("Back to the client."),
           "400": html("The request cannot be completed (never redirected)."),
           "401": html("The user is not signed in."),
-          "413": html("The form exceeds 16 KiB."),
+          "413": html(
+            "The form exceeds 193 KiB (the request it carries back, as a browser encodes it).",
+          ),
           "500": html("Something went wrong."),
           "503": html("The sign-in service is busy; retry.", {
             headers: {

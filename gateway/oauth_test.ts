@@ -7,7 +7,9 @@
 
 import assert from "node:assert/strict";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.ts";
+import { DecideAuthorizationResponseSchema } from "../gen/registry/token/v1/token_service_pb.ts";
 import { createLogger, createMemoryBudget } from "../lib/platform/mod.ts";
 import { cookieValue, createOAuthEndpoints, formPairs } from "./oauth.ts";
 
@@ -190,4 +192,59 @@ Deno.test("formPairs reads a form as URLSearchParams does, split by hand or not"
   for (const form of forms) {
     assert.deepEqual([...formPairs(form)], [...new URLSearchParams(form)], JSON.stringify(form));
   }
+});
+
+Deno.test("the consent form is read whatever the size of the request its page was shown for", async () => {
+  const decided: number[] = [];
+  const tokens: Transport = {
+    unary: (method, _signal, _timeout, _header, input) => {
+      assert.equal(method.name, "DecideAuthorization");
+      decided.push((input as { request?: { scope: string } }).request?.scope.length ?? 0);
+      return Promise.resolve({
+        stream: false as const,
+        service: method.parent,
+        method,
+        header: new Headers(),
+        message: create(DecideAuthorizationResponseSchema, {
+          redirectTo: "https://a.example/cb?code=c",
+        }),
+        trailer: new Headers(),
+      }) as never;
+    },
+    stream: unreachable.stream,
+  };
+  // A scope a query carries as it is, within a request line's 64 KiB, and that a browser's form
+  // encodes at three bytes a character (`!` is `%21`): the page posts it back, so its form is read.
+  const scope = Array.from({ length: 100 }, (_, i) => `s${i}`.padEnd(512, "!")).join(" ");
+  const post = (body: string) =>
+    answer(
+      endpoints(undefined, tokens),
+      new Request("https://auth.example.com/oauth2/authorize", {
+        method: "POST",
+        headers: {
+          cookie: "session=abc",
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body,
+      }),
+    );
+  const form = new URLSearchParams({
+    response_type: "code",
+    client_id: "cli_x",
+    redirect_uri: "https://a.example/cb",
+    scope,
+    state: "s",
+    csrf_token: "t",
+    decision: "allow",
+  }).toString();
+  assert.ok(form.length > 3 * 50_000, `${form.length} bytes`);
+  const res = await post(form);
+  assert.equal(res.status, 303, await res.clone().text());
+  assert.equal(res.headers.get("location"), "https://a.example/cb?code=c");
+  assert.deepEqual(decided, [scope.length]);
+  // Beyond what any request line could have made, it is still refused.
+  const tooLarge = await post(`${form}&x=${"y".repeat(4 * 64 * 1024)}`);
+  assert.equal(tooLarge.status, 413);
+  await tooLarge.body?.cancel();
+  assert.deepEqual(decided, [scope.length]);
 });

@@ -27,6 +27,7 @@ export {
   serveH2,
 } from "./h2_server.ts";
 export { type HeaderField, HpackDecoder, hpackEncode, HpackEncoder } from "./hpack.ts";
+export { maxHeadBytes } from "./http1.ts";
 export {
   connectErrorBody,
   type ErrorBody,
