@@ -214,7 +214,11 @@ const authorizationParameters: Json[] = [
     false,
   ],
   ["scope", "Space-separated scopes.", false],
-  ["state", "Returned unchanged with the code.", false],
+  [
+    "state",
+    "Returned unchanged with the code; at most 2,048 characters, no control character.",
+    false,
+  ],
   [
     "code_challenge",
     "PKCE (RFC 7636): BASE64URL(SHA-256(code_verifier)); required without request_uri.",

@@ -517,6 +517,17 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         assert.equal(to.searchParams.get("iss"), stack.gatewayUrl, what);
         assert.throws(() => oauth.validateAuthResponse(as, { client_id: web }, to, "st-123"));
       }
+      // A control character in state (RFC 6749 A.5: printable characters only), which the consent
+      // page's form cannot carry back as it came (a browser posts a line break as CR LF): refused at
+      // once, the state sent back as received, never a page whose Allow could not be decided.
+      for (const state of ["st\n123", "st\r123", "st\u0000123"]) {
+        const res = await authorizeGet({ ...base, state });
+        assert.equal(res.status, 302, JSON.stringify(state));
+        const to = new URL(res.headers.get("location")!);
+        assert.equal(to.searchParams.get("error"), "invalid_request", JSON.stringify(state));
+        assert.equal(to.searchParams.get("state"), state);
+        assert.equal(to.searchParams.get("iss"), stack.gatewayUrl);
+      }
       // `query`, the one mode there is, may be named.
       const query = await authorizeGet({ ...base, response_mode: "query" });
       assert.equal(query.status, 200);

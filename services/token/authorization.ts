@@ -9,7 +9,8 @@
  *    redirected as 3;
  * 2b. a request not pushed (no `request_uri`) when the server (REQUIRE_PAR) or the client
  *    (`require_pushed_authorization_requests`) requires PAR: `invalid_request`, redirected as 3;
- * 3. the response type (`code`), the PKCE challenge (S256, ./pkce.ts), the scope and the state:
+ * 3. the response type (`code`), the state (no control character), the PKCE challenge (S256,
+ *    ./pkce.ts) and the scope:
  *    a failure is sent back to the client's redirect URI with the error, `state` and `iss`, once
  *    the user has signed in (RFC 9700 4.11.2: no redirect for a browser nobody signed in to,
  *    but that of `prompt=none`, which asks for no sign-in);
@@ -254,6 +255,13 @@ async function check(
   // A request object (RFC 9101) is not taken: refused, not answered without its parameters.
   if (req.request !== "") {
     return refuse("request_not_supported", "This server does not take request objects (request)");
+  }
+  // RFC 6749 A.5: state is printable characters. A control character is refused, not carried:
+  // the consent page's form may not post it back as it came (Chromium posts a line break, CR or
+  // LF, as CR LF), and then the page's Allow and Deny were never answered.
+  // deno-lint-ignore no-control-regex
+  if (/[\x00-\x1F\x7F]/.test(state)) {
+    return refuse("invalid_request", "state must not hold control characters (RFC 6749 A.5)");
   }
   const pkce = challengeProblem(req.codeChallenge, req.codeChallengeMethod);
   if (pkce) return refuse("invalid_request", pkce);

@@ -349,7 +349,8 @@ export type AuthorizationRequest = Message<"registry.token.v1.AuthorizationReque
 
   /**
    * The client's state, returned with the answer, an error included (at most 2,048 characters:
-   * a longer one is `invalid_request` shown to the user, not redirected without it).
+   * a longer one is `invalid_request` shown to the user, not redirected without it; one with a
+   * control character, RFC 6749 A.5, is `invalid_request` sent back with it).
    *
    * @generated from field: string state = 5;
    */
