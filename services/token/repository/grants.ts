@@ -180,7 +180,9 @@ export function createGrantRepository(
       if (!code) return undefined;
       const [family] = await sql<FamilyRow[]>`
         select * from token.families where id = ${code.family_id}`;
-      return { code, family: family! };
+      // Purged between the two reads (an expired family is deleted with its codes): unknown now.
+      if (!family) return undefined;
+      return { code, family };
     },
 
     async findRefreshToken(tokenHash) {
@@ -189,7 +191,9 @@ export function createGrantRepository(
       if (!token) return undefined;
       const [family] = await sql<FamilyRow[]>`
         select * from token.families where id = ${token.family_id}`;
-      return { token, family: family! };
+      // Purged between the two reads (an expired family is deleted with its tokens): unknown now.
+      if (!family) return undefined;
+      return { token, family };
     },
 
     async issue(familyId, spent, at, { access, refresh }) {

@@ -110,3 +110,64 @@ Deno.test("purge: expired families with their codes, a batch at a time, found by
     await db.drop();
   }
 });
+
+Deno.test("a code or refresh token whose family is purged between its two reads is unknown, not a failure", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "purge-test", max: 4 });
+  try {
+    await migrate(sql, "token", await readMigrations(new URL("../migrations/", import.meta.url)));
+    const at = new Date(Date.UTC(2030, 0, 1));
+    const familyId = crypto.randomUUID();
+    const codeHash = await sha256("code"), tokenHash = await sha256("refresh");
+    // The purge, run just before the repository reads the family (its second read).
+    let purgeFirst = false;
+    const racing = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+      if (purgeFirst && strings.join("").includes("from token.families")) {
+        return sql`delete from token.families where id = ${values[0] as string}`
+          .then(() => sql(strings, ...(values as never[])));
+      }
+      return sql(strings, ...(values as never[]));
+    }) as unknown as typeof sql;
+    const grants = createGrantRepository(racing);
+    await grants.createCode(
+      {
+        id: familyId,
+        client_id: "cli_a",
+        project_id: "p1",
+        installation_id: "inst_a",
+        created_at: at,
+        expires_at: at,
+      },
+      {
+        code_hash: codeHash,
+        family_id: familyId,
+        client_id: "cli_a",
+        redirect_uri: "",
+        code_challenge: "c",
+        scopes: ["s"],
+        account_id: "acc",
+        principal_id: "prn",
+        expires_at: at,
+        dpop_jkt: null,
+      },
+    );
+    // A refresh token of another family, made as a code's family is.
+    const otherFamilyId = crypto.randomUUID();
+    await sql`
+      insert into token.families (id, client_id, project_id, installation_id, created_at,
+        expires_at)
+      values (${otherFamilyId}, 'cli_a', 'p1', 'inst_a', ${at}, ${at})`;
+    await sql`
+      insert into token.refresh_tokens (token_hash, family_id, client_id, scopes, account_id,
+        principal_id, created_at, expires_at)
+      values (${tokenHash}, ${otherFamilyId}, 'cli_a', '{s}', 'acc', 'prn', ${at}, ${at})`;
+    assert.ok(await grants.findCode(codeHash));
+    assert.ok(await grants.findRefreshToken(tokenHash));
+    purgeFirst = true;
+    assert.equal(await grants.findCode(codeHash), undefined);
+    assert.equal(await grants.findRefreshToken(tokenHash), undefined);
+  } finally {
+    await sql.end();
+    await db.drop();
+  }
+});
