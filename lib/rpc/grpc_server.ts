@@ -187,6 +187,17 @@ function fields(headers: Headers | undefined, out: HeaderField[]): HeaderField[]
   return out;
 }
 
+/**
+ * Replaces the status connect-es wrote in `trailer` with `error`'s. Its `grpc-status-details-bin`
+ * goes too: setTrailerStatus writes one only for an error with details, and one left over would be
+ * a google.rpc.Status of the old code and message, which connect-es clients read before
+ * `grpc-status` (grpc-js and grpcio read `grpc-status`: the two would see different statuses).
+ */
+function replaceStatus(trailer: Headers, error: ConnectError): void {
+  trailer.delete("grpc-status-details-bin");
+  setTrailerStatus(trailer, error);
+}
+
 /** A status sent as trailers-only, before anything reached the handler. */
 function trailersOnly(res: H2Response, req: H2Request, error: ConnectError): void {
   res.headers(fields(setTrailerStatus(new Headers(), error), [...baseHeaders]), true);
@@ -301,11 +312,11 @@ async function handle(
       }
     }
     const trailer = ures.trailer instanceof Headers ? ures.trailer : new Headers(ures.trailer);
-    if (cancel.signal.reason === deadlineExceeded) setTrailerStatus(trailer, deadlineExceeded);
+    if (cancel.signal.reason === deadlineExceeded) replaceStatus(trailer, deadlineExceeded);
     const status = trailer.get("grpc-status");
     if (status !== null && status !== "0") {
       const error = requestFault(Number(status), decodeMessage(trailer.get("grpc-message") ?? ""));
-      if (error) setTrailerStatus(trailer, error);
+      if (error) replaceStatus(trailer, error);
     }
     if (headersSent) res.trailers(fields(trailer, []));
     else res.headers(fields(trailer, fields(responseHeaders, [...baseHeaders])), true);

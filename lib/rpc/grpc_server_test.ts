@@ -318,6 +318,37 @@ Deno.test("past its deadline a call answers DEADLINE_EXCEEDED, however its handl
   }
 });
 
+Deno.test("a stream that fails past its deadline: its details leave with its status", async () => {
+  // The handler's error comes after the deadline: the status is DEADLINE_EXCEEDED, and the
+  // handler's grpc-status-details-bin (a google.rpc.Status of its own code) must not stay beside
+  // it, or connect-es, which reads that first, sees another status than grpc-js and grpcio do.
+  const watch: HealthImpl["watch"] = async function* (_req, ctx) {
+    yield { status: Status.SERVING };
+    await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    throw new ConnectError("bad", Code.InvalidArgument, undefined, [{
+      desc: BadRequestSchema,
+      value: { fieldViolations: [{ field: "x", description: "y" }] },
+    }]);
+  };
+  const server = serveGrpc([health({ watch })], { port: 0, hostname: "127.0.0.1" });
+  const client = createH2Client({ hostname: "127.0.0.1", port: server.port });
+  try {
+    const res = await client.request([
+      [":method", "POST"],
+      [":path", pathOf(Health.method.watch)],
+      ["content-type", "application/grpc"],
+      ["te", "trailers"],
+      ["grpc-timeout", "20m"],
+    ], new Uint8Array(5));
+    const trailers = new Headers(res.trailers as [string, string][]);
+    assert.equal(trailers.get("grpc-status"), String(status.DEADLINE_EXCEEDED));
+    assert.equal(findTrailerError(trailers)?.code, Code.DeadlineExceeded);
+  } finally {
+    client.close();
+    await server.close(0);
+  }
+});
+
 Deno.test("a deadline further away than a timer can wait does not end the call at once", async () => {
   // 99,999,999 hours (the longest grpc-timeout) and 600 hours are past 2^31 - 1 ms, the longest
   // timer: armed as it is, such a timer fires at once. The handlers take a moment, so that a
