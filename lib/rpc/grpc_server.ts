@@ -5,8 +5,9 @@
  * this adapter maps an HTTP/2 stream onto a universal request and writes the universal response
  * back, and adds what a public port needs beyond the protocol:
  *
- * - a request that is not gRPC (not POST, or not `application/grpc`) gets 415 with a body saying
- *   what this port is (browsers, curl and h2spec expect a body), an unknown method UNIMPLEMENTED;
+ * - a request that is not gRPC gets 405 (not POST; with `Allow: POST`) or 415 (not
+ *   `application/grpc`) with a body saying what this port is (browsers, curl and h2spec expect a
+ *   body), an unknown method UNIMPLEMENTED;
  * - every request message's bytes are taken from the process's memory budget as they arrive, in the
  *   share of the connection and of the peer's address (RESOURCE_EXHAUSTED with ErrorInfo
  *   MEMORY_BUDGET_EXCEEDED when they do not fit); a health check's small message takes nothing;
@@ -234,7 +235,13 @@ async function handle(
     return trailersOnly(res, req, new ConnectError("malformed metadata", Code.InvalidArgument));
   }
   if (method !== "POST" || !grpcContentType.test(contentType)) {
-    res.headers([[":status", "415"], ["content-type", "text/plain"]]);
+    // Another method is 405 with `Allow` (RFC 9110 15.5.6: gRPC is POST only); a POST of another
+    // content type 415, as PROTOCOL-HTTP2.md asks.
+    res.headers(
+      method === "POST"
+        ? [[":status", "415"], ["content-type", "text/plain"]]
+        : [[":status", "405"], ["allow", "POST"], ["content-type", "text/plain"]],
+    );
     void res.data(notGrpc, true);
     drain(req);
     return;

@@ -240,6 +240,32 @@ Deno.test("an error thrown mid-stream ends the stream with its status", async ()
   });
 });
 
+Deno.test("a request that is not gRPC: 405 with Allow for another method, 415 for another type", async () => {
+  const server = serveGrpc([health({ check: () => ({ status: Status.SERVING }) })], {
+    port: 0,
+    hostname: "127.0.0.1",
+  });
+  const client = createH2Client({ hostname: "127.0.0.1", port: server.port });
+  const ask = (method: string, contentType: string) =>
+    client.request([
+      [":method", method],
+      [":path", pathOf(Health.method.check)],
+      ["content-type", contentType],
+      ["te", "trailers"],
+    ], method === "GET" ? new Uint8Array() : new Uint8Array(5));
+  try {
+    for (const method of ["GET", "PUT"]) {
+      const res = await ask(method, "application/grpc");
+      assert.equal(res.status, 405, method);
+      assert.equal(new Headers(res.headers).get("allow"), "POST");
+    }
+    assert.equal((await ask("POST", "application/json")).status, 415);
+  } finally {
+    client.close();
+    await server.close(0);
+  }
+});
+
 Deno.test("a method missing from the impl answers UNIMPLEMENTED", async () => {
   await withServer([health({ check: () => ({}) })], async (client) => {
     const err = await failure(unary(client, Health.method.list, {}));
