@@ -430,8 +430,16 @@ async function* budgeted(
           prefixSize = 0;
           // No compression is negotiated (we accept `identity` only): a compressed message
           // cannot be.
-          if (prefix[0]! & 1) {
+          if (prefix[0] === 1) {
             throw new ConnectError("compressed messages are not supported", Code.Unimplemented);
+          }
+          // PROTOCOL-HTTP2.md's Compressed-Flag is 0 or 1; any other bit (gRPC-web's trailer
+          // flag 0x80 among them) would otherwise be read as an uncompressed message.
+          if (prefix[0] !== 0) {
+            throw new ConnectError(
+              `protocol error: message flags 0x${prefix[0]!.toString(16)} are not defined`,
+              Code.InvalidArgument,
+            );
           }
           const length = new DataView(prefix.buffer).getUint32(1);
           if (length > maxBytes) {

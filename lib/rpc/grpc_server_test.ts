@@ -266,6 +266,32 @@ Deno.test("a request that is not gRPC: 405 with Allow for another method, 415 fo
   }
 });
 
+Deno.test("a message flag other than 0 or 1 is refused, not read as a message", async () => {
+  let called = false;
+  const check = () => {
+    called = true;
+    return { status: Status.SERVING };
+  };
+  const server = serveGrpc([health({ check })], { port: 0, hostname: "127.0.0.1" });
+  const client = createH2Client({ hostname: "127.0.0.1", port: server.port });
+  try {
+    for (const flags of [0x02, 0x80, 0x81]) {
+      const res = await client.request([
+        [":method", "POST"],
+        [":path", pathOf(Health.method.check)],
+        ["content-type", "application/grpc"],
+        ["te", "trailers"],
+      ], new Uint8Array([flags, 0, 0, 0, 0]));
+      const headers = new Headers(res.trailers.length > 0 ? res.trailers : res.headers);
+      assert.equal(headers.get("grpc-status"), String(Code.InvalidArgument), `flags ${flags}`);
+    }
+    assert.equal(called, false);
+  } finally {
+    client.close();
+    await server.close(0);
+  }
+});
+
 Deno.test("a method missing from the impl answers UNIMPLEMENTED", async () => {
   await withServer([health({ check: () => ({}) })], async (client) => {
     const err = await failure(unary(client, Health.method.list, {}));
