@@ -175,8 +175,12 @@ Deno.test("metadata, deadline and response trailers reach the handler context", 
   let authorization: string | null = null;
   let timeoutMs: number | undefined;
   let protocol = "";
+  let peer: string | null = null;
+  let forwarded: string | null = null;
   const check: HealthImpl["check"] = (_req, ctx) => {
     authorization = ctx.requestHeader.get("authorization");
+    peer = ctx.requestHeader.get("x-peer-address");
+    forwarded = ctx.requestHeader.get("x-forwarded-for");
     timeoutMs = ctx.timeoutMs();
     protocol = ctx.protocolName;
     ctx.responseTrailer.set("x-answer", "42");
@@ -184,10 +188,18 @@ Deno.test("metadata, deadline and response trailers reach the handler context", 
   };
   await withServer([health({ check })], async (client) => {
     const { trailers } = await invoke(client, Health.method.check, [{}], {
-      metadata: { authorization: "Bearer x" },
+      metadata: {
+        authorization: "Bearer x",
+        "x-peer-address": "203.0.113.9",
+        "x-forwarded-for": "198.51.100.1",
+      },
       timeoutMs: 5_000,
     });
     assert.equal(authorization, "Bearer x");
+    // The peer is the connection's, whatever the caller claims; what it forwards stays a claim,
+    // recorded beside the peer (lib/audit/events.ts).
+    assert.equal(peer, "127.0.0.1");
+    assert.equal(forwarded, "198.51.100.1");
     assert.equal(protocol, "grpc");
     assert.ok(timeoutMs !== undefined && timeoutMs > 0 && timeoutMs <= 5_000, `${timeoutMs}`);
     assert.deepEqual(trailers.get("x-answer"), ["42"]);
