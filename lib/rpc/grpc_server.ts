@@ -28,6 +28,7 @@ import {
 } from "@connectrpc/connect/protocol";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import {
+  boundedText,
   createMemoryBudget,
   type Deadline,
   deadlines,
@@ -174,13 +175,19 @@ function decodeMessage(value: string): string {
   }
 }
 
-/** The fields of a Headers object, with `grpc-message` re-encoded the spec's way. */
+/**
+ * The fields of a Headers object, with `grpc-message` re-encoded the spec's way and bounded as the
+ * services' messages are (lib/platform's `boundedText`): a message this adapter or connect-es
+ * writes may quote what the caller sent (a method's name, a `grpc-timeout`), and percent-encoded,
+ * a long one grew past what clients take in trailers (Node's 64 KiB header list: grpc-js dropped
+ * them and its call waited for its deadline).
+ */
 function fields(headers: Headers | undefined, out: HeaderField[]): HeaderField[] {
   headers?.forEach((value, name) => {
     if (name === "content-type" || name === "grpc-accept-encoding") return;
     if (name === "grpc-message") {
       const text = decodeMessage(value);
-      if (text !== "") out.push([name, encodeGrpcMessage(text)]);
+      if (text !== "") out.push([name, encodeGrpcMessage(boundedText(text))]);
       return;
     }
     out.push([name, value]);

@@ -304,6 +304,22 @@ Deno.test("a message flag other than 0 or 1 is refused, not read as a message", 
   }
 });
 
+Deno.test("a status message that quotes a long request is bounded, so clients can read it", async () => {
+  // The unknown method's name is quoted in its UNIMPLEMENTED status; percent-encoded, 20,000 é
+  // were 120 kB of trailers, which grpc-js (Node's 64 KiB header list) dropped, and its call ran
+  // to its deadline instead of failing at once.
+  await withServer([health({})], async (client) => {
+    const out = await client.call({
+      kind: "unary",
+      path: `/x.Y/${"é".repeat(20_000)}`,
+      requests: [new Uint8Array()],
+      timeoutMs: 3_000,
+    });
+    assert.equal(out.code, status.UNIMPLEMENTED, out.details);
+    assert.ok(out.details.endsWith("… (truncated)"), out.details.slice(-40));
+  });
+});
+
 Deno.test("a method missing from the impl answers UNIMPLEMENTED", async () => {
   await withServer([health({ check: () => ({}) })], async (client) => {
     const err = await failure(unary(client, Health.method.list, {}));
