@@ -7,7 +7,8 @@
  *
  * - a request that is not gRPC gets 405 (not POST; with `Allow: POST`) or 415 (not
  *   `application/grpc`) with a body saying what this port is (browsers, curl and h2spec expect a
- *   body), an unknown method UNIMPLEMENTED;
+ *   body); a gRPC call of messages other than protobuf (`application/grpc+json`) and an unknown
+ *   method UNIMPLEMENTED;
  * - every request message's bytes are taken from the process's memory budget as they arrive, in the
  *   share of the connection and of the peer's address (RESOURCE_EXHAUSTED with ErrorInfo
  *   MEMORY_BUDGET_EXCEEDED when they do not fit); a health check's small message takes nothing;
@@ -157,6 +158,9 @@ export function encodeGrpcMessage(message: string): string {
   });
 }
 
+/** A gRPC call's content type, whatever its messages' format (`+json`, a custom one). */
+const anyGrpcContentType = /^application\/grpc([+;]|$)/i;
+/** The gRPC content types served: protobuf messages. */
 const grpcContentType = /^application\/grpc(\+proto)?(;.*)?$/i;
 const notGrpc = new TextEncoder().encode(
   "This is a gRPC server: requests are POST with content-type application/grpc.\n",
@@ -241,7 +245,7 @@ async function handle(
   } catch {
     return trailersOnly(res, req, new ConnectError("malformed metadata", Code.InvalidArgument));
   }
-  if (method !== "POST" || !grpcContentType.test(contentType)) {
+  if (method !== "POST" || !anyGrpcContentType.test(contentType)) {
     // Another method is 405 with `Allow` (RFC 9110 15.5.6: gRPC is POST only); a POST of another
     // content type 415, as PROTOCOL-HTTP2.md asks.
     res.headers(
@@ -252,6 +256,18 @@ async function handle(
     void res.data(notGrpc, true);
     drain(req);
     return;
+  }
+  // A gRPC call in another message format is a gRPC client's, answered with a gRPC status (an
+  // HTTP 415 reads as UNKNOWN to it).
+  if (!grpcContentType.test(contentType)) {
+    return trailersOnly(
+      res,
+      req,
+      new ConnectError(
+        `content-type ${contentType} is not served: messages are protobuf (application/grpc)`,
+        Code.Unimplemented,
+      ),
+    );
   }
   const handler = routes.get(path);
   if (!handler) {

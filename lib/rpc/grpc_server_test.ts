@@ -252,7 +252,7 @@ Deno.test("an error thrown mid-stream ends the stream with its status", async ()
   });
 });
 
-Deno.test("a request that is not gRPC: 405 with Allow for another method, 415 for another type", async () => {
+Deno.test("not a gRPC call: 405 with Allow (a method), 415 (a type); another codec UNIMPLEMENTED", async () => {
   const server = serveGrpc([health({ check: () => ({ status: Status.SERVING }) })], {
     port: 0,
     hostname: "127.0.0.1",
@@ -272,6 +272,14 @@ Deno.test("a request that is not gRPC: 405 with Allow for another method, 415 fo
       assert.equal(new Headers(res.headers).get("allow"), "POST");
     }
     assert.equal((await ask("POST", "application/json")).status, 415);
+    assert.equal((await ask("POST", "application/grpc-web")).status, 415);
+    // A gRPC call whose messages are not protobuf: a gRPC status, which a gRPC client reads.
+    for (const type of ["application/grpc+json", "application/grpc+cbor; charset=utf-8"]) {
+      const res = await ask("POST", type);
+      assert.equal(res.status, 200, type);
+      const fields = new Headers(res.trailers.length > 0 ? res.trailers : res.headers);
+      assert.equal(fields.get("grpc-status"), String(Code.Unimplemented), type);
+    }
   } finally {
     client.close();
     await server.close(0);
