@@ -50,6 +50,7 @@ import {
 import {
   forwardedForHeader,
   forwardedUserAgentHeader,
+  givenRequestId,
   invalidArgument,
   peerHeader,
 } from "../platform/mod.ts";
@@ -74,7 +75,7 @@ export interface AuditContext {
   clientId: string | null;
   /** The token's `installation_id`, or null. */
   installationId: string | null;
-  /** The request id, or "". */
+  /** The request id, or "" (none, or not a safe token). */
   requestId: string;
   /** The caller's address: forwarded by the gateway, else the peer's. */
   sourceIp: string;
@@ -97,9 +98,10 @@ export interface Actor {
 }
 
 /**
- * The audit context of a call by `actor`, at `now` (ms since the epoch): the request id, address,
- * user agent and peer read from the call's metadata (the gateway's forwarded address first, else
- * the peer's), each bounded to `max` characters without control characters.
+ * The audit context of a call by `actor`, at `now` (ms since the epoch): the request id (when it
+ * is a safe token, lib/platform's `givenRequestId`), address, user agent and peer read from the
+ * call's metadata (the gateway's forwarded address first, else the peer's), each bounded to `max`
+ * characters without control characters.
  */
 export function auditContextFrom(
   call: { header: Headers; method: DescMethod },
@@ -116,7 +118,7 @@ export function auditContextFrom(
     sub: actor.sub,
     clientId: actor.clientId,
     installationId: actor.installationId ?? null,
-    requestId: bounded(header.get("x-request-id"), max),
+    requestId: givenRequestId(header) ?? "",
     sourceIp: forwarded || peer,
     userAgent: bounded(header.get(forwardedUserAgentHeader) ?? header.get("user-agent"), max),
     peer,
@@ -132,8 +134,8 @@ export function auditContextFrom(
  */
 export function provenanceOf(header: Headers): Record<string, string> {
   const out: Record<string, string> = {};
-  const requestId = header.get("x-request-id");
-  if (requestId !== null) out["x-request-id"] = requestId;
+  const requestId = givenRequestId(header);
+  if (requestId !== undefined) out["x-request-id"] = requestId;
   const address = header.get(forwardedForHeader) ?? header.get(peerHeader);
   if (address !== null) out[forwardedForHeader] = address;
   const agent = header.get(forwardedUserAgentHeader) ?? header.get("user-agent");

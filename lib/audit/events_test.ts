@@ -15,7 +15,9 @@ import { ListEventsRequestSchema } from "../../gen/registry/oauth/v1/oauth_regis
 import { maxPageBytes, pageOf } from "../resource/mod.ts";
 import { create } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import {
+  auditContextFrom,
   diffRows,
   type EventRow,
   eventRowSize,
@@ -270,6 +272,21 @@ Deno.test("provenanceOf() passes on the request id, address and user agent a cal
     provenanceOf(new Headers({ "x-peer-address": "10.0.0.9", "user-agent": "grpc-node-js/1.14" })),
     { "x-forwarded-for": "10.0.0.9", "x-forwarded-user-agent": "grpc-node-js/1.14" },
   );
+});
+
+Deno.test("a request id is kept only when it is a safe token, as the gateway keeps one", () => {
+  // A direct caller sends what it likes; the gateway passes on only ids of its form (and makes one
+  // otherwise), so an event or a log line never carries a request id the gateway would not have.
+  const call = (id: string) => ({
+    header: new Headers({ "x-request-id": id, "x-peer-address": "10.0.0.9" }),
+    method: OAuthRegistryService.method.getClient,
+  });
+  const actor = { sub: "s", clientId: null };
+  assert.equal(auditContextFrom(call("req-1.a:b_c"), actor, 0).requestId, "req-1.a:b_c");
+  for (const id of ["a b", "<script>", "é", "x".repeat(129), "a,b"]) {
+    assert.equal(auditContextFrom(call(id), actor, 0).requestId, "", id);
+    assert.equal(provenanceOf(call(id).header)["x-request-id"], undefined, id);
+  }
 });
 
 Deno.test("diffRows(): a creation lists the fields it set, a deletion those it took, no null", () => {

@@ -92,6 +92,7 @@ export {
   formatTraceparent,
   forwardedForHeader,
   forwardedUserAgentHeader,
+  givenRequestId,
   parseTraceparent,
   peerHeader,
   requestIdOf,

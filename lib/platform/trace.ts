@@ -35,10 +35,19 @@ function hex(bytes: number): string {
   return out;
 }
 
-/** The caller's request id if it is a safe token (letters, digits, `._:-`, up to 128), else a new one. */
-export function requestIdOf(headers: Headers): string {
+/**
+ * The caller's `x-request-id` if it is a safe token (letters, digits, `._:-`, up to 128), else
+ * undefined: what the services log and record of a request id, so that a direct caller's id is
+ * kept as the gateway keeps one, and any other is not (the gateway sends only ids of this form).
+ */
+export function givenRequestId(headers: Headers): string | undefined {
   const given = headers.get("x-request-id");
-  return given !== null && requestIdPattern.test(given) ? given : crypto.randomUUID();
+  return given !== null && requestIdPattern.test(given) ? given : undefined;
+}
+
+/** The caller's request id if it is a safe token ({@link givenRequestId}), else a new one. */
+export function requestIdOf(headers: Headers): string {
+  return givenRequestId(headers) ?? crypto.randomUUID();
 }
 
 /** A position in a trace. */

@@ -14,11 +14,17 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { type Logger, type Metrics, parseTraceparent, toConnectError } from "../platform/mod.ts";
+import {
+  givenRequestId,
+  type Logger,
+  type Metrics,
+  parseTraceparent,
+  toConnectError,
+} from "../platform/mod.ts";
 
 /** What the gateway (or another caller) sent to correlate a call: request id and trace context. */
 export interface CallTrace {
-  /** `x-request-id`, if sent. */
+  /** `x-request-id`, if sent and a safe token (lib/platform's `givenRequestId`). */
   requestId: string | undefined;
   /** The trace id of `traceparent`, if a valid one was sent. */
   traceId: string | undefined;
@@ -61,7 +67,7 @@ export function tracing(): Interceptor {
   return (next) => (req) => {
     const trace = parseTraceparent(req.header.get("traceparent"));
     req.contextValues.set(traceKey, {
-      requestId: req.header.get("x-request-id") ?? undefined,
+      requestId: givenRequestId(req.header),
       traceId: trace?.traceId,
       parentSpanId: trace?.spanId,
     });
