@@ -933,7 +933,8 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * Tenancy: every record belongs to a space, the `space` claim of the caller's token (same token
  * rules as registry.oauth.v1.OAuthRegistryService). A call without that claim is
  * PERMISSION_DENIED; a record of another space is NOT_FOUND for every operation, also when its id
- * is given as a journey, a parent, a filter or a page cursor.
+ * is given as a journey, a parent or a filter. As a page cursor it is INVALID_ARGUMENT, as any id
+ * that names no record of the list is (NOT_FOUND there would tell that the id exists elsewhere).
  *
  * Replace (Update*, HTTP PUT) takes the full mutable representation: required fields must be set,
  * omitted optional fields return to their defaults; `object`, `id`, the timestamps and
@@ -941,8 +942,9 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  *
  * Lists: oldest first; `limit` 1..100 (default 20); `after` is the id of the last record of the
  * previous page and must name a record (present or deleted) of the same collection (the space's
- * roles or journeys, the journey's units; filters aside), else INVALID_ARGUMENT; `has_more` is
- * true iff more records follow.
+ * roles or journeys; filters aside), or for ListUnits any unit of the space, present or deleted,
+ * wherever it is now (units are listed in id order, so one moved to another journey still marks a
+ * position), else INVALID_ARGUMENT; `has_more` is true iff more records follow.
  *
  * Idempotency: every create (the RPCs mapped to HTTP POST) accepts `idempotency-key` metadata
  * (HTTP: the `Idempotency-Key` header), 1..255 printable ASCII characters other than the comma,

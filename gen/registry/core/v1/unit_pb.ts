@@ -79,14 +79,14 @@ export type Unit = Message<"registry.core.v1.Unit"> & {
   assignee?: string | undefined;
 
   /**
-   * Where the unit is in its workflow. Defaults to UNIT_STATUS_TODO when omitted.
+   * Where the unit is in its workflow. Defaults to UNIT_STATUS_TODO (JSON `todo`) when omitted.
    *
    * @generated from field: registry.core.v1.UnitStatus status = 9;
    */
   status: UnitStatus;
 
   /**
-   * How urgent the unit is. Defaults to UNIT_PRIORITY_NONE when omitted.
+   * How urgent the unit is. Defaults to UNIT_PRIORITY_NONE (JSON `none`) when omitted.
    *
    * @generated from field: registry.core.v1.UnitPriority priority = 10;
    */
