@@ -54,7 +54,9 @@ export async function insertAudited<T extends object>(
  * `where` finds, when `write.etag` is absent or is the row's, with its `updated` event naming the
  * columns set, before and after; returns the row with its new etag, or undefined when there is no
  * such row or the etag is not its (the caller tells the two apart). The row is locked first, so
- * the event's old values are the version the update replaces. A write that would change none of
+ * the event's old values are the version the update replaces. `updated_at` is the statement's
+ * time, but never before the version it replaces: a statement that began first and then waited for
+ * the row would otherwise date its version before the one a later writer committed meanwhile. A write that would change none of
  * the columns (each already holds its value) writes nothing: no event, and the row is returned as
  * it was, its etag and `updated_at` unchanged. Nor does it lock: a row that the statement's
  * snapshot finds already so is answered from that read (the write takes effect as of the snapshot,
@@ -82,7 +84,8 @@ export async function updateAudited<T extends object, C extends object>(
     ),
     updated as (
       update ${table} t
-      set ${assignments(sql, changes, columns)}, updated_at = greatest(now(), t.created_at)
+      set ${assignments(sql, changes, columns)},
+        updated_at = greatest(now(), t.updated_at, t.created_at)
       from prior
       where t.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
         and ${differences(sql, "t", changes, columns)}

@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { Code, createClient } from "@connectrpc/connect";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { propagated, rejection, serveInProcess } from "../../lib/testing/mod.ts";
+import { propagated, rejection, serveInProcess, until } from "../../lib/testing/mod.ts";
+import { ids } from "./ids.ts";
 import { coreService } from "./main.ts";
 
 Deno.test("core handlers, in process, through the real interceptors", async (t) => {
@@ -264,6 +265,49 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
           }, { headers: ann });
           assert.equal(replaced.unit?.dueAt?.seconds, seconds);
         }
+      },
+    );
+    await t.step(
+      "updated_at never goes back, also when a write that began later committed first",
+      async () => {
+        const { journey } = await api.createJourney({ journey: { name: "Clock" } }, {
+          headers: ann,
+        });
+        const { unit } = await api.createUnit({ unit: { journey: journey!.id, title: "v1" } }, {
+          headers: ann,
+        });
+        const uuid = ids.unit.toUuid(unit!.id)!;
+        const ms = (t: { seconds: bigint; nanos: number } | undefined) =>
+          Number(t!.seconds) * 1000 + Math.floor(t!.nanos / 1e6);
+        // Another writer has the row: the replace below begins, then waits for it; that writer's
+        // change is made after the replace began, and commits first.
+        const { replace, later } = await service.sql.begin(async (tx) => {
+          await tx`select 1 from core.units where id = ${uuid} for update`;
+          const replace = api.updateUnit({
+            unitId: unit!.id,
+            unit: { journey: journey!.id, title: "v3" },
+          }, { headers: ann });
+          await until(
+            async () =>
+              (await service.sql<{ n: number }[]>`
+                select count(*)::int as n from pg_stat_activity
+                where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
+            10_000,
+            "the replace to wait for the row",
+          );
+          const [row] = await tx<{ updated_at: Date }[]>`
+            update core.units set title = 'v2', updated_at = clock_timestamp()
+            where id = ${uuid} returning updated_at`;
+          return { replace: { call: replace }, later: row!.updated_at.getTime() };
+        });
+        const replaced = (await replace.call).unit!;
+        assert.equal(replaced.title, "v3");
+        assert.ok(
+          ms(replaced.updatedAt) >= later,
+          `updated_at went back: ${new Date(ms(replaced.updatedAt)).toISOString()} after ${
+            new Date(later).toISOString()
+          }`,
+        );
       },
     );
   } finally {
