@@ -29,7 +29,8 @@
  *   `If-None-Match: *` are false, `If-Match: *` and `If-None-Match` with tags true. A false one
  *   is 412 without the POST being made, once the collection's GET, as the caller, has answered:
  *   its 403 or 404 (a project not in the token, a client that is not there) is what the POST
- *   would have been answered without the condition, and comes first (RFC 9110 13.2.1).
+ *   would have been answered without the condition, and comes first (RFC 9110 13.2.1). A
+ *   collection the body names (a unit's journey) is read with what the body gives.
  *
  * @module
  */
@@ -38,6 +39,7 @@ import {
   create,
   type DescField,
   type DescService,
+  getOption,
   isFieldSet,
   type Message,
 } from "@bufbuild/protobuf";
@@ -66,6 +68,7 @@ import {
   forwardedUserAgentHeader,
   noCache,
 } from "../lib/platform/mod.ts";
+import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { decodeAnswer, type GrpcTransport, isGrpcTransport, wireSizeOf } from "../lib/rpc/mod.ts";
 import { anyVersion, isEtag, noVersion } from "../lib/resource/mod.ts";
 import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
@@ -430,12 +433,27 @@ export function createTranscoder(
     }
     readers.set(route, reader);
   }
-  // The list of each POST's collection, read when the POST's precondition is false.
-  const collections = new Map<Route, Route>();
+  // The list of each POST's collection, read when the POST's precondition is false, and the
+  // fields the list requires beyond its path, which name the collection in the POST's body (a
+  // unit's `journey`: its collection is that journey's units).
+  const collections = new Map<Route, { list: Route; fromBody: [DescField, DescField][] }>();
   for (const route of routes) {
     if (route.httpMethod !== "POST") continue;
     const list = routes.find((r) => r.httpMethod === "GET" && r.template === route.template);
-    if (list !== undefined) collections.set(route, list);
+    if (list === undefined) continue;
+    const body = route.body.kind === "field" ? route.body.field.message : route.method.input;
+    const fromBody: [DescField, DescField][] = [];
+    for (const field of list.method.input.fields) {
+      if (
+        list.segments.includes(field) ||
+        !getOption(field, field_behavior).includes(FieldBehavior.REQUIRED)
+      ) continue;
+      const given = body?.fields.find((f) => f.name === field.name);
+      if (given?.fieldKind === "scalar" && field.fieldKind === "scalar") {
+        fromBody.push([field, given]);
+      }
+    }
+    collections.set(route, { list, fromBody });
   }
   // The fields of each route's answer that hold a credential (debug_redact).
   const credentials = new Map<Route, DescField[]>();
@@ -514,7 +532,7 @@ export function createTranscoder(
       if (agent !== null) header[forwardedUserAgentHeader] = agent;
       const conditions = conditionsOf(route, req);
       if (route.httpMethod === "POST") {
-        await collectionPrecondition(route, params, conditions, header);
+        await collectionPrecondition(route, params, input, conditions, header);
       } else if (route.httpMethod !== "GET") {
         await precondition(route, params, input, conditions, header);
       }
@@ -700,15 +718,28 @@ export function createTranscoder(
   async function collectionPrecondition(
     route: Route,
     params: Map<DescField, string>,
+    request: Message,
     conditions: Conditions,
     header: Record<string, string>,
   ): Promise<void> {
     const failure = collectionConditionFailure(conditions);
     if (failure === undefined) return;
-    const list = collections.get(route);
-    if (list !== undefined) {
+    const collection = collections.get(route);
+    if (collection !== undefined) {
+      const { list, fromBody } = collection;
       const input = readInput(list, params);
-      const limit = list.method.input.fields.find((f) => f.name === "limit");
+      const body = (route.body.kind === "field"
+        ? (request as Record<string, unknown>)[route.body.field.localName]
+        : request) as Record<string, unknown> | undefined;
+      for (const [field, given] of fromBody) {
+        const value = body?.[given.localName];
+        if (value !== undefined) {
+          input[field.localName] = value;
+        }
+      }
+      const limit = list.method.input.fields.find((f) =>
+        f.name === "limit"
+      );
       if (limit?.fieldKind === "scalar") input[limit.localName] = 1;
       await clients.get(list.service)![list.method.localName]!(input, {
         timeoutMs,

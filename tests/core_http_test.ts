@@ -600,6 +600,49 @@ Deno.test("the gateway serves the core area end to end", async (t) => {
       },
     );
 
+    await t.step(
+      "units: a conditional POST is read against its journey's units, the unit's collection",
+      async () => {
+        const journey =
+          (await api("POST", "/v1/core/journeys", { token: alice, json: { name: "Conditional" } }))
+            .body.id;
+        const list = `/v1/core/units?journey=${journey}`;
+        const json = { journey, title: "Conditional" };
+        // False (a collection has no etag): 412, and nothing is created.
+        for (const headers of [{ "if-match": '"stale"' }, { "if-none-match": "*" }]) {
+          assertError(
+            await api("POST", "/v1/core/units", { token: alice, json, headers }),
+            412,
+            "aborted",
+          );
+          // What the POST would be answered without its condition comes first: another space's
+          // journey is 404, a unit without a journey 400.
+          assertError(
+            await api("POST", "/v1/core/units", { token: bob, json, headers }),
+            404,
+            "not_found",
+          );
+          assertError(
+            await api("POST", "/v1/core/units", {
+              token: alice,
+              json: { title: "No journey" },
+              headers,
+            }),
+            400,
+            "invalid_argument",
+            "journey",
+          );
+        }
+        assert.deepEqual((await api("GET", list, { token: alice })).body.data, []);
+        // True: created.
+        for (const headers of [{ "if-match": "*" }, { "if-none-match": '"x"' }]) {
+          const res = await api("POST", "/v1/core/units", { token: alice, json, headers });
+          assert.equal(res.status, 201, res.text);
+        }
+        assert.equal((await api("GET", list, { token: alice })).body.data.length, 2);
+      },
+    );
+
     await t.step("lengths hold at n and n+1", async () => {
       const journey =
         (await api("POST", "/v1/core/journeys", { token: alice, json: { name: "limits" } })).body
