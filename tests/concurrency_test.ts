@@ -413,7 +413,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
         const statuses = results.map((r) => r.status).sort();
         assert.deepEqual(
           statuses,
-          [200, 400],
+          [200, 409],
           results.map((r) => r.text).join(" "),
         );
         const [row] = await db<{ n: number }[]>`

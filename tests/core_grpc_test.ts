@@ -57,8 +57,8 @@ Deno.test("a stock gRPC client uses the core service directly", async (t) => {
           journeyId: root!.id,
           journey: { name: "Root", parent: leaf!.id },
         }, a)),
-        3,
-        "a cycle is INVALID_ARGUMENT",
+        9,
+        "a cycle is FAILED_PRECONDITION",
       );
       const { unit } = await client.call(rpc.createUnit, {
         unit: { journey: leaf!.id, title: "Do", priority: UnitPriority.HIGH },

@@ -334,6 +334,12 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       const space = spaceOf(ctx);
       const uuid = pathUuid(ids.journey, "journey", req.journeyId);
       const fields = await journeyFields(ctx, space, req); // the body first, as for a role
+      if (fields.parent_id === uuid) {
+        throw invalidArgument([{
+          field: "journey.parent",
+          description: "must not be the journey",
+        }]);
+      }
       if (!(await journeys.get(space, uuid))) throw notFound("journey", req.journeyId);
       const result = await journeys.replace(
         space,
@@ -344,10 +350,13 @@ export function createCore(deps: CoreDeps): ServiceImpl<typeof CoreService> {
       if (result === "not_found") throw notFound("journey", req.journeyId);
       if (result === "no_parent") throw notFound("journey", req.journey!.parent!);
       if (result === "cycle") {
-        throw invalidArgument([{
-          field: "journey.parent",
-          description: `would make journey ${req.journeyId} its own ancestor`,
-        }]);
+        // Refused for what the tree is now, not for the request itself (which another order of
+        // the same changes would have accepted): FAILED_PRECONDITION, not INVALID_ARGUMENT.
+        throw new ConnectError(
+          `Journey ${req.journey!.parent} descends from journey ${req.journeyId}, so it cannot ` +
+            "be its parent; move it elsewhere first",
+          Code.FailedPrecondition,
+        );
       }
       if (typeof result === "string") throw new ConnectError(result, Code.Internal);
       return { journey: toJourney(result) };

@@ -1065,8 +1065,9 @@ export const CoreService: GenService<{
     output: typeof ListJourneysResponseSchema;
   },
   /**
-   * Replaces a journey's mutable fields. A parent that would make the journey its own ancestor
-   * is INVALID_ARGUMENT.
+   * Replaces a journey's mutable fields. Its own id as parent is INVALID_ARGUMENT; one of its
+   * descendants, which would make it its own ancestor, is FAILED_PRECONDITION (HTTP 409): refused
+   * for what the tree is now, as a delete of a journey that still has units is.
    *
    * @generated from rpc registry.core.v1.CoreService.UpdateJourney
    */
