@@ -750,8 +750,10 @@ export function createTranscoder(
   }
 
   /**
-   * The current etag of a write's resource, read as the caller (./routes.ts `readerOf`);
-   * undefined when there is none (NOT_FOUND). Any other failure is the answer.
+   * The current etag of a write's resource, read as the caller (./routes.ts `readerOf`) from the
+   * source (`cache-control: no-cache`): a service's memory may not have heard of a change yet, and
+   * the write would be made conditional on a version already replaced (a 412 the condition did not
+   * call for); undefined when there is none (NOT_FOUND). Any other failure is the answer.
    */
   async function currentVersion(
     route: Route,
@@ -764,7 +766,7 @@ export function createTranscoder(
     try {
       message = await clients.get(reader.route.service)![reader.route.method.localName]!(input, {
         timeoutMs,
-        headers: header,
+        headers: { ...header, [cacheControlHeader]: "no-cache" },
       });
     } catch (error) {
       if (ConnectError.from(error).code === Code.NotFound) return undefined;

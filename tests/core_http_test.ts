@@ -4,6 +4,8 @@
  */
 
 import assert from "node:assert/strict";
+import postgres from "postgres";
+import { idKind } from "../lib/platform/mod.ts";
 import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
 import { startStack } from "../lib/testing/mod.ts";
 
@@ -641,6 +643,45 @@ Deno.test("the gateway serves the core area end to end", async (t) => {
           assert.equal(res.status, 201, res.text);
         }
         assert.equal((await api("GET", list, { token: alice })).body.data.length, 2);
+      },
+    );
+
+    await t.step(
+      "a write's condition the gateway evaluates is read from Postgres, not a replica's memory",
+      async () => {
+        const journey =
+          (await api("POST", "/v1/core/journeys", { token: alice, json: { name: "Versions" } }))
+            .body.id;
+        const unit = (await api("POST", "/v1/core/units", {
+          token: alice,
+          json: { journey, title: "v1" },
+        })).body.id;
+        const path = `/v1/core/units/${unit}`;
+        for (let i = 0; i < 2; i++) await api("GET", path, { token: alice }); // now kept in memory
+        // Changed where the core replica has not heard of it yet (as through another replica,
+        // before its notification arrives): no trigger fires, so no notification goes out.
+        const db = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+        try {
+          await db.begin(async (tx) => {
+            await tx`set local session_replication_role = replica`;
+            await tx`update core.units set title = 'v2' where id = ${idKind("unit").toUuid(unit)!}`;
+          });
+        } finally {
+          await db.end();
+        }
+        const current = await api("GET", path, {
+          token: alice,
+          headers: { "cache-control": "no-cache" },
+        });
+        assert.equal(current.body.title, "v2");
+        // A list of tags is evaluated by the gateway against the version it reads: the current one.
+        const put = await api("PUT", path, {
+          token: alice,
+          json: { journey, title: "v3" },
+          headers: { "if-match": `"stale", ${current.headers.get("etag")}` },
+        });
+        assert.equal(put.status, 200, put.text);
+        assert.equal(put.body.title, "v3");
       },
     );
 
