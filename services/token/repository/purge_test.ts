@@ -11,9 +11,41 @@ import { sha256 } from "../../../lib/platform/mod.ts";
 import { createTestDatabase } from "../../../lib/testing/mod.ts";
 import { guessLimit } from "../device.ts";
 import { createDeviceCodeRepository } from "./device_codes.ts";
-import { createGrantRepository } from "./grants.ts";
+import { createGrantRepository, type GrantRepository } from "./grants.ts";
 import { createPushedRequests } from "./pushed_requests.ts";
 import { createUsedJtis } from "./used_jtis.ts";
+
+/** A new family `id` of client `cli_a` with its authorization code, made at `created`. */
+async function createCode(
+  grants: GrantRepository,
+  id: string,
+  codeHash: Uint8Array,
+  created: Date,
+  expires: Date,
+): Promise<void> {
+  await grants.createCode(
+    {
+      id,
+      client_id: "cli_a",
+      project_id: "p1",
+      installation_id: "inst_a",
+      created_at: created,
+      expires_at: expires,
+    },
+    {
+      code_hash: codeHash,
+      family_id: id,
+      client_id: "cli_a",
+      redirect_uri: "",
+      code_challenge: "c",
+      scopes: ["s"],
+      account_id: "acc",
+      principal_id: "prn",
+      expires_at: expires,
+      dpop_jkt: null,
+    },
+  );
+}
 
 Deno.test("purge: expired families with their codes, a batch at a time, found by index", async () => {
   const db = await createTestDatabase();
@@ -32,28 +64,7 @@ Deno.test("purge: expired families with their codes, a batch at a time, found by
       const id = crypto.randomUUID();
       const expires = at(i < 7 ? 1000 : 3_600_000);
       families.push(id);
-      await grants.createCode(
-        {
-          id,
-          client_id: "cli_a",
-          project_id: "p1",
-          installation_id: "inst_a",
-          created_at: at(0),
-          expires_at: expires,
-        },
-        {
-          code_hash: await sha256(`code ${i}`),
-          family_id: id,
-          client_id: "cli_a",
-          redirect_uri: "",
-          code_challenge: "c",
-          scopes: ["s"],
-          account_id: "acc",
-          principal_id: "prn",
-          expires_at: expires,
-          dpop_jkt: null,
-        },
-      );
+      await createCode(grants, id, await sha256(`code ${i}`), at(0), expires);
       if (i < 7) {
         await sql`
           insert into token.device_codes (device_code_hash, user_code_hash, client_id, project_id,
@@ -129,28 +140,7 @@ Deno.test("a code or refresh token whose family is purged between its two reads 
       return sql(strings, ...(values as never[]));
     }) as unknown as typeof sql;
     const grants = createGrantRepository(racing);
-    await grants.createCode(
-      {
-        id: familyId,
-        client_id: "cli_a",
-        project_id: "p1",
-        installation_id: "inst_a",
-        created_at: at,
-        expires_at: at,
-      },
-      {
-        code_hash: codeHash,
-        family_id: familyId,
-        client_id: "cli_a",
-        redirect_uri: "",
-        code_challenge: "c",
-        scopes: ["s"],
-        account_id: "acc",
-        principal_id: "prn",
-        expires_at: at,
-        dpop_jkt: null,
-      },
-    );
+    await createCode(grants, familyId, codeHash, at, at);
     // A refresh token of another family, made as a code's family is.
     const otherFamilyId = crypto.randomUUID();
     await sql`
