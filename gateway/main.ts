@@ -116,6 +116,8 @@ export const gatewaySettings = {
   // Per-caller (token `sub`) token bucket of this replica; 0 = off (gateway/rate_limit.ts).
   RATE_LIMIT_PER_SECOND: nonNegativeInt(100),
   RATE_LIMIT_BURST: positiveInt(200),
+  // Per client address, of the requests that keep a row (device authorization, PAR); 0 = off.
+  OAUTH_KEPT_PER_MINUTE: nonNegativeInt(60),
   ...budgetSettings,
   ...guardSettings,
 };
@@ -229,6 +231,11 @@ export function startGateway(
     log,
     loginUrl: config.LOGIN_URL,
     requirePar: config.REQUIRE_PAR,
+    keptPerAddress: createRateLimiter({
+      perSecond: config.OAUTH_KEPT_PER_MINUTE / 60,
+      burst: config.OAUTH_KEPT_PER_MINUTE,
+      budget,
+    }),
   });
   let devSignIn: ReturnType<typeof createDevSignIn> | undefined;
   if (development.devSignIn) {

@@ -30,7 +30,10 @@
  * form); the token service decides. Its refusals carry the RFC 6749 error code (see
  * proto/registry/token/v1/token_service.proto) and become `{"error", "error_description"}` (the
  * description kept to RFC 6749's characters, and never quoting the request) with the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
- * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer.
+ * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer. The device
+ * authorization and PAR endpoints keep a row for each request, and a public client's id is no
+ * secret: each client address (its /64 for IPv6) may make `OAUTH_KEPT_PER_MINUTE` of them a minute
+ * in this replica, beyond which they are 429 `temporarily_unavailable` with `Retry-After`.
  *
  * DPoP (RFC 9449): the token and PAR endpoints pass the `DPoP` header's proof (more than one
  * header is `invalid_dpop_proof`) with the endpoint's public URL to the token service, and send the
@@ -59,7 +62,9 @@ import {
   serviceFailurePage,
 } from "./consent_page.ts";
 import type { IntrospectionCache } from "./introspection_cache.ts";
+import type { RateLimiter } from "./rate_limit.ts";
 import {
+  addressKey,
   assertionSigningAlgs,
   dpopSigningAlgs,
   forwardedForHeader,
@@ -195,6 +200,11 @@ export interface OAuthOptions {
   requirePar?: boolean | undefined;
   /** Active introspections answered from memory (./introspection_cache.ts); unset: none. */
   introspections?: IntrospectionCache | undefined;
+  /**
+   * The limit on requests that make the token service keep a row (device authorizations, pushed
+   * requests), by the client's address ({@link addressKey}); unset: none.
+   */
+  keptPerAddress?: RateLimiter | undefined;
 }
 
 /** The endpoints' handler: a response for an OAuth path, or undefined for any other path. */
@@ -353,18 +363,21 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
       route: oauthPaths.deviceAuthorization,
       known: knownParams.deviceAuthorization,
       browsers: false,
+      keeps: true,
     },
-    par: { route: oauthPaths.par, known: knownParams.par, browsers: false },
+    par: { route: oauthPaths.par, known: knownParams.par, browsers: false, keeps: true },
   };
 
   /**
    * A form endpoint: POST with `application/x-www-form-urlencoded`; `browsers` adds CORS (./cors.ts)
-   * for single-page apps.
+   * for single-page apps. `keeps`: each request may make the token service keep a row (a device
+   * code, a pushed request), for anyone who knows a public client's id, so the client's address
+   * takes one from its bucket of {@link OAuthOptions.keptPerAddress} first (429 when empty).
    */
   async function form(
     req: Request,
-    endpoint: { route: string; known: ReadonlySet<string>; browsers: boolean },
-    c: { requestId: string; traceparent: string },
+    endpoint: { route: string; known: ReadonlySet<string>; browsers: boolean; keeps?: boolean },
+    c: { requestId: string; traceparent: string; clientAddress?: string },
     answer: (params: Form, client: ClientCredentials) => Promise<Response>,
   ): Promise<{ response: Response; route: string }> {
     const { route } = endpoint;
@@ -388,6 +401,17 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     let response: Response;
     let basic = false;
     try {
+      const wait = endpoint.keeps && c.clientAddress
+        ? options.keptPerAddress?.(addressKey(c.clientAddress))
+        : undefined;
+      if (wait !== undefined) {
+        throw new OAuthHttpError(
+          429,
+          "temporarily_unavailable",
+          "Too many requests from this address; retry later",
+          { "retry-after": String(wait) },
+        );
+      }
       const params = await readForm(req, options.budget, endpoint.known);
       const client = clientCredentials(req.headers.get("authorization"), params);
       basic = client.method === ClientAuthMethod.CLIENT_SECRET_BASIC;

@@ -110,6 +110,9 @@ function errors(statuses: string[], extraHeaders: Record<string, Json> = {}): Re
       "when it used HTTP Basic.",
     "405": "Not POST (`Allow: POST`).",
     "413": "The form exceeds 16 KiB.",
+    "429": "`temporarily_unavailable`: this client address has made `OAUTH_KEPT_PER_MINUTE` " +
+      "requests that keep a row (device authorizations, pushed requests) within the last " +
+      "minute; retry after `Retry-After` seconds.",
     "500": "`server_error`.",
     "503": "`temporarily_unavailable`: retry after `Retry-After` seconds.",
   };
@@ -118,7 +121,7 @@ function errors(statuses: string[], extraHeaders: Record<string, Json> = {}): Re
     headers: {
       ...noStore,
       ...extraHeaders,
-      ...(status === "503"
+      ...(status === "503" || status === "429"
         ? { "Retry-After": { required: true, schema: { type: "string", pattern: "^[0-9]+$" } } }
         : {}),
       ...(status === "401"
@@ -132,6 +135,8 @@ function errors(statuses: string[], extraHeaders: Record<string, Json> = {}): Re
 }
 
 const formErrors = ["400", "401", "405", "413", "500", "503"];
+/** The errors of a form endpoint whose every request keeps a row: limited per client address. */
+const keptFormErrors = [...formErrors, "429"];
 
 /** RFC 9449 8: the nonce a client's next DPoP proof must carry. */
 const dpopNonce: Record<string, Json> = {
@@ -569,7 +574,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
               },
             },
           },
-          ...errors(formErrors),
+          ...errors(keptFormErrors),
         },
       },
     },
@@ -757,7 +762,7 @@ export function oauthOpenApiPaths(): Record<string, Json> {
               },
             },
           },
-          ...errors(formErrors, dpopNonce),
+          ...errors(keptFormErrors, dpopNonce),
         },
       },
     },

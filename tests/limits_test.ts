@@ -1,10 +1,12 @@
 /**
  * The limits of the API against the running stack (README "Limits"): the per-caller rate limit of
  * the gateway (429 with the JSON error body and Retry-After, then recovery), in a stack of its own
- * with a low limit; the request body cap (413) and the list `limit` cap at n and n+1.
+ * with a low limit; the request body cap (413) and the list `limit` cap at n and n+1; the limit per
+ * client address of the OAuth requests that keep a row (device authorization, PAR).
  */
 
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
 import { startStack } from "../lib/testing/mod.ts";
 
@@ -100,6 +102,83 @@ Deno.test("limits: rate limit per caller, body size, list limit", async (t) => {
       }
     });
   } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("limits: device authorizations and pushed requests per client address", async () => {
+  // Each keeps a row for minutes, and a native client's id is public: per address (an IPv6 one by
+  // its /64), 3 a minute here. One token comes back every 20 s, so the test's requests, made within
+  // a second or two, meet the limit as it was.
+  const perMinute = 3;
+  const stack = await startStack({
+    processEnv: {
+      gateway: { OAUTH_KEPT_PER_MINUTE: String(perMinute), CLIENT_ADDRESS_HEADER: "X-Real-IP" },
+    },
+  });
+  const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const api = httpClient(stack.gatewayUrl);
+    const admin = await stack.token({ sub: "admin", projects: ["kp1"] });
+    const config = await api("PATCH", "/v1/projects/kp1/config", {
+      token: admin,
+      json: { application_name: "TV", support_email: "help@tv.example" },
+    });
+    assert.equal(config.status, 200, config.text);
+    const created = await api("POST", "/v1/projects/kp1/clients", {
+      token: admin,
+      json: { name: "tv", type: "native", redirect_uris: ["http://127.0.0.1/cb"] },
+    });
+    assert.equal(created.status, 201, created.text);
+    const tv = created.body.id as string;
+    const post = (path: string, address: string, form: Record<string, string>) =>
+      fetch(`${stack.gatewayUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", "x-real-ip": address },
+        body: new URLSearchParams({ client_id: tv, ...form }),
+      });
+    const device = (address: string) => post("/oauth2/device_authorization", address, {});
+    const par = (address: string) =>
+      post("/oauth2/par", address, {
+        response_type: "code",
+        redirect_uri: "http://127.0.0.1/cb",
+        code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        code_challenge_method: "S256",
+      });
+    const rows = async () => {
+      const [r] = await sql<{ device: number; pushed: number }[]>`
+        select (select count(*)::int from token.device_codes) device,
+          (select count(*)::int from token.pushed_requests) pushed`;
+      return r!;
+    };
+
+    // One address: two device codes and a pushed request, then both endpoints refuse it.
+    const a = "203.0.113.7";
+    for (const res of [await device(a), await device(a)]) assert.equal(res.status, 200);
+    assert.equal((await (await par(a)).json()).expires_in, 60);
+    for (const refused of [await device(a), await par(a)]) {
+      assert.equal(refused.status, 429);
+      assert.match(refused.headers.get("retry-after") ?? "", /^[1-9]\d*$/);
+      assert.equal(refused.headers.get("cache-control"), "no-store");
+      assert.equal((await refused.json()).error, "temporarily_unavailable");
+    }
+    assert.deepEqual(await rows(), { device: 2, pushed: 1 });
+
+    // An IPv6 address is counted by its /64: another address of the network is the same caller.
+    for (let i = 1; i <= perMinute; i++) {
+      assert.equal((await device(`2001:db8:1:2::${i}`)).status, 200);
+    }
+    const sameNetwork = await device("2001:db8:1:2:ffff:ffff:ffff:ffff");
+    assert.equal(sameNetwork.status, 429, await sameNetwork.text());
+    // Another address has its own bucket; the other endpoints are not limited.
+    assert.equal((await device("198.51.100.1")).status, 200);
+    assert.equal((await post("/oauth2/revoke", a, { token: "x" })).status, 200);
+    assert.deepEqual(await rows(), { device: 2 + perMinute + 1, pushed: 1 });
+    figure(
+      `${perMinute} device authorizations and pushed requests a minute per address, then 429`,
+    );
+  } finally {
+    await sql.end();
     await stack.stop();
   }
 });

@@ -8,6 +8,7 @@
  * @module
  */
 
+export { addressKey } from "./addresses.ts";
 export {
   type BoundedCache,
   type BoundedCacheOptions,

@@ -292,6 +292,14 @@ export const settings = {
     default: "`200`",
     meaning: "requests a caller may make at once (token bucket size)",
   },
+  OAUTH_KEPT_PER_MINUTE: {
+    usedBy: ["gateway"],
+    default: "`60`",
+    meaning:
+      "device authorization and PAR requests (each keeps a row for minutes) per minute per " +
+      "client address (an IPv6 one by its /64) and replica, at most that many at once; beyond, " +
+      "429 `temporarily_unavailable`; `0` turns it off",
+  },
   DB_POOL_MAX: {
     usedBy: services,
     default: "`10` (`1` in the embedded stack)",

@@ -237,6 +237,7 @@ async function startStackOnce(options: StackOptions): Promise<Stack> {
     // The tests push thousands of requests a second with one token: no rate limit unless a test
     // sets one (tests/limits_test.ts).
     RATE_LIMIT_PER_SECOND: "0",
+    OAUTH_KEPT_PER_MINUTE: "0",
     ...options.env,
   };
   const serviceDb = options.serviceDatabaseUrl?.(db.url) ?? db.url;

@@ -30,7 +30,7 @@ import {
   type ConsentScreenSchema,
   Decision,
 } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { oauthDescription, oauthPaths, sha256 } from "../../lib/platform/mod.ts";
+import { addressKey, oauthDescription, oauthPaths, sha256 } from "../../lib/platform/mod.ts";
 import { auditContextOf } from "../../lib/audit/mod.ts";
 import { administers, callerOf } from "../../lib/policy/mod.ts";
 import { consentBranding } from "./authorization.ts";
@@ -169,33 +169,10 @@ export async function startDeviceVerification(deps: DeviceDeps, ctx: HandlerCont
 }
 
 /**
- * The address a guess counts against: an IPv4 address as it is (an IPv4-mapped IPv6 one as its
- * IPv4 address), an IPv6 address as its /64, the least any host is given (RFC 6177), so that the
- * 2^64 addresses of one network are one address to the limit; anything else as given.
+ * The address a guess counts against: its network, as every limit per address counts it
+ * (lib/platform/addresses.ts: an IPv6 address as its /64).
  */
-export function guessAddress(address: string): string {
-  let host: string;
-  try {
-    // The URL parser checks an IPv6 address and writes it one way (RFC 5952: lower case, zeros
-    // compressed, an IPv4 tail as two groups); anything else, an IPv4 address included, throws.
-    const bare = address.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
-    host = new URL(`http://[${bare}]`).hostname.slice(1, -1);
-  } catch {
-    return address;
-  }
-  const [head, tail] = host.split("::").map((half) =>
-    half === "" ? [] : half.split(":").map((g) => parseInt(g, 16))
-  );
-  const n = [
-    ...head!,
-    ...Array<number>(8 - head!.length - (tail?.length ?? 0)).fill(0),
-    ...tail ?? [],
-  ];
-  if (n.slice(0, 5).every((g) => g === 0) && n[5] === 0xffff) {
-    return [n[6]! >> 8, n[6]! & 255, n[7]! >> 8, n[7]! & 255].join(".");
-  }
-  return `${n.slice(0, 4).map((g) => g.toString(16)).join(":")}::/64`;
-}
+export const guessAddress = addressKey;
 
 /**
  * The keys a typed code counts against: the signed-in user (every session of theirs is one: a
