@@ -32,8 +32,9 @@
  * description kept to RFC 6749's characters, and never quoting the request) with the RFC's status: 401 for `invalid_client` (with `WWW-Authenticate` when the client used Basic),
  * 400 for the others, 503 `temporarily_unavailable` when a service cannot answer. The device
  * authorization and PAR endpoints keep a row for each request, and a public client's id is no
- * secret: each client address (its /64 for IPv6) may make `OAUTH_KEPT_PER_MINUTE` of them a minute
- * in this replica, beyond which they are 429 `temporarily_unavailable` with `Retry-After`.
+ * secret: each client address (its /64 for IPv6) may make `OAUTH_KEPT_PER_MINUTE` of them without
+ * client credentials a minute in this replica, beyond which they are 429 `temporarily_unavailable`
+ * with `Retry-After` (a confidential client authenticates, and is not counted).
  *
  * DPoP (RFC 9449): the token and PAR endpoints pass the `DPoP` header's proof (more than one
  * header is `invalid_dpop_proof`) with the endpoint's public URL to the token service, and send the
@@ -371,8 +372,9 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
   /**
    * A form endpoint: POST with `application/x-www-form-urlencoded`; `browsers` adds CORS (./cors.ts)
    * for single-page apps. `keeps`: each request may make the token service keep a row (a device
-   * code, a pushed request), for anyone who knows a public client's id, so the client's address
-   * takes one from its bucket of {@link OAuthOptions.keptPerAddress} first (429 when empty).
+   * code, a pushed request), for anyone who knows a public client's id, so one without client
+   * credentials takes one from its address's bucket of {@link OAuthOptions.keptPerAddress} (429
+   * when empty).
    */
   async function form(
     req: Request,
@@ -401,7 +403,12 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     let response: Response;
     let basic = false;
     try {
-      const wait = endpoint.keeps && c.clientAddress
+      const params = await readForm(req, options.budget, endpoint.known);
+      const client = clientCredentials(req.headers.get("authorization"), params);
+      basic = client.method === ClientAuthMethod.CLIENT_SECRET_BASIC;
+      // Only a request without credentials counts: a confidential client's back end pushes every
+      // user's request from one address, and credentials that do not verify keep nothing.
+      const wait = endpoint.keeps && client.method === ClientAuthMethod.NONE && c.clientAddress
         ? options.keptPerAddress?.(addressKey(c.clientAddress))
         : undefined;
       if (wait !== undefined) {
@@ -412,9 +419,6 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
           { "retry-after": String(wait) },
         );
       }
-      const params = await readForm(req, options.budget, endpoint.known);
-      const client = clientCredentials(req.headers.get("authorization"), params);
-      basic = client.method === ClientAuthMethod.CLIENT_SECRET_BASIC;
       // Asked beside the request itself, so that a browser's request waits for no extra hop.
       if (origin !== undefined) allowed = checkOrigin(origin, client.clientId, c);
       response = await answer(params, client);

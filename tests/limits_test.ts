@@ -163,6 +163,37 @@ Deno.test("limits: device authorizations and pushed requests per client address"
       assert.equal((await refused.json()).error, "temporarily_unavailable");
     }
     assert.deepEqual(await rows(), { device: 2, pushed: 1 });
+    // A confidential client authenticates, and is not counted: its back end pushes every user's
+    // request from one address.
+    const web = await api("POST", "/v1/projects/kp1/clients", {
+      token: admin,
+      json: { name: "web", type: "web", redirect_uris: ["https://app.example/cb"] },
+    });
+    assert.equal(web.status, 201, web.text);
+    const secret = await api("POST", `/v1/projects/kp1/clients/${web.body.id}/secrets`, {
+      token: admin,
+    });
+    assert.equal(secret.status, 201, secret.text);
+    for (let i = 0; i <= perMinute; i++) {
+      const pushed = await post("/oauth2/par", a, {
+        client_id: web.body.id as string,
+        client_secret: secret.body.secret as string,
+        response_type: "code",
+        redirect_uri: "https://app.example/cb",
+        code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        code_challenge_method: "S256",
+      });
+      assert.equal(pushed.status, 201, await pushed.text());
+    }
+    // Nor are credentials that do not verify, which keep nothing.
+    const wrong = await post("/oauth2/par", a, {
+      client_id: web.body.id as string,
+      client_secret: "not-the-secret",
+      response_type: "code",
+      redirect_uri: "https://app.example/cb",
+    });
+    assert.equal(wrong.status, 401, await wrong.text());
+    assert.deepEqual(await rows(), { device: 2, pushed: 1 + perMinute + 1 });
 
     // An IPv6 address is counted by its /64: another address of the network is the same caller.
     for (let i = 1; i <= perMinute; i++) {
@@ -173,7 +204,7 @@ Deno.test("limits: device authorizations and pushed requests per client address"
     // Another address has its own bucket; the other endpoints are not limited.
     assert.equal((await device("198.51.100.1")).status, 200);
     assert.equal((await post("/oauth2/revoke", a, { token: "x" })).status, 200);
-    assert.deepEqual(await rows(), { device: 2 + perMinute + 1, pushed: 1 });
+    assert.deepEqual(await rows(), { device: 2 + perMinute + 1, pushed: 1 + perMinute + 1 });
     figure(
       `${perMinute} device authorizations and pushed requests a minute per address, then 429`,
     );
