@@ -2,7 +2,8 @@
  * Units, remembered: GetUnit reads one unit by its id, the core area's most frequent read, and a
  * unit changes seldom next to how often it is read, so each replica keeps the units it read, and
  * Postgres keeps them honest. The unit trigger notifies `core_changes` with `unit:<uuid>` in the
- * transaction of every update or deletion of a unit (migrations/0008_change_feed.sql); each
+ * transaction of every update or deletion of a unit (migrations/0008_change_feed.sql; `reset` at a
+ * TRUNCATE, 0009_change_feed_truncate.sql); each
  * replica follows the channel (lib/db/change_feed.ts):
  *
  * - `unit:<uuid>` drops that unit; a payload this version does not know, and a lost listening

@@ -5,9 +5,10 @@
  * replica keeps the answers in memory, and Postgres keeps them honest. The registry's triggers
  * notify `oauth_registry_changes` when a client or a config is updated or deleted, an installation
  * deleted or updated in anything but when, by whom and under which application name its consent was
- * last given (installations are kept without those), a secret deleted, a key added or deleted, or a
- * client with JavaScript origins created (the registry's migrations that add them name them after
- * the channel); each replica follows the channel (lib/db/change_feed.ts):
+ * last given (installations are kept without those), a secret deleted, a key added or deleted, a
+ * secret or a key updated in anything but its use (its expiry), or a client with JavaScript origins
+ * created, and `reset` at a TRUNCATE of any of these tables (the registry's migrations that add them
+ * name them after the channel); each replica follows the channel (lib/db/change_feed.ts):
  *
  * - a notification drops what it names (a client with its verified secrets and its keys, and every
  *   answer about browser origins, an installation, a config; `origins`: the answers about browser

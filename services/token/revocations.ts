@@ -3,7 +3,8 @@
  * asks on every call, and the answer is almost always "no". The list lives in
  * `token.revoked_tokens`; each revocation notifies `token_revocations` as it commits
  * (migrations/0004_revocation_feed.sql), and each replica follows the channel
- * (lib/db/change_feed.ts): a revocation takes effect in every replica within a second.
+ * (lib/db/change_feed.ts): a revocation takes effect in every replica within a second. A TRUNCATE
+ * of the table notifies `reset` (migrations/0016_revocation_feed_truncate.sql).
  *
  * The replica reads the tokens revoked and not yet expired when it starts listening, again after
  * a lost listening connection or a `reset`, once a minute (which forgets the expired ones), and a
