@@ -96,7 +96,11 @@ export function followChanges(sql: Sql, channel: string, options: FollowOptions)
     if (payload.startsWith(heartbeatPrefix)) {
       if (payload.startsWith(me)) {
         const sentAt = Number(payload.slice(me.length));
-        if (confirmedAt === undefined || sentAt > confirmedAt) confirmedAt = sentAt;
+        // Anyone who may connect may notify, and every listener sees this follower's id: a stamp
+        // later than now was never sent by it, and would keep the feed fresh however late it fell.
+        if (sentAt <= now() && (confirmedAt === undefined || sentAt > confirmedAt)) {
+          confirmedAt = sentAt;
+        }
       }
       return;
     }

@@ -68,3 +68,42 @@ Deno.test("change feed: changes applied, heartbeats only while the feed is asked
     await db.drop();
   }
 });
+
+Deno.test("change feed: a heartbeat stamped later than now, which no follower sends, makes nothing fresh", async () => {
+  const db = await createTestDatabase();
+  const sql = connect(db.url, { applicationName: "change-feed-test", max: 3 });
+  const watcher = connect(db.url, { applicationName: "change-feed-watcher", max: 1 });
+  let clock = 1_000_000;
+  /** The follower's heartbeats, as anyone listening on the channel sees them. */
+  const seen: string[] = [];
+  try {
+    await watcher.listen("feed_test", (payload) => {
+      if (payload.startsWith(heartbeatPrefix)) seen.push(payload);
+    });
+    const feed = followChanges(sql, "feed_test", {
+      onChange: () => {},
+      onReset: () => {},
+      heartbeatMs: 20,
+      maxLagMs: 800,
+      now: () => clock,
+    });
+    try {
+      await until(() => feed.fresh() && seen.length > 0, "the first heartbeat is back");
+      // Any role that may connect may notify: one stamps the follower's id with a time far ahead.
+      const id = seen[0]!.slice(0, seen[0]!.lastIndexOf(":") + 1);
+      await watcher`select pg_notify('feed_test', ${`${id}${clock + 1e9}`})`;
+      const marker = `${heartbeatPrefix}marker`;
+      await watcher`select pg_notify('feed_test', ${marker})`;
+      await until(() => seen.includes(marker), "the forged heartbeat was delivered");
+      // Nothing the follower sent since is back yet: it is stale, whatever the forged stamp said.
+      clock += 10_000;
+      assert.equal(feed.fresh(), false);
+    } finally {
+      await feed.close();
+    }
+  } finally {
+    await watcher.end();
+    await sql.end();
+    await db.drop();
+  }
+});
