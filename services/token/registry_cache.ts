@@ -24,8 +24,9 @@
  * start-up and never stored (a memory dump shows no secret, and digests that nothing outside this
  * process can check a guess against); a wrong secret always goes to the registry. Installations and
  * configs that exist, and which installation is a user's live one of a project (never that a user
- * has none: a first consent creates one, which notifies nobody); whether an origin is registered,
- * both ways (bounded like the rest); a client's live public keys (for client assertions,
+ * has none: a first consent creates one, which notifies nobody); that an origin is registered
+ * (never that it is not: anyone sends any Origin, naming any client_id, and each "no" kept would
+ * push answers in use out of memory); a client's live public keys (for client assertions,
  * ./client_assertion.ts), each refused from its expiry on by this service's clock, as a secret is.
  *
  * Two things about a secret change with no notification, and are kept with its digest:
@@ -324,6 +325,8 @@ export function cacheRegistry(registry: Registry, options: RegistryCacheOptions)
         `${clientId}\n${origin}`,
         () => registry.registersOrigin(origin, clientId),
         () => origin.length * 2 + clientId.length * 2 + entryOverhead,
+        // Never "not registered": anyone sends any Origin, naming any client_id.
+        { keeps: (registered) => registered },
       ))!;
     },
     stats: () => cache.stats(),

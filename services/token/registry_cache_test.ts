@@ -255,14 +255,13 @@ Deno.test("registry cache: bounded in bytes, oldest first, and within the memory
     assert.ok(t.cache.stats().bytes <= 4000);
   }
   assert.ok(t.cache.stats().entries < 50 && t.cache.stats().entries > 0);
-  // Origins, both ways; any client change drops them all.
+  // An origin that is registered is kept; any client change drops them all.
   assert.equal(await t.cache.registersOrigin("https://app.example", ""), true);
-  assert.equal(await t.cache.registersOrigin("https://evil.example", ""), false);
-  assert.equal(await t.cache.registersOrigin("https://evil.example", ""), false);
-  assert.equal(t.calls.filter((c) => c.startsWith("origin")).length, 2);
+  assert.equal(await t.cache.registersOrigin("https://app.example", ""), true);
+  assert.equal(t.calls.filter((c) => c.startsWith("origin")).length, 1);
   t.handlers().onChange(`client:${ids.generate().uuid}`);
-  await t.cache.registersOrigin("https://evil.example", "");
-  assert.equal(t.calls.filter((c) => c.startsWith("origin")).length, 3);
+  await t.cache.registersOrigin("https://app.example", "");
+  assert.equal(t.calls.filter((c) => c.startsWith("origin")).length, 2);
 
   // The budget: a cache whose budget is held by requests keeps nothing, and gives back on close.
   const budget = createMemoryBudget(10_000);
@@ -371,4 +370,27 @@ Deno.test("registry cache: answers read at once for one key are counted once", a
     t.handlers().onChange(`client:${a.uuid}`);
   }
   assert.equal(t.cache.stats().bytes, 0);
+});
+
+Deno.test("registry cache: an origin that is not registered is never kept, and made-up ones evict nothing", async () => {
+  const t = setup({ maxBytes: 8000 });
+  await Promise.resolve();
+  const hot = Array.from({ length: 12 }, () => t.add());
+  for (const c of hot) await t.cache.verifySecret(c.id, "s1");
+  const kept = t.cache.stats();
+  assert.equal(kept.entries, hot.length);
+  // Anyone sends a preflight with an Origin of its choosing, or a token request naming any
+  // client_id: a "no" kept for each would fill memory and push the clients in use out.
+  for (let i = 0; i < 200; i++) {
+    const origin = `https://${crypto.randomUUID()}.example`;
+    assert.equal(await t.cache.registersOrigin(origin, i % 2 ? "" : ids.generate().id), false);
+  }
+  const calls = t.calls.length;
+  for (const c of hot) assert.ok(await t.cache.verifySecret(c.id, "s1"));
+  assert.equal(t.calls.length, calls, "every client in use is still answered from memory");
+  assert.deepEqual(t.cache.stats().entries, kept.entries);
+  // A "no" is asked again every time.
+  await t.cache.registersOrigin("https://evil.example", "");
+  await t.cache.registersOrigin("https://evil.example", "");
+  assert.equal(t.calls.filter((c) => c === "origin https://evil.example").length, 2);
 });
