@@ -140,6 +140,7 @@ export const tokenService = defineService({
       ? createRevocations(sql, {
         follow: (handlers) => followChanges(sql, revocationsChannel, handlers),
         budget,
+        now,
       })
       : uncachedRevocations(sql);
     const grants = createGrantRepository(sql);

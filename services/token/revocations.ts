@@ -6,7 +6,8 @@
  * (lib/db/change_feed.ts): a revocation takes effect in every replica within a second. A TRUNCATE
  * of the table notifies `reset` (migrations/0016_revocation_feed_truncate.sql).
  *
- * The replica reads the tokens revoked and not yet expired when it starts listening, again after
+ * The replica reads the tokens revoked and not yet expired (by its own clock, which its tokens
+ * expire by) when it starts listening, again after
  * a lost listening connection or a `reset`, once a minute (which forgets the expired ones), and a
  * second after a read that failed. It
  * answers from memory only while the feed is fresh and the list is loaded; otherwise, or when more
@@ -44,6 +45,11 @@ export interface RevocationsOptions {
   max?: number;
   /** The process's memory budget. */
   budget?: MemoryBudget | undefined;
+  /**
+   * The clock tokens expire by (ms since the epoch; default `Date.now`): the list read again holds
+   * the tokens unexpired by it, not by Postgres's, which may be ahead.
+   */
+  now?: () => number;
 }
 
 const bytesPerToken = 100;
@@ -67,6 +73,7 @@ async function revokedInDatabase(sql: Sql, jti: string): Promise<boolean> {
 /** Follows the revocations of `sql` (see the module's header). */
 export function createRevocations(sql: Sql, options: RevocationsOptions): Revocations {
   const max = options.max ?? 20_000;
+  const now = options.now ?? Date.now;
   /** The revoked jtis, when known; undefined while loading, or when there are too many. */
   let known: Set<string> | undefined;
   /** Revocations notified while a load runs, added to what it reads. */
@@ -93,7 +100,8 @@ export function createRevocations(sql: Sql, options: RevocationsOptions): Revoca
     arriving = new Set();
     try {
       const rows = await sql<{ jti: string }[]>`
-        select jti::text from token.revoked_tokens where expires_at > now() limit ${max + 1}`;
+        select jti::text from token.revoked_tokens where expires_at > ${new Date(now())}
+        limit ${max + 1}`;
       if (load !== loads) return; // a later load took over
       const all = new Set([...rows.map((r) => r.jti), ...arriving]);
       if (all.size > max || (lease && !lease.grow(all.size * bytesPerToken))) return;
