@@ -14,7 +14,7 @@ import { ClientSecretStatus } from "../../gen/registry/oauth/v1/client_secret_pb
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { fieldViolations, idKind } from "../../lib/platform/mod.ts";
-import { listenTo, rejection, serveInProcess } from "../../lib/testing/mod.ts";
+import { listenTo, rejection, serveInProcess, until } from "../../lib/testing/mod.ts";
 import { oauthRegistryService } from "./main.ts";
 
 Deno.test("oauth-registry handlers, in process, through the real interceptors", async (t) => {
@@ -324,6 +324,43 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
       }, { headers: admin });
       assert.deepEqual(cleared.config?.scopes, []);
     });
+    await t.step(
+      "a config's updated_at never goes back, also when a write that began later committed first",
+      async () => {
+        await api.updateOAuthConfig({ projectId: "p", config: { applicationName: "Clock" } }, {
+          headers: admin,
+        });
+        // Another writer has the row: the update below begins, then waits for it; that writer's
+        // change is made after the update began, and commits first.
+        const { update, later } = await service.sql.begin(async (tx) => {
+          await tx`select 1 from oauth.configs where project_id = 'p' for update`;
+          const update = api.updateOAuthConfig({
+            projectId: "p",
+            config: { applicationName: "v3" },
+            updateMask: { paths: ["application_name"] },
+          }, { headers: admin });
+          await until(
+            async () =>
+              (await service.sql<{ n: number }[]>`
+                select count(*)::int as n from pg_stat_activity
+                where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
+            10_000,
+            "the update to wait for the row",
+          );
+          const [row] = await tx<{ updated_at: Date }[]>`
+            update oauth.configs set application_name = 'v2', updated_at = clock_timestamp()
+            where project_id = 'p' returning updated_at`;
+          return { update: { call: update }, later: row!.updated_at.getTime() };
+        });
+        const { config } = await update.call;
+        assert.equal(config!.applicationName, "v3");
+        assert.ok(
+          timestampMs(config!.updatedAt!) >= later,
+          `updated_at went back: ${new Date(timestampMs(config!.updatedAt!)).toISOString()} ` +
+            `after ${new Date(later).toISOString()}`,
+        );
+      },
+    );
   } finally {
     await service.close();
   }

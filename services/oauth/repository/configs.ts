@@ -154,6 +154,10 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       select * from prior where not exists (select from changed) ${
       ifMatch(sql, "prior.etag", etag)
     }`;
+  // A write dates its version by its statement's time, but never before the version it replaces:
+  // one that began first and then waited for the row would otherwise date its version before the
+  // one a later writer committed meanwhile (or, an upsert that found the row another request had
+  // just created, before that creation).
   const repo: ConfigRepository = {
     async get(projectId) {
       const [row] = await sql<ConfigRow[]>`
@@ -170,7 +174,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
             changed as (
               update oauth.configs c set ${
           assignments(sql, stored(changes), columns)
-        }, updated_at = now()
+        }, updated_at = greatest(now(), c.updated_at, c.created_at)
               from prior
               where c.project_id = prior.project_id ${ifMatch(sql, "prior.etag", write.etag)}
                 and ${differences(sql, "c", stored(changes), columns)}
@@ -193,7 +197,7 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
           where not exists (select from unchanged)
           on conflict (project_id) do update set ${
         assignments(sql, stored(changes), columns)
-      }, updated_at = now()
+      }, updated_at = greatest(now(), configs.updated_at, configs.created_at)
           where ${differences(sql, "configs", stored(changes), columns)}
           returning *, oauth.etag(xmin) as etag
         ),
