@@ -361,6 +361,51 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
         );
       },
     );
+    await t.step(
+      "an installation's authorized_at and revoked_at never go back behind a write committed first",
+      async () => {
+        const account = await service.bearer({ sub: "clocked", projects: ["p"] });
+        const { installation } = await api.consentInstallation({ projectId: "p", scopes: ["a"] }, {
+          headers: account,
+        });
+        const uuid = idKind("ins").toUuid(installation!.id)!;
+        // Another writer has the row: the call below begins, then waits for it; that writer
+        // consents (sets authorized_at) after the call began, and commits first.
+        const behind = async <T>(call: () => Promise<T>) =>
+          await service.sql.begin(async (tx) => {
+            await tx`select 1 from oauth.installations where id = ${uuid} for update`;
+            const pending = call();
+            await until(
+              async () =>
+                (await service.sql<{ n: number }[]>`
+                  select count(*)::int as n from pg_stat_activity
+                  where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
+              10_000,
+              "the call to wait for the row",
+            );
+            const [row] = await tx<{ authorized_at: Date }[]>`
+              update oauth.installations set authorized_at = clock_timestamp()
+              where id = ${uuid} returning authorized_at`;
+            return { result: { pending }, later: row!.authorized_at.getTime() };
+          });
+        const consent = await behind(() =>
+          api.consentInstallation({ projectId: "p", scopes: ["b"] }, { headers: account })
+        );
+        const consented = (await consent.result.pending).installation!;
+        assert.ok(timestampMs(consented.authorizedAt!) >= consent.later, "authorized_at went back");
+        const revoke = await behind(() =>
+          api.revokeInstallation({ installationId: installation!.id }, { headers: account })
+        );
+        await revoke.result.pending;
+        const { installation: revoked } = await api.getInstallation({
+          installationId: installation!.id,
+        }, { headers: account });
+        assert.ok(
+          timestampMs(revoked!.revokedAt!) >= timestampMs(revoked!.authorizedAt!),
+          "revoked before it was last authorized",
+        );
+      },
+    );
   } finally {
     await service.close();
   }

@@ -134,7 +134,9 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
       // The live installation is locked first, so the event's old values are the version this
       // consent replaces; it is updated, or a new one is inserted when there is none. A concurrent
       // first consent can insert one in between, which ours then leaves alone (only the one locked
-      // is updated) and returns no row: the next try finds and updates it.
+      // is updated) and returns no row: the next try finds and updates it. A consent again (and a
+      // revocation) is dated by its statement's time, but never before the consent it follows: one
+      // that began first and then waited for the row would otherwise go back behind it.
       for (let attempt = 1;; attempt++) {
         const [row] = await sql<InstallationRow[]>`
           with prior as (
@@ -155,7 +157,7 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
               ),
               application_name = excluded.application_name,
               authorized_by_id = excluded.authorized_by_id,
-              authorized_at = now()
+              authorized_at = greatest(now(), installations.authorized_at)
             where installations.id in (select id from prior)
             returning *, oauth.etag(xmin) as etag
           ),
@@ -197,7 +199,8 @@ export function createInstallationRepository(sql: Sql): InstallationRepository {
           for update
         ),
         changed as (
-          update oauth.installations i set status = 'revoked', revoked_at = now()
+          update oauth.installations i set status = 'revoked',
+            revoked_at = greatest(now(), i.authorized_at)
           from prior
           where i.id = prior.id ${ifMatch(sql, "prior.etag", write.etag)}
           returning i.*
