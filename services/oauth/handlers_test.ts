@@ -325,6 +325,33 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
       assert.deepEqual(cleared.config?.scopes, []);
     });
     await t.step(
+      "a full replacement (mask `*`) refuses another type, as no mask does",
+      async () => {
+        const { client } = await api.createClient({
+          projectId: "p",
+          client: { name: "typed", type: ClientType.WEB, redirectUris: ["https://a.example/cb"] },
+        }, { headers: admin });
+        const replace = (type: ClientType) =>
+          api.updateClient({
+            projectId: "p",
+            clientId: client!.id,
+            client: { ...client!, name: "replaced", type },
+            updateMask: { paths: ["*"] },
+          }, { headers: admin });
+        const err = await rejection(replace(ClientType.SPA));
+        assert.equal(err.code, Code.InvalidArgument);
+        assert.deepEqual(fieldViolations(err).map((v) => v.field), ["client.type"]);
+        assert.equal(
+          (await api.getClient({ projectId: "p", clientId: client!.id }, { headers: admin })).client
+            ?.name,
+          "typed",
+        );
+        // Its own type, as a read-modify-write sends it back, is no change.
+        assert.equal((await replace(ClientType.WEB)).client?.name, "replaced");
+      },
+    );
+
+    await t.step(
       "a config's updated_at never goes back, also when a write that began later committed first",
       async () => {
         await api.updateOAuthConfig({ projectId: "p", config: { applicationName: "Clock" } }, {

@@ -556,9 +556,12 @@ export function createOAuthRegistry(
       const keys = mask.paths.map(localName);
       // The rules of some fields depend on the client's type: only then is it read first (a
       // rename, a suspension need no read; the update finds the client or answers NOT_FOUND).
-      // So is a type sent without a mask (AIP-203: an immutable field is ignored when it holds
-      // the current value, as a read-modify-write sends it, and refused when it would change).
-      const typeSent = !req.updateMask?.paths.length && !!req.client?.type;
+      // So is a type sent without a mask, or with `*` (AIP-203: an immutable field is ignored
+      // when it holds the current value, as a read-modify-write sends it, and refused when it
+      // would change).
+      const paths = req.updateMask?.paths ?? [];
+      const whole = paths.length === 0 || (paths.length === 1 && paths[0] === "*");
+      const typeSent = whole && !!req.client?.type;
       let type = ClientType.UNSPECIFIED;
       if (typeSent || !keys.every((k) => typeFreeClientFields.has(k))) {
         const current = await clients.get(req.projectId, uuid);

@@ -331,10 +331,11 @@ export type UpdateClientRequest = Message<"registry.oauth.v1.UpdateClientRequest
 
   /**
    * The fields to change: any of name, redirect_uris, javascript_origins, status,
-   * token_endpoint_auth_method, dpop_bound_access_tokens; `*` alone names them all (full
-   * replacement, AIP-134: one unset in client takes its empty value, and a required one is then
-   * refused). When absent or empty, every field set to a non-default value in client; then a
-   * `type` equal to the client's is ignored, another is INVALID_ARGUMENT (AIP-203). Through the
+   * token_endpoint_auth_method, dpop_bound_access_tokens, require_pushed_authorization_requests;
+   * `*` alone names them all (full replacement, AIP-134: one unset in client takes its empty
+   * value, and a required one is then refused). When absent or empty, every field set to a
+   * non-default value in client. Without a mask, or with `*`, a `type` equal to the client's is
+   * ignored, another is INVALID_ARGUMENT (AIP-203); a mask naming fields ignores the rest. Through the
    * /v1 gateway, `type` in a PATCH body is always 400 (the spec: it cannot be changed).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
@@ -1591,7 +1592,9 @@ export const OAuthRegistryService: GenService<{
   },
   /**
    * Registers a client. The project needs an OAuthConfig first (else NOT_FOUND). Only name,
-   * type, redirect_uris and javascript_origins are read; new clients are active.
+   * type, redirect_uris, javascript_origins, token_endpoint_auth_method,
+   * dpop_bound_access_tokens and require_pushed_authorization_requests are read (a status is
+   * INVALID_ARGUMENT); new clients are active.
    *
    * @generated from rpc registry.oauth.v1.OAuthRegistryService.CreateClient
    */
@@ -1624,7 +1627,8 @@ export const OAuthRegistryService: GenService<{
     output: typeof ListClientsResponseSchema;
   },
   /**
-   * Changes the fields named in update_mask: name, redirect_uris, javascript_origins, status.
+   * Changes the fields named in update_mask: name, redirect_uris, javascript_origins, status,
+   * token_endpoint_auth_method, dpop_bound_access_tokens, require_pushed_authorization_requests.
    * type cannot be changed (INVALID_ARGUMENT). Concurrent updates of different fields never lose
    * either change; of the same field, the last one wins.
    *
