@@ -24,8 +24,10 @@
  *   own feeds promise only that much), while this gateway has already dropped everything.
  * - **This gateway's own revocations at once.** A token revoked through this gateway is dropped
  *   when the revocation succeeds, and not kept again for 800 ms (another replica may still answer
- *   from before it), without waiting for the notification; a refresh token whose revocation took
- *   access tokens with it (its grant's, RFC 7009 2.1) drops every answer, as a notification does.
+ *   from before it), without waiting for the notification (the token service takes a token only
+ *   in the text it issued, so no other text of it is kept here); a refresh token whose revocation
+ *   took access tokens with it (its grant's, RFC 7009 2.1) drops every answer, as a notification
+ *   does.
  * - **Bounded.** Entries count in bytes against `maxBytes` and the process's memory budget
  *   (lib/platform/bounded_cache.ts), oldest out first.
  *

@@ -69,8 +69,9 @@ export interface AccessTokens {
   /** Signs a token with the current key. */
   sign(claims: NewAccessToken): Promise<SignedAccessToken>;
   /**
-   * The claims of a token this server signed, under a key still published, that has not expired;
-   * undefined for anything else (revocation is not looked at here).
+   * The claims of a token this server signed, under a key still published, that has not expired,
+   * written as it was issued (its signature's base64url canonical); undefined for anything else
+   * (revocation is not looked at here).
    */
   verify(token: string): Promise<AccessClaims | undefined>;
 }
@@ -126,6 +127,10 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
       }
       await keys.ready();
       try {
+        // One token, one text: base64url decoding drops the signature's last bits, so that other
+        // texts of the token would verify too, and miss whatever is kept by the token's text.
+        const signature = token.slice(token.lastIndexOf(".") + 1);
+        if (Buffer.from(signature, "base64url").toString("base64url") !== signature) return;
         const { kid } = decodeProtectedHeader(token);
         const key = typeof kid === "string" ? keys.byKid(kid) : undefined;
         if (!key) return undefined;
