@@ -1731,9 +1731,10 @@ export const TokenService: GenService<{
   },
   /**
    * Introspection (RFC 7662): whether a token is active now, and its claims. A token that is
-   * unknown, malformed, expired, revoked, of a client that is suspended or deleted, or of another
-   * project than the calling client's, is `active: false` with nothing else. An empty `token` is
-   * refused, `invalid_request`, once the client is authenticated.
+   * unknown, malformed, expired, revoked (itself or with its grant), of a client that is suspended
+   * or deleted, of an installation that is revoked, or of another project than the calling
+   * client's, is `active: false` with nothing else. An empty `token` is refused,
+   * `invalid_request`, once the client is authenticated.
    *
    * @generated from rpc registry.token.v1.TokenService.IntrospectToken
    */
