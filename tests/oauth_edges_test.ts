@@ -13,6 +13,7 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
+import postgres from "postgres";
 import { consentFormFields, httpClient, propagated, startStack } from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
@@ -290,6 +291,45 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
       assert.equal((await introspect(rotated.access_token)).active, false);
       assert.equal((await introspect(rotated.refresh_token!)).active, false);
     });
+
+    await t.step(
+      "an expired refresh token revoked is a success that changes nothing, its grant live",
+      async () => {
+        const granted = await allow(spa, "http://localhost:5173/cb");
+        const tokens = await oauth.processAuthorizationCodeResponse(
+          as,
+          { client_id: spa },
+          await redeem(spa, oauth.None(), granted, "http://localhost:5173/cb"),
+        );
+        const first = tokens.refresh_token!;
+        const rotated = await oauth.processRefreshTokenResponse(
+          as,
+          { client_id: spa },
+          await refresh(spa, oauth.None(), first),
+        );
+        // The spent one reaches its own expiry (30 days after it was issued) while the grant goes
+        // on, renewed by each refresh: its row says so, as a month of refreshes would leave it.
+        const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+        try {
+          const expired = await sql`
+            update token.refresh_tokens set expires_at = now() - interval '1 day'
+            where token_hash = sha256(convert_to(${first}, 'UTF8'))`;
+          assert.equal(expired.count, 1);
+        } finally {
+          await sql.end();
+        }
+        const revoked = await oauth.revocationRequest(
+          as,
+          { client_id: spa },
+          oauth.None(),
+          first,
+          insecure,
+        );
+        await oauth.processRevocationResponse(revoked);
+        assert.equal((await introspect(rotated.access_token)).active, true);
+        assert.equal((await introspect(rotated.refresh_token!)).active, true);
+      },
+    );
 
     await t.step("a refused code redemption leaves the code redeemable by its client", async () => {
       const granted = await allow(spa, "http://localhost:5173/cb");

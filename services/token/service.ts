@@ -368,8 +368,10 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
         return {};
       }
       const refresh = await refreshOf(req.token);
-      // Unknown, malformed and expired tokens: nothing to revoke, and success (RFC 7009 2.2).
-      if (!refresh) return {};
+      // Unknown, malformed and expired tokens: nothing to revoke, and success (RFC 7009 2.2). An
+      // expired refresh token's grant may live on (each refresh gives a new one its own expiry),
+      // and is not its to end.
+      if (!refresh || refresh.token.expires_at.getTime() <= now()) return {};
       if (refresh.token.client_id !== caller.id) {
         throw oauthError("invalid_request", "The token was not issued to this client");
       }
