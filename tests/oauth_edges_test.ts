@@ -293,7 +293,7 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
     });
 
     await t.step(
-      "an expired refresh token revoked is a success that changes nothing, its grant live",
+      "an expired refresh token, revoked or presented again, ends nothing of its live grant",
       async () => {
         const granted = await allow(spa, "http://localhost:5173/cb");
         const tokens = await oauth.processAuthorizationCodeResponse(
@@ -326,6 +326,13 @@ Deno.test("the token service's edges: CORS, loopback redirects, refusals that sp
           insecure,
         );
         await oauth.processRevocationResponse(revoked);
+        assert.equal((await introspect(rotated.access_token)).active, true);
+        assert.equal((await introspect(rotated.refresh_token!)).active, true);
+        // Presented at the token endpoint, it is expired, not reused: the grant lives on.
+        assert.equal(
+          await oauthError(await refresh(spa, oauth.None(), first)),
+          "400 invalid_grant",
+        );
         assert.equal((await introspect(rotated.access_token)).active, true);
         assert.equal((await introspect(rotated.refresh_token!)).active, true);
       },

@@ -242,6 +242,11 @@ Deno.test("refresh_token: a refused refresh writes nothing; only its own client'
   assert.deepEqual(reuse.writes, ["revokeFamily"]);
   const byOther = await attempt({ refresh: spent, by: other });
   assert.deepEqual(byOther.writes, [], "another client's presentation of a spent token");
+  // Spent, then expired while its grant lived on: only expired, as node-oidc-provider answers.
+  // Whoever kept it that long ends no session with it.
+  const stale = await attempt({ refresh: { ...spent, expires_at: new Date(t0) } });
+  assert.match(stale.error?.rawMessage ?? "", /has expired/);
+  assert.deepEqual(stale.writes, [], "a spent token past its expiry");
   assert.deepEqual((await attempt({ refresh: refreshRow() })).writes, ["issue"]);
 });
 

@@ -1,8 +1,8 @@
 /**
  * The `refresh_token` grant (RFC 6749 6), with rotation (RFC 9700 4.14.2): a successful use spends
  * the refresh token and issues a new one with the access token; its client presenting a spent one
- * again is `invalid_grant` and revokes its whole family, as one of the two users of a copied token
- * is an attacker.
+ * again, before the token's own expiry, is `invalid_grant` and revokes its whole family, as one of
+ * the two users of a copied token is an attacker (an expired one is only expired).
  *
  * A refused request leaves the token exactly as it was: every check runs before anything is
  * written, and the token is spent only in the transaction that stores the new tokens. Another
@@ -48,12 +48,14 @@ export const refreshToken: Grant = async (deps, client, req, jkt) => {
   if (token.dpop_jkt !== null && token.dpop_jkt !== jkt) {
     throw oauthError("invalid_grant", "The refresh token is bound to another DPoP key");
   }
+  // Expired before spent, as node-oidc-provider checks: a spent token whose grant lived on past its
+  // expiry is stale, not a second user of it, and ends nothing.
+  if (token.expires_at.getTime() <= deps.now()) {
+    throw oauthError("invalid_grant", "The refresh token has expired");
+  }
   if (token.spent_at !== null) return await replayed(deps, family.id, reused);
   if (family.revoked_at !== null) {
     throw oauthError("invalid_grant", "The refresh token was revoked");
-  }
-  if (token.expires_at.getTime() <= deps.now()) {
-    throw oauthError("invalid_grant", "The refresh token has expired");
   }
   // The access token may be narrowed; the new refresh token keeps the grant's scopes (RFC 6749 6).
   return await issueInFamily(
