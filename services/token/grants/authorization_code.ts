@@ -2,7 +2,8 @@
  * The `authorization_code` grant (RFC 6749 4.1.3) with PKCE (RFC 7636 4.6): a code from
  * DecideAuthorization buys an access token of the installation the consent made and a refresh
  * token. Its client presenting it after it was redeemed, with a verifier or without, is
- * `invalid_grant` and revokes everything the redemption issued (RFC 6749 4.1.2, RFC 9700 4.5).
+ * `invalid_grant` and revokes everything the redemption issued (RFC 6749 4.1.2, RFC 9700 4.5), as
+ * long as the code has not expired (then it is only expired).
  *
  * A code bound to a DPoP key (RFC 9449 10: the authorization request's `dpop_jkt`, or the key of
  * the proof its pushed request carried) is redeemed only with a proof of that key.
@@ -35,10 +36,12 @@ export const authorizationCode: Grant = async (deps, client, req, jkt) => {
     throw oauthError("invalid_grant", "The code is not valid");
   }
   const { code, family } = found;
-  if (code.redeemed_at !== null) return await replayed(deps, family.id, reused);
+  // Expired before redeemed, as node-oidc-provider checks: a code that turns up again after its
+  // 60 seconds (from a browser's history, a log) is stale, and ends nothing.
   if (code.expires_at.getTime() <= deps.now()) {
     throw oauthError("invalid_grant", "The code has expired");
   }
+  if (code.redeemed_at !== null) return await replayed(deps, family.id, reused);
   const redirectOk = req.redirectUri === code.redirect_uri ||
     (code.redirect_uri === "" && client.redirectUris.includes(req.redirectUri));
   if (!redirectOk) {

@@ -153,6 +153,20 @@ Deno.test("authorization_code: a redeemed code presented again revokes its grant
     assert.match(error.rawMessage, /already used/, what);
     assert.deepEqual(writes, ["revokeFamily"], what);
   }
+  // Past its expiry it is only expired, as node-oidc-provider answers: a code read later from a
+  // browser's history or a log ends no grant.
+  const staleWrites: Writes = [];
+  const stale = await authorizationCode(
+    deps({ now: t0 + 60_000 }, { code: redeemed }, staleWrites),
+    client,
+    create(IssueTokenRequestSchema, {
+      grantType: "authorization_code",
+      code: "oac_x",
+      redirectUri: "https://app.example/cb",
+    }),
+  ).catch((e) => e);
+  assert.match(stale.rawMessage, /has expired/);
+  assert.deepEqual(staleWrites, []);
   // A code not yet redeemed, without a verifier: refused, and nothing written.
   const writes: Writes = [];
   const missing = await authorizationCode(
