@@ -5,7 +5,8 @@
  * (or the issue), which adds 5 seconds to the interval; `access_denied` after Deny, however soon;
  * `expired_token` after 600 seconds.
  * Approved, it buys the installation's access token and a refresh token, once, as a code does:
- * its client presenting it again is `invalid_grant` and revokes what the first redemption issued.
+ * its client presenting it again is `invalid_grant` and revokes what the first redemption issued
+ * (before its expiry: after, it is only `expired_token`).
  * Another client's device code is as unknown as a made-up one, and its poll changes nothing.
  *
  * @module

@@ -165,8 +165,9 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
         )
         select * from old`;
       if (!row || row.client_id !== clientId) return { kind: "unknown" };
-      if (row.redeemed_at !== null) return { kind: "redeemed", familyId: row.family_id };
+      // Expired before redeemed, as node-oidc-provider checks: a stale code is no replay.
       if (row.expires_at.getTime() <= at.getTime()) return { kind: "expired" };
+      if (row.redeemed_at !== null) return { kind: "redeemed", familyId: row.family_id };
       // slow_down is "a variant of authorization_pending" (RFC 8628 3.5): a request the user has
       // decided on is answered as decided, however soon it is polled.
       const tooSoon = at.getTime() < row.last_polled_at.getTime() + row.interval_seconds * 1000;

@@ -105,6 +105,12 @@ Deno.test("device codes: the guessing limit, polling, one decision", async (t) =
         assert.equal(ready.kind, "ready");
         assert.equal(ready.kind === "ready" && ready.row.interval_seconds, 20);
         assert.equal((await devices.poll(hash, "cli_a", at(600_000))).kind, "expired");
+        // Redeemed, then polled again: a replay while the code lives, only expired after, as
+        // node-oidc-provider answers (a stale code ends no grant).
+        await sql`update token.device_codes set redeemed_at = ${at(50_000)}
+          where device_code_hash = ${hash}`;
+        assert.equal((await devices.poll(hash, "cli_a", at(599_999))).kind, "redeemed");
+        assert.equal((await devices.poll(hash, "cli_a", at(600_000))).kind, "expired");
       },
     );
 
