@@ -811,6 +811,19 @@ Deno.test("DPoP nonces (DPOP_NONCE_REQUIRED): use_dpop_nonce, then a retry with 
       });
       assert.deepEqual([ok.status, ok.body.token_type], [200, "DPoP"]);
       assert.equal(ok.nonce, without.nonce, "the same nonce within its window");
+      // The bound token exchanged without a proof: refused by the grant, and told the nonce too,
+      // as every invalid_dpop_proof is.
+      const unproven = await tokenRequest(endpoint, {
+        grant_type: exchangeGrant,
+        subject_token: ok.body.access_token,
+        subject_token_type: accessTokenType,
+        audience: "ins_any",
+      }, { basic });
+      assert.deepEqual([unproven.status, unproven.body.error, unproven.nonce], [
+        400,
+        "invalid_dpop_proof",
+        without.nonce,
+      ]);
       const bad = await tokenRequest(endpoint, form, {
         basic,
         dpop: await joseProof(key, endpoint, { claims: { nonce: without.nonce, htm: "GET" } }),

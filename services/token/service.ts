@@ -153,6 +153,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
     isRevoked,
     refreshTtlMs: deps.refreshTokenTtlSeconds * 1000,
     now,
+    dpopError: deps.dpop.error,
   };
   const device: DeviceDeps = {
     registry,

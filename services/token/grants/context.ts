@@ -18,6 +18,7 @@ import type { Registry } from "../registry.ts";
 import { InstallationStatus } from "../../../gen/registry/oauth/v1/installation_pb.ts";
 import type { FamilyRow, GrantRepository, Spent } from "../repository/grants.ts";
 import type { DeviceCodeRepository } from "../repository/device_codes.ts";
+import type { Dpop } from "../dpop.ts";
 import { oauthError } from "../oauth_errors.ts";
 import { isPublic } from "../client_auth.ts";
 
@@ -37,6 +38,11 @@ export interface GrantDeps {
   refreshTtlMs: number;
   /** The clock (ms since the epoch). */
   now: () => number;
+  /**
+   * A DPoP error (`invalid_dpop_proof` of a bound token presented without a proof), with the
+   * current nonce when nonces are required, as the proof checker's own errors (../dpop.ts).
+   */
+  dpopError: Dpop["error"];
   /**
    * Who makes this request, from where (the client: ../security_events.ts), for the event of a
    * family revoked for a replay; none: the revocation records none.

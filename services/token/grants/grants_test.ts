@@ -33,6 +33,7 @@ import type { GrantDeps } from "./context.ts";
 import { refreshToken } from "./refresh_token.ts";
 import { accessTokenType, tokenExchange } from "./token_exchange.ts";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
+import { oauthError } from "../oauth_errors.ts";
 
 const verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
 const challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
@@ -93,6 +94,7 @@ function deps(
     isRevoked: () => Promise.resolve(false),
     refreshTtlMs: 30 * 86_400_000,
     now: () => clock.now,
+    dpopError: (code, description) => Promise.resolve(oauthError(code, description)),
   } satisfies GrantDeps;
 }
 

@@ -40,7 +40,7 @@ export const refreshToken: Grant = async (deps, client, req, jkt) => {
   }
   const { token, family } = found;
   if (token.dpop_jkt !== null && jkt === undefined) {
-    throw oauthError(
+    throw await deps.dpopError(
       "invalid_dpop_proof",
       "The refresh token is DPoP-bound: send a DPoP proof of its key",
     );

@@ -68,7 +68,7 @@ export const tokenExchange: Grant = async (deps, client, req, jkt) => {
   }
   const bound = subject.cnf?.jkt;
   if (bound !== undefined && jkt === undefined) {
-    throw oauthError(
+    throw await deps.dpopError(
       "invalid_dpop_proof",
       "subject_token is DPoP-bound: send a DPoP proof of its key",
     );
