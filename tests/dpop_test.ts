@@ -833,6 +833,19 @@ Deno.test("DPoP nonces (DPOP_NONCE_REQUIRED): use_dpop_nonce, then a retry with 
         "invalid_dpop_proof",
         without.nonce,
       ]);
+      // Two DPoP headers are refused with the nonce as well.
+      const two = await tokenRequest(endpoint, form, {
+        basic,
+        dpop: [
+          await joseProof(key, endpoint, { claims: { nonce: without.nonce } }),
+          await joseProof(key, endpoint, { claims: { nonce: without.nonce } }),
+        ],
+      });
+      assert.deepEqual([two.status, two.body.error, two.nonce], [
+        400,
+        "invalid_dpop_proof",
+        without.nonce,
+      ]);
       // A bearer token request needs no proof, and is told the nonce too.
       const bearer = await tokenRequest(endpoint, form, { basic });
       assert.deepEqual([bearer.status, bearer.body.token_type], [200, "Bearer"]);

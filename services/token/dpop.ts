@@ -3,20 +3,21 @@
  * made with (its RFC 7638 thumbprint, `jkt`), to which the grants bind what they issue (the access
  * token's `cnf.jkt`, a public client's refresh token).
  *
- * A proof is accepted when it is exactly one compact JWS whose header and claims are UTF-8 JSON
- * objects (./jws.ts), whose header has `typ` `dpop+jwt` (in any case, `application/` before it or
- * not: RFC 7515 4.1.9), `alg` `EdDSA` (`Ed25519`, RFC 9864's name for the same) or `ES256` (never
- * `none`, HS* or RS*), no `crit`, and a public `jwk` of that algorithm's key type (any private
- * member refuses it) that is a valid key, checked as the registry checks client keys
- * (lib/platform's public_keys.ts: members in canonical unpadded base64url, so that one key has one
- * `jkt`; a P-256 point on the curve; an Ed25519 point canonical and not of small order, under which
- * anyone could make a signature that verifies), that the `jwk` verifies, and whose claims have a
- * `jti` of 1..256 characters, the request's method in `htm`, the request's URL in `htu` (query and
- * fragment left out, both sides normalised as RFC 3986 6.2.2 and 6.2.3 say: scheme and host case,
- * default port, empty path, percent-encoding), and an `iat` at most {@link proofMaxAgeSeconds} old
- * and at most {@link proofFutureSeconds} ahead of this service's clock. Its `jti` is then used once
- * (token.used_jtis under `dpop:<jkt>`, until the proof could no longer be accepted): a replay fails
- * in every replica (RFC 9449 11.1). Every failure is `invalid_dpop_proof`.
+ * A proof is accepted when it is exactly one compact JWS (a comma, of DPoP headers joined, refuses
+ * it) whose header and claims are UTF-8 JSON objects (./jws.ts), whose header has `typ` `dpop+jwt`
+ * (in any case, `application/` before it or not: RFC 7515 4.1.9), `alg` `EdDSA` (`Ed25519`, RFC
+ * 9864's name for the same) or `ES256` (never `none`, HS* or RS*), no `crit`, and a public `jwk` of
+ * that algorithm's key type (any private member refuses it) that is a valid key, checked as the
+ * registry checks client keys (lib/platform's public_keys.ts: members in canonical unpadded
+ * base64url, so that one key has one `jkt`; a P-256 point on the curve; an Ed25519 point canonical
+ * and not of small order, under which anyone could make a signature that verifies), that the `jwk`
+ * verifies, and whose claims have a `jti` of 1..256 characters, the request's method in `htm`, the
+ * request's URL in `htu` (query and fragment left out, both sides normalised as RFC 3986 6.2.2 and
+ * 6.2.3 say: scheme and host case, default port, empty path, percent-encoding), and an `iat` at
+ * most {@link proofMaxAgeSeconds} old and at most {@link proofFutureSeconds} ahead of this
+ * service's clock. Its `jti` is then used once (token.used_jtis under `dpop:<jkt>`, until the proof
+ * could no longer be accepted): a replay fails in every replica (RFC 9449 11.1). Every failure is
+ * `invalid_dpop_proof`.
  *
  * Nonces (RFC 9449 8), when the server requires them (setting DPOP_NONCE_REQUIRED): stateless, so
  * that every replica makes and accepts the same ones without talking to another. A nonce is the
@@ -195,6 +196,8 @@ export function createDpop(options: DpopOptions): Dpop {
     error,
 
     async verify({ proof, httpMethod, httpUri }) {
+      // RFC 9449 4.3: exactly one DPoP header; more are joined with ", " (never found in a JWS).
+      if (proof.includes(",")) throw await invalid("Send one DPoP header, not more");
       const jws = parseJws(proof, maxProofLength);
       if (!jws) throw await invalid("The DPoP proof must be one compact JWS of a JWT");
       const { header, claims } = jws;

@@ -84,9 +84,9 @@ export const ClientCredentialsSchema: GenMessage<ClientCredentials> = /*@__PURE_
  */
 export type DpopProof = Message<"registry.token.v1.DpopProof"> & {
   /**
-   * The `DPoP` header's value: a JWS with `typ` `dpop+jwt`, `alg` `EdDSA` (or `Ed25519`) or
-   * `ES256`, a public `jwk` in its header, and claims `jti`, `htm`, `htu`, `iat` (and `nonce`
-   * when the server requires one).
+   * The `DPoP` header's value (more than one header, joined with `, `, is refused): a JWS with
+   * `typ` `dpop+jwt`, `alg` `EdDSA` (or `Ed25519`) or `ES256`, a public `jwk` in its header, and
+   * claims `jti`, `htm`, `htu`, `iat` (and `nonce` when the server requires one).
    *
    * @generated from field: string proof = 1;
    */
