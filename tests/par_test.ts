@@ -10,7 +10,13 @@
 
 import assert from "node:assert/strict";
 import * as oauth from "oauth4webapi";
-import { consentFormFields, httpClient, movableClock, startStack } from "../lib/testing/mod.ts";
+import {
+  consentFormFields,
+  httpClient,
+  movableClock,
+  propagated,
+  startStack,
+} from "../lib/testing/mod.ts";
 import type { MovableClock, Stack } from "../lib/testing/mod.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
@@ -395,6 +401,48 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
         );
         assert.equal(page.status, 200);
         await page.body?.cancel();
+      },
+    );
+
+    await t.step(
+      "a request that fails its checks at the decision is answered once, and spent",
+      async () => {
+        // A project of its own: its audience becomes internal between the page and its POST.
+        const owner = await stack.token({ sub: "admin", projects: ["par4"] });
+        await api("PATCH", "/v1/projects/par4/config", {
+          token: owner,
+          json: { application_name: "Pushed", audience: "external" },
+        });
+        const created = await api("POST", "/v1/projects/par4/clients", {
+          token: owner,
+          json: { name: "spa", type: "spa", redirect_uris: [redirect] },
+        });
+        assert.equal(created.status, 201, created.text);
+        const client = created.body.id as string;
+        const { challenge } = await pkce();
+        const requestUri = await push(client, oauth.None(), challenge);
+        const user = await newUser();
+        const page = await authorizeGet({ client_id: client, request_uri: requestUri }, user);
+        const html = await page.text();
+        assert.equal(page.status, 200, html);
+        const fields = consentFormFields(html);
+        await api("PATCH", "/v1/projects/par4/config", {
+          token: owner,
+          json: { audience: "internal" },
+        });
+        await propagated();
+        const refused = await decide(fields, user);
+        await refused.body?.cancel();
+        assert.equal(refused.status, 303);
+        const location = new URL(refused.headers.get("location")!);
+        assert.deepEqual(
+          [location.searchParams.get("error"), location.searchParams.get("state")],
+          ["access_denied", "pushed-state"],
+        );
+        // That answer was the request's one: the client is never answered again for it.
+        const again = await decide(fields, user);
+        assert.equal(again.status, 400, again.headers.get("location") ?? "");
+        assert.match(await again.text(), /unknown, expired or already used/);
       },
     );
   } finally {

@@ -487,7 +487,9 @@ export function consentBranding(config: OAuthConfig, client: Client, ctx: Handle
  * DecideAuthorization: the redirect with a code (Allow) or `access_denied` (Deny). `decided` is
  * called once the choice is known to be the user's (the session and the CSRF token verified, the
  * decision Allow or Deny), before it is acted on: it spends a pushed request's request_uri
- * (./pushed.ts), so a POST that is refused spends nothing.
+ * (./pushed.ts), so a POST that is refused spends nothing. A request that now fails its checks
+ * (its project or client changed since the page) is answered with the error redirect, as
+ * StartAuthorization answers it, and that answer is its one too: `decided` is called first.
  */
 export async function decideAuthorization(
   deps: AuthorizationDeps,
@@ -499,7 +501,10 @@ export async function decideAuthorization(
 ): Promise<string> {
   if (!req) throw shown("invalid_request", "The authorization request is missing");
   const outcome = await check(deps, req, ctx);
-  if (outcome.kind === "redirect") return outcome.to;
+  if (outcome.kind === "redirect") {
+    await decided();
+    return outcome.to;
+  }
   if (!(await csrfValid(deps, ctx, csrf, csrfBound(req, outcome.checked)))) {
     throw shown(
       "invalid_request",

@@ -20,7 +20,8 @@
  * consent page's CSRF token are verified and the choice is Allow or Deny, before it acts on it (so
  * a forged or stale POST spends nothing, and two concurrent decisions cannot both get a code), and
  * a StartAuthorization that answers with a redirect (an error, or a code when consent needs no
- * page) spends it after. It is good only with the client that pushed it, and only until it
+ * page) spends it after; so does a DecideAuthorization answered with an error redirect (the
+ * request no longer passes its checks), before it answers. It is good only with the client that pushed it, and only until it
  * expires; any other use is `invalid_request`, shown to the user, never redirected (nothing says
  * where the request came from).
  *

@@ -1720,7 +1720,9 @@ export const TokenService: GenService<{
    * authorization code for exactly the scopes asked for; Deny
    * returns a redirect with `error=access_denied`. Both carry `state` and `iss` (RFC 9207). A
    * pushed request's request_uri is spent only once the session and the CSRF token are verified
-   * and the decision is Allow or Deny: a refused call spends nothing.
+   * and the decision is Allow or Deny: a refused call spends nothing. A request that no longer
+   * passes its checks is answered with the error redirect StartAuthorization would give, which
+   * spends its request_uri as that one's would.
    *
    * @generated from rpc registry.token.v1.TokenService.DecideAuthorization
    */
