@@ -335,6 +335,11 @@ Deno.test("PAR with a stock client: pushed, authorized once, checked whole, requ
           ],
           ["another client's client_id", { ...good, client_id: spa }, "invalid_request"],
           ["no client_id", anonymous, "invalid_request"],
+          // The authorization endpoint's limits on state, refused when pushed, not at its use.
+          ["a line break in state", { ...good, state: "a\nb" }, "invalid_request"],
+          ["a tab in state", { ...good, state: "a\tb" }, "invalid_request"],
+          ["a state too long", { ...good, state: "s".repeat(2049) }, "invalid_request"],
+          ["a request object", { ...good, request: "e30.e30." }, "request_not_supported"],
         ];
         for (const [name, form, error] of cases) {
           const res = await rawPush(form);
