@@ -305,6 +305,11 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     device_authorization_endpoint: issuer + oauthPaths.deviceAuthorization,
     pushed_authorization_request_endpoint: issuer + oauthPaths.par,
     require_pushed_authorization_requests: options.requirePar ?? false,
+    // No request objects (RFC 9101) by value or by reference: said, since OpenID Discovery's
+    // default for `request_uri_parameter_supported` is true. A `request_uri` from the PAR endpoint
+    // is taken whatever these say (RFC 9126 5).
+    request_parameter_supported: false,
+    request_uri_parameter_supported: false,
     dpop_signing_alg_values_supported: dpopSigningAlgs,
   });
   let jwks: { body: string; until: number } | undefined;

@@ -315,6 +315,8 @@ export function oauthOpenApiPaths(): Record<string, Json> {
                     device_authorization_endpoint: { type: "string", format: "uri" },
                     pushed_authorization_request_endpoint: { type: "string", format: "uri" },
                     require_pushed_authorization_requests: { type: "boolean" },
+                    request_parameter_supported: { type: "boolean" },
+                    request_uri_parameter_supported: { type: "boolean" },
                     dpop_signing_alg_values_supported: strings,
                   },
                   additionalProperties: false,

@@ -169,6 +169,10 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       ]);
       assert.ok(as.token_endpoint_auth_methods_supported?.includes("none"));
       assert.equal(as.authorization_response_iss_parameter_supported, true);
+      // No request objects, by value or by reference (a pushed request's request_uri is taken
+      // whatever these say, RFC 9126 5).
+      assert.equal(as.request_parameter_supported, false);
+      assert.equal(as.request_uri_parameter_supported, false);
     });
 
     let webTokens!: oauth.TokenEndpointResponse;
