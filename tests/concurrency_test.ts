@@ -24,7 +24,7 @@ import { CoreService } from "../gen/registry/core/v1/core_service_pb.ts";
 import { idKind } from "../lib/platform/mod.ts";
 import { grpcTestClient } from "../lib/testing/mod.ts";
 import { httpClient, type HttpResult } from "../lib/testing/mod.ts";
-import { type Stack, startStack } from "../lib/testing/mod.ts";
+import { type Stack, startStack, untilWaitingForLock } from "../lib/testing/mod.ts";
 import type { TokenClaims } from "../lib/policy/mod.ts";
 
 const oauthRpc = OAuthRegistryService.method;
@@ -488,11 +488,7 @@ Deno.test("concurrency: creates, field-wise updates, consent and paginated walks
           const writing = how === "create"
             ? api("POST", "/v1/core/journeys", { token, json })
             : api("PUT", `/v1/core/journeys/${mover.body.id}`, { token, json });
-          while (
-            (await db`
-              select count(*)::int as n from pg_stat_activity
-              where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n === 0
-          ) await new Promise((r) => setTimeout(r, 10));
+          await untilWaitingForLock(db, `the ${how} to wait for the parent's row`);
           release();
           await deleting;
           const res = await writing;

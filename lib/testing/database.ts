@@ -8,8 +8,9 @@
  */
 
 import postgres from "postgres";
-import { heartbeatPrefix, propagationMs } from "../db/mod.ts";
+import { heartbeatPrefix, propagationMs, type Sql } from "../db/mod.ts";
 import { dockerProblem, postgresImage } from "./containers.ts";
+import { until } from "./http.ts";
 
 /** A database that exists until `drop()`. */
 export interface TestDatabase {
@@ -135,4 +136,20 @@ export async function listenTo(sql: postgres.Sql, channel: string): Promise<Hear
   // if made after. Such notifications come before this first marker, and are dropped.
   await heardSoFar.flush();
   return heardSoFar;
+}
+
+/**
+ * Resolves once a session of `sql`'s database waits for a lock: a call the test started has
+ * queued behind a row the test holds. Bounded (30 s) only so that a call that never queues fails
+ * the test; a busy machine waits.
+ */
+export async function untilWaitingForLock(sql: Sql, what: string): Promise<void> {
+  await until(
+    async () =>
+      (await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
+    30_000,
+    what,
+  );
 }

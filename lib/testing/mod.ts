@@ -40,7 +40,7 @@ export {
   runArguments,
 } from "./containers.ts";
 export { type Heard, listenTo, propagated } from "./database.ts";
-export { createTestDatabase, databaseProblem } from "./database.ts";
+export { createTestDatabase, databaseProblem, untilWaitingForLock } from "./database.ts";
 export { gate, manualFeed } from "./feed.ts";
 export {
   type GrpcChannel,

@@ -10,7 +10,12 @@ import assert from "node:assert/strict";
 import { Code, createClient } from "@connectrpc/connect";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
 import { UnitPriority, UnitStatus } from "../../gen/registry/core/v1/unit_pb.ts";
-import { propagated, rejection, serveInProcess, until } from "../../lib/testing/mod.ts";
+import {
+  propagated,
+  rejection,
+  serveInProcess,
+  untilWaitingForLock,
+} from "../../lib/testing/mod.ts";
 import { ids } from "./ids.ts";
 import { coreService } from "./main.ts";
 
@@ -287,14 +292,7 @@ Deno.test("core handlers, in process, through the real interceptors", async (t) 
             unitId: unit!.id,
             unit: { journey: journey!.id, title: "v3" },
           }, { headers: ann });
-          await until(
-            async () =>
-              (await service.sql<{ n: number }[]>`
-                select count(*)::int as n from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
-            10_000,
-            "the replace to wait for the row",
-          );
+          await untilWaitingForLock(service.sql, "the replace to wait for the row");
           const [row] = await tx<{ updated_at: Date }[]>`
             update core.units set title = 'v2', updated_at = clock_timestamp()
             where id = ${uuid} returning updated_at`;

@@ -14,7 +14,7 @@ import { ClientSecretStatus } from "../../gen/registry/oauth/v1/client_secret_pb
 import { Audience } from "../../gen/registry/oauth/v1/config_pb.ts";
 import { OAuthRegistryService } from "../../gen/registry/oauth/v1/oauth_registry_service_pb.ts";
 import { fieldViolations, idKind } from "../../lib/platform/mod.ts";
-import { listenTo, rejection, serveInProcess, until } from "../../lib/testing/mod.ts";
+import { listenTo, rejection, serveInProcess, untilWaitingForLock } from "../../lib/testing/mod.ts";
 import { oauthRegistryService } from "./main.ts";
 
 Deno.test("oauth-registry handlers, in process, through the real interceptors", async (t) => {
@@ -366,14 +366,7 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
             config: { applicationName: "v3" },
             updateMask: { paths: ["application_name"] },
           }, { headers: admin });
-          await until(
-            async () =>
-              (await service.sql<{ n: number }[]>`
-                select count(*)::int as n from pg_stat_activity
-                where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
-            10_000,
-            "the update to wait for the row",
-          );
+          await untilWaitingForLock(service.sql, "the update to wait for the row");
           const [row] = await tx<{ updated_at: Date }[]>`
             update oauth.configs set application_name = 'v2', updated_at = clock_timestamp()
             where project_id = 'p' returning updated_at`;
@@ -402,14 +395,7 @@ Deno.test("oauth-registry handlers, in process, through the real interceptors", 
           await service.sql.begin(async (tx) => {
             await tx`select 1 from oauth.installations where id = ${uuid} for update`;
             const pending = call();
-            await until(
-              async () =>
-                (await service.sql<{ n: number }[]>`
-                  select count(*)::int as n from pg_stat_activity
-                  where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
-              10_000,
-              "the call to wait for the row",
-            );
+            await untilWaitingForLock(service.sql, "the call to wait for the row");
             const [row] = await tx<{ authorized_at: Date }[]>`
               update oauth.installations set authorized_at = clock_timestamp()
               where id = ${uuid} returning authorized_at`;

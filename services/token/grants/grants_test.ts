@@ -136,20 +136,22 @@ Deno.test("authorization_code: a code redeems within its 60 seconds, not after",
 
 Deno.test("authorization_code: a redeemed code presented again revokes its grant, verifier or not", async () => {
   const redeemed = { ...(await codeRow()), redeemed_at: new Date(t0) };
+  /** What the grant answers `oac_x` at `now`, found as `code`, sent with `codeVerifier`. */
+  const present = (now: number, code: CodeRow, writes: Writes, codeVerifier = "") =>
+    authorizationCode(
+      deps({ now }, { code }, writes),
+      client,
+      create(IssueTokenRequestSchema, {
+        grantType: "authorization_code",
+        code: "oac_x",
+        redirectUri: "https://app.example/cb",
+        codeVerifier,
+      }),
+    ).catch((e) => e);
   // Its own verifier, another well-formed one, none: each is a second use of the code.
   for (const codeVerifier of [verifier, "x".repeat(43), ""]) {
     const writes: Writes = [];
-    const request = create(IssueTokenRequestSchema, {
-      grantType: "authorization_code",
-      code: "oac_x",
-      redirectUri: "https://app.example/cb",
-      codeVerifier,
-    });
-    const error = await authorizationCode(
-      deps({ now: t0 + 1000 }, { code: redeemed }, writes),
-      client,
-      request,
-    ).catch((e) => e);
+    const error = await present(t0 + 1000, redeemed, writes, codeVerifier);
     const what = codeVerifier === "" ? "without a verifier" : `verifier ${codeVerifier}`;
     assert.ok(error instanceof ConnectError, what);
     assert.match(error.rawMessage, /already used/, what);
@@ -158,28 +160,12 @@ Deno.test("authorization_code: a redeemed code presented again revokes its grant
   // Past its expiry it is only expired, as node-oidc-provider answers: a code read later from a
   // browser's history or a log ends no grant.
   const staleWrites: Writes = [];
-  const stale = await authorizationCode(
-    deps({ now: t0 + 60_000 }, { code: redeemed }, staleWrites),
-    client,
-    create(IssueTokenRequestSchema, {
-      grantType: "authorization_code",
-      code: "oac_x",
-      redirectUri: "https://app.example/cb",
-    }),
-  ).catch((e) => e);
+  const stale = await present(t0 + 60_000, redeemed, staleWrites);
   assert.match(stale.rawMessage, /has expired/);
   assert.deepEqual(staleWrites, []);
   // A code not yet redeemed, without a verifier: refused, and nothing written.
   const writes: Writes = [];
-  const missing = await authorizationCode(
-    deps({ now: t0 + 1000 }, { code: await codeRow() }, writes),
-    client,
-    create(IssueTokenRequestSchema, {
-      grantType: "authorization_code",
-      code: "oac_x",
-      redirectUri: "https://app.example/cb",
-    }),
-  ).catch((e) => e);
+  const missing = await present(t0 + 1000, await codeRow(), writes);
   assert.equal(reasonOf(missing), "invalid_request");
   assert.deepEqual(writes, []);
 });
