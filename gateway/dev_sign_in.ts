@@ -14,8 +14,9 @@
  *   `/`, printable ASCII only, no backslash anywhere; an absolute URL, `//host`, `/\host` or a
  *   control character is refused (400), never followed. Absent, it is `/`.
  * - `POST` (the page's forms, `account` and `return_to`): the `Origin` header must be this origin
- *   (ISSUER_URL's, or the request's own on a loopback host; a login CSRF, signing the victim in as the attacker's account, comes from another origin), and
- *   `Sec-Fetch-Site`, when sent, `same-origin`; else 403. Then `Set-Cookie: session=...; Path=/;
+ *   (ISSUER_URL's, or the request's own on a loopback host; a login CSRF, signing the victim in as
+ *   the attacker's account, comes from another origin), and `Sec-Fetch-Site`, when sent,
+ *   `same-origin`; else 403. Then `Set-Cookie: session=...; Path=/;
  *   Max-Age; HttpOnly; SameSite=Lax` (and `Secure` on HTTPS), and 303 to `return_to`.
  *
  * The page is the consent page's layout (./consent_page.ts): no script, one style sheet by its

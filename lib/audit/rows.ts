@@ -56,12 +56,13 @@ export async function insertAudited<T extends object>(
  * such row or the etag is not its (the caller tells the two apart). The row is locked first, so
  * the event's old values are the version the update replaces. `updated_at` is the statement's
  * time, but never before the version it replaces: a statement that began first and then waited for
- * the row would otherwise date its version before the one a later writer committed meanwhile. A write that would change none of
- * the columns (each already holds its value) writes nothing: no event, and the row is returned as
- * it was, its etag and `updated_at` unchanged. Nor does it lock: a row that the statement's
- * snapshot finds already so is answered from that read (the write takes effect as of the snapshot,
- * where it is a no-op), since a row lock is itself a write, with a transaction id and a WAL record
- * to flush at commit, and retries of one request would queue on it. In a transaction, pass its
+ * the row would otherwise date its version before the one a later writer committed meanwhile. A
+ * write that would change none of the columns (each already holds its value) writes nothing: no
+ * event, and the row is returned as it was, its etag and `updated_at` unchanged. Nor does it lock:
+ * a row that the statement's snapshot finds already so is answered from that read (the write takes
+ * effect as of the snapshot, where it is a no-op), since a row lock is itself a write, with a
+ * transaction id and a WAL record to flush at commit, and retries of one request would queue on
+ * it. In a transaction, pass its
  * `run` and the pool as `sql` (lib/audit's fragments are made once per pool).
  */
 export async function updateAudited<T extends object, C extends object>(

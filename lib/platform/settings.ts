@@ -297,9 +297,8 @@ export const settings = {
     default: "`60`",
     meaning:
       "device authorization and PAR requests without client credentials (each keeps a row for " +
-      "minutes) per minute per " +
-      "client address (an IPv6 one by its /64) and replica, at most that many at once; beyond, " +
-      "429 `temporarily_unavailable`; `0` turns it off",
+      "minutes) per minute per client address (an IPv6 one by its /64) and replica, at most " +
+      "that many at once; beyond, 429 `temporarily_unavailable`; `0` turns it off",
   },
   DB_POOL_MAX: {
     usedBy: services,

@@ -21,9 +21,9 @@
  * a forged or stale POST spends nothing, and two concurrent decisions cannot both get a code), and
  * a StartAuthorization that answers with a redirect (an error, or a code when consent needs no
  * page) spends it after; so does a DecideAuthorization answered with an error redirect (the
- * request no longer passes its checks), before it answers. It is good only with the client that pushed it, and only until it
- * expires; any other use is `invalid_request`, shown to the user, never redirected (nothing says
- * where the request came from).
+ * request no longer passes its checks), before it answers. It is good only with the client that
+ * pushed it, and only until it expires; any other use is `invalid_request`, shown to the user,
+ * never redirected (nothing says where the request came from).
  *
  * When the server requires PAR (REQUIRE_PAR) or the client does
  * (`require_pushed_authorization_requests`), an authorization request without `request_uri` is

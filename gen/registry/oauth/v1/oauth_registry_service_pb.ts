@@ -335,8 +335,8 @@ export type UpdateClientRequest = Message<"registry.oauth.v1.UpdateClientRequest
    * `*` alone names them all (full replacement, AIP-134: one unset in client takes its empty
    * value, and a required one is then refused). When absent or empty, every field set to a
    * non-default value in client. Without a mask, or with `*`, a `type` equal to the client's is
-   * ignored, another is INVALID_ARGUMENT (AIP-203); a mask naming fields ignores the rest. Through the
-   * /v1 gateway, `type` in a PATCH body is always 400 (the spec: it cannot be changed).
+   * ignored, another is INVALID_ARGUMENT (AIP-203); a mask naming fields ignores the rest. Through
+   * the /v1 gateway, `type` in a PATCH body is always 400 (a client's type never changes).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
