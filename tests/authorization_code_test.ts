@@ -523,8 +523,9 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
       }
       // A control character in state (RFC 6749 A.5: printable characters only), which the consent
       // page's form cannot carry back as it came (a browser posts a line break as CR LF): refused at
-      // once, the state sent back as received, never a page whose Allow could not be decided.
-      for (const state of ["st\n123", "st\r123", "st\u0000123"]) {
+      // once, the state sent back as received, never a page whose Allow could not be decided. The
+      // C1 controls (NEL, CSI) are control characters too.
+      for (const state of ["st\n123", "st\r123", "st\u0000123", "st\u0085123", "st\u009b123"]) {
         const res = await authorizeGet({ ...base, state });
         assert.equal(res.status, 302, JSON.stringify(state));
         const to = new URL(res.headers.get("location")!);

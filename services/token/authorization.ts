@@ -256,11 +256,11 @@ async function check(
   if (req.request !== "") {
     return refuse("request_not_supported", "This server does not take request objects (request)");
   }
-  // RFC 6749 A.5: state is printable characters. A control character is refused, not carried:
-  // the consent page's form may not post it back as it came (Chromium posts a line break, CR or
-  // LF, as CR LF), and then the page's Allow and Deny were never answered.
+  // RFC 6749 A.5: state is printable characters. A control character (C0, DEL or C1) is refused,
+  // not carried: the consent page's form may not post it back as it came (Chromium posts a line
+  // break, CR or LF, as CR LF), and then the page's Allow and Deny were never answered.
   // deno-lint-ignore no-control-regex
-  if (/[\x00-\x1F\x7F]/.test(state)) {
+  if (/[\x00-\x1F\x7F-\x9F]/.test(state)) {
     return refuse("invalid_request", "state must not hold control characters (RFC 6749 A.5)");
   }
   const pkce = challengeProblem(req.codeChallenge, req.codeChallengeMethod);
