@@ -267,20 +267,30 @@ export async function decideDeviceCode(
     if (!(await deps.devices.deny(hash, new Date(deps.now()), audit))) throw await lost();
     return { applicationName: config.applicationName };
   }
-  let installation;
+  // Allow is the installation consent, recorded by the decision that wins the code only (as
+  // Google records a grant once the device's request is approved): the repository holds the code
+  // while the registry records it, so a Deny from another tab either won before (nothing is
+  // recorded) or waits and finds the code approved. A consent refused leaves the code pending.
+  let approved;
   try {
-    installation = await deps.registry.consent(ctx.requestHeader, client.projectId, row.scopes);
+    approved = await deps.devices.approve(hash, new Date(deps.now()), async () => {
+      const installation = await deps.registry.consent(
+        ctx.requestHeader,
+        client.projectId,
+        row.scopes,
+      );
+      return {
+        installationId: installation.id,
+        accountId: installation.accountId,
+        principalId: installation.principalId ?? "",
+      };
+    }, audit);
   } catch (error) {
     if (error instanceof ConnectError && error.code === Code.PermissionDenied) {
       throw oauthError("access_denied", "This application is only for the users of its project");
     }
     throw error;
   }
-  const approved = await deps.devices.approve(hash, new Date(deps.now()), {
-    installationId: installation.id,
-    accountId: installation.accountId,
-    principalId: installation.principalId ?? "",
-  }, audit);
   if (!approved) throw await lost();
   return { applicationName: config.applicationName };
 }

@@ -76,15 +76,18 @@ export interface DeviceCodeRepository {
     limit: GuessLimit,
   ): Promise<DeviceCodeRow | "blocked" | undefined>;
   /**
-   * Approves a pending, unexpired code for an installation: its family is made, for the tokens
-   * to come. False when it is no longer pending (decided meanwhile) or expired. With `audit`, the
-   * consent's security event (`allowed`, ../security_events.ts) is written by the statement that
-   * decides it.
+   * Approves a pending, unexpired code for the installation `consent` records: its family is
+   * made, for the tokens to come. The code's row is held (locked) from before `consent` is called
+   * until the approval commits, so the code is won before anything is recorded: another decision
+   * of it (a Deny in another tab, a second Allow) waits, then finds it decided; one that decided
+   * first leaves nothing pending, and `consent` is not called. False then, or when it expired.
+   * An error of `consent` leaves the code pending. With `audit`, the consent's security event
+   * (`allowed`, ../security_events.ts) is written by the statement that decides it.
    */
   approve(
     userCodeHash: Uint8Array,
     at: Date,
-    holder: { installationId: string; accountId: string; principalId: string },
+    consent: () => Promise<{ installationId: string; accountId: string; principalId: string }>,
     audit?: AuditContext,
   ): Promise<boolean>;
   /**
@@ -209,13 +212,17 @@ export function createDeviceCodeRepository(sql: Sql): DeviceCodeRepository {
       });
     },
 
-    async approve(userCodeHash, at, holder, audit) {
+    async approve(userCodeHash, at, consent, audit) {
       return await sql.begin(async (tx) => {
         const [row] = await tx<DeviceCodeRow[]>`
           select * from token.device_codes
           where user_code_hash = ${userCodeHash} and status = 'pending' and expires_at > ${at}
           for update`;
         if (!row) return false;
+        // Recorded while the row is held: only the decision that wins the code records a consent.
+        // Should this transaction fail after the registry committed (a lost connection), the
+        // consent stays and the code stays pending: a consent the user did give, on this page.
+        const holder = await consent();
         const familyId = crypto.randomUUID();
         await tx`
           insert into token.families

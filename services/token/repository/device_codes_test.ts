@@ -118,13 +118,13 @@ Deno.test("device codes: the guessing limit, polling, one decision", async (t) =
       const other = await code("CDFGHJKL");
       const holder = { installationId: "ins_1", accountId: "acct", principalId: "prn" };
       assert.equal(await devices.decided(other), false);
-      assert.equal(await devices.approve(other, at(1000), holder), true);
+      assert.equal(await devices.approve(other, at(1000), () => Promise.resolve(holder)), true);
       assert.equal(await devices.decided(other), true);
       assert.equal(await devices.deny(other, at(1001)), false);
-      assert.equal(await devices.approve(other, at(1002), holder), false);
+      assert.equal(await devices.approve(other, at(1002), () => Promise.resolve(holder)), false);
       const late = await code("DFGHJKLM");
       assert.equal(await devices.deny(late, at(600_000)), false);
-      assert.equal(await devices.approve(late, at(600_000), holder), false);
+      assert.equal(await devices.approve(late, at(600_000), () => Promise.resolve(holder)), false);
       assert.equal(await devices.decided(late), false);
       assert.equal(await devices.deny(late, at(599_999)), true);
       assert.equal(await devices.decided(late), true);
