@@ -391,6 +391,9 @@ export async function startAuthorization(
   const toAllow = scopes.filter((s) => !held.has(s));
   if (installation && toAllow.length === 0 && !prompt.has("consent")) {
     // Remembered consent: the code, as Allow would give it; the consent is not recorded again.
+    // The installation may be revoked between this read and the code's write: such a code buys
+    // nothing, since the grant checks the installation is active before it issues anything
+    // (./grants/context.ts's issueInFamily).
     return { redirectTo: await issueCode(deps, outcome.checked, req, installation) };
   }
   if (prompt.has("none")) {
