@@ -8,7 +8,7 @@
 import { sha256 } from "../../../lib/platform/mod.ts";
 import assert from "node:assert/strict";
 import { connect, migrate, readMigrations } from "../../../lib/db/mod.ts";
-import { createTestDatabase } from "../../../lib/testing/mod.ts";
+import { createTestDatabase, untilWaitingForLock } from "../../../lib/testing/mod.ts";
 import { guessLimit } from "../device.ts";
 import { createDeviceCodeRepository } from "./device_codes.ts";
 
@@ -111,6 +111,26 @@ Deno.test("device codes: the guessing limit, polling, one decision", async (t) =
           where device_code_hash = ${hash}`;
         assert.equal((await devices.poll(hash, "cli_a", at(599_999))).kind, "redeemed");
         assert.equal((await devices.poll(hash, "cli_a", at(600_000))).kind, "expired");
+      },
+    );
+
+    await t.step(
+      "two polls at once, on time: one is answered, the other is slow_down and counted",
+      async () => {
+        await code("FGHJKLMN");
+        const hash = await sha256("device FGHJKLMN");
+        // The row held until a poll queues for it: the two then take it in turn, however sent.
+        const held = sql.begin(async (tx) => {
+          await tx`select 1 from token.device_codes where device_code_hash = ${hash} for update`;
+          const polls = [0, 1].map(() => devices.poll(hash, "cli_a", at(5_000)));
+          await untilWaitingForLock(sql, "the polls to wait for the row");
+          return polls;
+        });
+        const kinds = (await Promise.all(await held)).map((p) => p.kind).sort();
+        assert.deepEqual(kinds, ["ready", "slow_down"]);
+        const [row] = await sql<{ interval_seconds: number }[]>`
+          select interval_seconds from token.device_codes where device_code_hash = ${hash}`;
+        assert.equal(row!.interval_seconds, 10);
       },
     );
 
