@@ -255,7 +255,14 @@ export async function decideDeviceCode(
   }
   // The same form again: said so, and not counted as a wrong code.
   if (typed !== "" && (await deps.devices.decided(sha256(typed)))) throw answeredAlready();
-  const { row, code } = await attempt(deps, ctx, typed, req.clientAddress);
+  const { row, code } = await attempt(deps, ctx, typed, req.clientAddress).catch(async (error) => {
+    // Decided since the check above (the other button, another tab): said so all the same (the
+    // attempt has counted it, one wrong code).
+    if (error instanceof ConnectError && error.code === Code.NotFound && typed !== "") {
+      if (await deps.devices.decided(sha256(typed))) throw answeredAlready();
+    }
+    throw error;
+  });
   const { client, config } = await clientAndConfig(deps, ctx, row);
   const hash = sha256(code);
   // The user's choice is a security event (`allowed`, `denied`: ./security_events.ts), written

@@ -1,7 +1,9 @@
 /**
  * DecideDeviceCode's Allow and Deny of one user code at once (two tabs, a double click), on a real
  * Postgres with a registry whose consent the test holds open: the decision that wins the device
- * code is the only one that records anything, so a Deny that won leaves no consent behind.
+ * code is the only one that records anything, so a Deny that won leaves no consent behind; and a
+ * decision that lost the code between its checks is told the code was answered, not that it is
+ * wrong.
  */
 
 import assert from "node:assert/strict";
@@ -79,7 +81,22 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
   const sql = connect(db.url, { applicationName: "device-decision-test", max: 8 });
   try {
     await migrate(sql, "token", await readMigrations(new URL("./migrations/", import.meta.url)));
-    const devices = createDeviceCodeRepository(sql);
+    const repository = createDeviceCodeRepository(sql);
+    /** Held open once after it answered, when the test says: a decision paused at that point. */
+    let holdDecided: { entered: () => void; release: Promise<void> } | undefined;
+    const devices = {
+      ...repository,
+      async decided(hash: Uint8Array) {
+        const answer = await repository.decided(hash);
+        const held = holdDecided;
+        holdDecided = undefined;
+        if (held) {
+          held.entered();
+          await held.release;
+        }
+        return answer;
+      },
+    };
     const client = create(ClientSchema, {
       id: "cli_tv",
       projectId: "p1",
@@ -119,7 +136,7 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
     let n = 0;
     /** A pending device code; its user code and the consent form's CSRF token. */
     const pending = async () => {
-      const userCode = ["BCDFGHJK", "LMNPQRST", "VWXZBCDF", "GHJKLMNP"][n++]!;
+      const userCode = ["BCDFGHJK", "LMNPQRST", "VWXZBCDF", "GHJKLMNP", "QRSTVWXZ"][n++]!;
       const at = Date.now();
       assert.ok(
         await devices.create({
@@ -203,6 +220,24 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
       assert.equal(await status(code.userCode), "approved");
       assert.equal(queued, "queued");
     });
+
+    await t.step(
+      "a Deny that found the code pending, then lost it to an Allow: answered already",
+      async () => {
+        consents.length = 0;
+        const code = await pending();
+        const entered = gate();
+        const release = gate();
+        holdDecided = { entered: entered.open, release: release.opened };
+        const deny = decide(code, Decision.DENY).then(() => "denied", (e) => e);
+        await entered.opened;
+        await decide(code, Decision.ALLOW);
+        release.open();
+        const denied = await deny;
+        assert.ok(answeredAlready(denied), String(denied));
+        assert.equal(await status(code.userCode), "approved");
+      },
+    );
 
     await t.step("a consent the registry refuses leaves the code pending", async () => {
       consents.length = 0;
