@@ -29,12 +29,19 @@ export type Condition = "*" | EntityTag[];
 const listElement = /[ \t]*(?:(W\/)?"([\x21\x23-\x7e\x80-\xff]*)")?[ \t]*(?:,|$)/y;
 
 /**
+ * The longest `If-Match` or `If-None-Match` taken, in characters (the OpenAPI document's
+ * `maxLength`): a few dozen etags, which a client's cache never needs more of.
+ */
+export const maxConditionLength = 1024;
+
+/**
  * Parses `If-Match = "*" / #entity-tag` (and the same `If-None-Match`); undefined when
- * malformed (a tag without its quotes, `*` among tags, no tag at all). Empty list elements are
- * skipped (RFC 9110 5.6.1.2). A list is split at the commas between its tags, not at those inside
- * one (`"a,b"` is one tag).
+ * malformed (a tag without its quotes, `*` among tags, no tag at all, or a value over
+ * {@link maxConditionLength}). Empty list elements are skipped (RFC 9110 5.6.1.2). A list is
+ * split at the commas between its tags, not at those inside one (`"a,b"` is one tag).
  */
 export function parseCondition(value: string): Condition | undefined {
+  if (value.length > maxConditionLength) return undefined;
   if (/^[ \t]*\*[ \t]*$/.test(value)) return "*";
   const tags: EntityTag[] = [];
   for (let at = 0; at < value.length;) {

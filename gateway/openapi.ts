@@ -35,6 +35,7 @@ import { Code } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { maxMessageLength, truncationMark } from "../lib/platform/mod.ts";
+import { maxConditionLength } from "./conditions.ts";
 import { oauthOpenApiComponents, oauthOpenApiPaths } from "./oauth_openapi.ts";
 import { enumPlan } from "./json_codec.ts";
 import { buildRoutes, type Route } from "./routes.ts";
@@ -142,7 +143,7 @@ function errorsOf(route: Route): string[] {
  * gateway evaluates them (./transcoder.ts).
  */
 function conditionHeaders(route: Route): Json[] {
-  const schema = { type: "string", minLength: 1, maxLength: 1024 };
+  const schema = { type: "string", minLength: 1, maxLength: maxConditionLength };
   const tags = '`*` or a list of entity tags (`ETag` values, as `"1234", "1240"`)';
   const [ifMatch, ifNoneMatch] = route.httpMethod === "POST"
     ? [
@@ -154,7 +155,8 @@ function conditionHeaders(route: Route): Json[] {
       `${tags}: answer only if one of the tags is the current version (strong comparison: a ` +
       "weak tag never matches; a list has none), else 412. `*`: any current version.",
       `${tags}: 304 with no body when one of the tags is the current version (weak ` +
-      "comparison: `W/` is ignored), or for `*`. A malformed value is ignored.",
+      "comparison: `W/` is ignored), or for `*`. A malformed value (one over " +
+      `${maxConditionLength} characters too) is ignored.`,
     ]
     : [
       `${tags}: change only if one of the tags is the current version (strong comparison: ` +
@@ -176,7 +178,14 @@ function conditionHeaders(route: Route): Json[] {
       description: `${ifMatch} A malformed value is 400.`,
       schema,
     },
-    { name: "If-None-Match", in: "header", required: false, description: ifNoneMatch, schema },
+    {
+      name: "If-None-Match",
+      in: "header",
+      required: false,
+      description: ifNoneMatch,
+      // A GET ignores a malformed one, so it takes any value.
+      schema: route.httpMethod === "GET" ? { type: "string" } : schema,
+    },
   ];
 }
 

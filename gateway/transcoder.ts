@@ -71,7 +71,14 @@ import {
 import { field_behavior, FieldBehavior } from "../gen/google/api/field_behavior_pb.ts";
 import { decodeAnswer, type GrpcTransport, isGrpcTransport, wireSizeOf } from "../lib/rpc/mod.ts";
 import { anyVersion, isEtag, noVersion } from "../lib/resource/mod.ts";
-import { type Condition, matches, noneMatches, parseCondition, strongTags } from "./conditions.ts";
+import {
+  type Condition,
+  matches,
+  maxConditionLength,
+  noneMatches,
+  parseCondition,
+  strongTags,
+} from "./conditions.ts";
 import { errorResponse, methodNotAllowed, rpcErrorResponse } from "./http_errors.ts";
 import {
   decodeMessage,
@@ -827,7 +834,7 @@ function conditionsOf(route: Route, req: Request): Conditions {
       400,
       Code.InvalidArgument,
       `${name} must be * or a list of entity tags ("...", as the ETag header gives them, or ` +
-        `W/"..."`,
+        `W/"..."), at most ${maxConditionLength.toLocaleString("en-US")} characters`,
     );
   };
   return {

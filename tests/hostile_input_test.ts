@@ -1380,3 +1380,71 @@ Deno.test("hostile input through the gateway: always a 4xx JSON error, nothing w
     );
   }
 });
+
+Deno.test("condition headers past their 1,024 characters: 400 on a write, ignored by a GET", async (t) => {
+  // The OpenAPI document bounds `If-Match` and `If-None-Match` to 1,024 characters; a longer one
+  // is malformed, however well-formed its tags: refused where a malformed one is (400, nothing
+  // written), ignored by a GET's If-None-Match (a full answer, never a 304).
+  const stack = await startStack();
+  const api = httpClient(stack.gatewayUrl);
+  const sql = openDatabase(stack);
+  const token = await stack.token({ sub: "hostile", projects: ["p1"], space: "s1" });
+  try {
+    const created = await api("POST", "/v1/core/roles", {
+      token,
+      json: { name: "Long tags", resource_type: "project" },
+    });
+    assert.equal(created.status, 201, created.text);
+    const role = created.body;
+    const path = `/v1/core/roles/${role.id}`;
+    // The current etag first, then other tags up to past the limit: a list that would hold.
+    const list = (first: string) => {
+      const tags = [`"${first}"`];
+      while (tags.join(", ").length <= 1024) tags.push(`"t${tags.length}"`);
+      return tags.join(", ");
+    };
+    const current = list(role.etag);
+    const other = list("stale");
+    assert.ok(current.length > 1024 && current.length < 1100);
+    const before = await dbDigest(sql);
+    const cases: Array<[string, string, Record<string, string>, unknown?]> = [
+      ["PUT", path, { "if-match": current }, { name: "Renamed", resource_type: "project" }],
+      ["PUT", path, { "if-none-match": other }, { name: "Renamed", resource_type: "project" }],
+      ["DELETE", path, { "if-match": current }],
+      ["DELETE", path, { "if-none-match": other }],
+      ["POST", "/v1/core/roles", { "if-none-match": other }, { name: "New", resource_type: "p" }],
+      ["POST", "/v1/core/roles", { "if-match": `"${"a".repeat(1100)}"` }, {
+        name: "New",
+        resource_type: "p",
+      }],
+      ["GET", path, { "if-match": current }],
+    ];
+    for (const [method, url, headers, json] of cases) {
+      await t.step(`${method} ${Object.keys(headers)[0]}`, async () => {
+        const res = await api(method, url, {
+          token,
+          headers,
+          ...(json !== undefined ? { json } : {}),
+        });
+        assert.equal(res.status, 400, `${method} ${url}: ${res.status} ${res.text}`);
+        assert.equal(res.body.error.code, "invalid_argument");
+        assert.match(res.body.error.message, /1,?024 characters/);
+      });
+    }
+    assert.equal(await dbDigest(sql), before, "a refused condition wrote to the database");
+    await t.step("a GET ignores an If-None-Match past the limit", async () => {
+      const res = await api("GET", path, { token, headers: { "if-none-match": current } });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.id, role.id);
+      const held = await api("GET", path, {
+        token,
+        headers: { "if-none-match": `"${role.etag}"` },
+      });
+      assert.equal(held.status, 304);
+    });
+    await assertStackAlive(stack);
+  } finally {
+    await sql.end();
+    await stack.stop();
+  }
+});
