@@ -234,7 +234,9 @@ function answers(
     "bad-request": answer(
       "400 Bad Request",
       "invalid_argument",
-      "The request could not be read: a malformed Content-Length, or not HTTP/1.1",
+      "The request could not be read as HTTP/1.1: a malformed request line (a target with a " +
+        "space, a control or a non-ASCII byte: percent-encode it), a malformed header field " +
+        "(a control character in its value), no Host or two, or a malformed Content-Length",
       errorBody,
     ),
     // A well-formed request of a method no server of this kind serves (RFC 9110 15.6.2).

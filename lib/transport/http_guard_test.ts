@@ -879,3 +879,31 @@ Deno.test("RequestParser reads the same requests however the bytes are split bet
     { numRuns: 300 },
   );
 });
+
+Deno.test("serveGuarded's 400 for a head it cannot read says what can be wrong with it", async () => {
+  // Most of these are not about Content-Length: a control character in a field, a byte outside
+  // ASCII or a space in the target, no Host. The message names the parts of a head that can be.
+  const server = serveGuarded({ port: 0, hostname: "127.0.0.1" }, () => new Response("ok"));
+  try {
+    for (
+      const head of [
+        "GET /a\xe9 HTTP/1.1\r\nHost: x\r\n",
+        "GET /a?b=c d HTTP/1.1\r\nHost: x\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k\x01\r\n",
+        "GET / HTTP/1.1\r\n",
+      ]
+    ) {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+      await conn.write(Uint8Array.from(head + "\r\n", (c) => c.charCodeAt(0)));
+      const text = new TextDecoder().decode(await new Response(conn.readable).arrayBuffer());
+      assert.match(text, /^HTTP\/1\.1 400 /, JSON.stringify(head));
+      const body = JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
+      assert.equal(body.error.code, "invalid_argument");
+      assert.match(body.error.message, /request line/, JSON.stringify(head));
+      assert.match(body.error.message, /header field/);
+      assert.match(body.error.message, /Host/);
+    }
+  } finally {
+    await server.shutdown();
+  }
+});
