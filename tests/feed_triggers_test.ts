@@ -114,3 +114,40 @@ Deno.test("a truncate of a table followers keep notifies that everything may hav
     }
   });
 });
+
+Deno.test("a signing key created, deleted or changed notifies the token service's replicas; sealing it again nobody", async () => {
+  await migrated("token", async (sql) => {
+    const insert = (kid: string) =>
+      sql`insert into token.signing_keys
+          (kid, alg, public_jwk, private_jwk_sealed, created_at, signs_from, signs_until,
+           published_until)
+        values (${kid}, 'EdDSA', '{"kty":"OKP","crv":"Ed25519","x":"AA"}', '\\x00', now(), now(),
+                now() + interval '1 hour', now() + interval '2 hours')`;
+    const heard = await listenTo(sql, "token_signing_keys");
+    try {
+      await insert("k1");
+      assert.deepEqual(await heard.flush(), ["keys"]);
+      await sql`update token.signing_keys set private_jwk_sealed = '\\x01' where kid = 'k1'`;
+      assert.deepEqual(await heard.flush(), [], "sealed again under another secret");
+      await sql`delete from token.signing_keys where kid = 'nothing'`;
+      assert.deepEqual(await heard.flush(), [], "a statement that changes no key");
+      for (
+        const change of [
+          () => sql`update token.signing_keys set published_until = now() + interval '1 hour'`,
+          () => sql`update token.signing_keys set signs_until = now() + interval '1 minute'`,
+          () => sql`update token.signing_keys set public_jwk = '{"kty":"OKP"}'`,
+          () => sql`delete from token.signing_keys where kid = 'k1'`,
+        ]
+      ) {
+        await change();
+        assert.deepEqual(await heard.flush(), ["keys"]);
+      }
+      await insert("k2");
+      await heard.flush();
+      await sql`truncate token.signing_keys`;
+      assert.deepEqual(await heard.flush(), ["reset"]);
+    } finally {
+      await heard.close();
+    }
+  });
+});

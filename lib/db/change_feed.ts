@@ -70,11 +70,14 @@ export const propagationMs = 1000;
  * The channels the owners' triggers notify, named once for every follower: the oauth registry's
  * (services/oauth/migrations/0004_change_feed.sql; its triggers are named after it, the clients'
  * one `<channel>_clients`), the token service's revoked tokens
- * (services/token/migrations/0004_revocation_feed.sql, trigger `revoked_tokens_inserted`) and the
- * core area's units (services/core/migrations/0008_change_feed.sql, trigger `<channel>_units`).
+ * (services/token/migrations/0004_revocation_feed.sql, trigger `revoked_tokens_inserted`) and
+ * signing keys (services/token/migrations/0017_signing_keys_feed.sql, trigger
+ * `signing_keys_changed`), and the core area's units (services/core/migrations/0008_change_feed.sql,
+ * trigger `<channel>_units`).
  */
 export const registryChangesChannel = "oauth_registry_changes";
 export const revocationsChannel = "token_revocations";
+export const signingKeysChannel = "token_signing_keys";
 export const coreChangesChannel = "core_changes";
 
 /** The prefix of heartbeats; owners' payloads never start with it. */

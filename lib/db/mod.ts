@@ -15,6 +15,7 @@ export {
   propagationMs,
   registryChangesChannel,
   revocationsChannel,
+  signingKeysChannel,
 } from "./change_feed.ts";
 export {
   createFeedCache,
