@@ -4,8 +4,8 @@
  *
  * Verified tokens are remembered until they expire: a resource server introspects the same token
  * again and again, and a signature check and the JWT's parsing are most of an introspection's CPU.
- * A remembered token is checked again at every use against its expiry and its key (one no longer
- * published is verified again, and refused); revocation is not remembered here (the caller looks
+ * A remembered token is checked again at every use against its expiry and its key as the ring has
+ * it now (one no longer published is verified again, and refused); revocation is not remembered here (the caller looks
  * it up every time). At most `cacheBytes` (2 MiB; a token counted with its claims by `memoBytes`),
  * taken from the memory budget (lib/platform/bounded_cache.ts).
  *
@@ -98,7 +98,7 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
   const verified = createBoundedCache({
     maxBytes: options.cacheBytes ?? 2 * 1024 * 1024,
     budget: options.budget,
-  }).region<{ claims: AccessClaims; exp: number; kid: string }>();
+  }).region<{ claims: AccessClaims; exp: number; kid: string; publicKey: CryptoKey }>();
   return {
     async sign(claims) {
       await keys.ready();
@@ -119,13 +119,16 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
 
     async verify(token) {
       if (token.length > 8192) return undefined;
+      await keys.ready();
       const hit = verified.get(token);
       if (hit) {
-        // Expired, or signed by a key no longer published: verified again, and refused.
-        if (hit.exp * 1000 > now() && keys.byKid(hit.kid)) return hit.claims;
+        // Expired, or signed by a key no longer published (or no longer the same): verified
+        // again, and refused.
+        if (hit.exp * 1000 > now() && keys.byKid(hit.kid)?.publicKey === hit.publicKey) {
+          return hit.claims;
+        }
         verified.delete(token);
       }
-      await keys.ready();
       try {
         // One token, one text: base64url decoding drops the signature's last bits, so that other
         // texts of the token would verify too, and miss whatever is kept by the token's text.
@@ -144,7 +147,11 @@ export function createAccessTokens(options: AccessTokenOptions): AccessTokens {
         if (typeof payload.aud !== "string" || typeof payload.client_id !== "string") return;
         if (!isUuid(payload.jti!)) return undefined;
         const claims = payload as AccessClaims;
-        verified.set(token, { claims, exp: claims.exp, kid: key.kid }, memoBytes(token, claims));
+        verified.set(
+          token,
+          { claims, exp: claims.exp, kid: key.kid, publicKey: key.publicKey },
+          memoBytes(token, claims),
+        );
         return claims;
       } catch {
         return undefined;

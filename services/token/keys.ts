@@ -18,15 +18,27 @@
  * starts when the current one's ends. A key therefore appears in the JWK Set a whole rotation
  * period before it signs anything (so no verifier's cached set lacks it), and stays there after its
  * period until the last token it signed has expired. Replicas agree through the table: whichever
- * finds a key missing creates it under an advisory lock, and every replica re-reads the table each
- * minute and signs with the key whose period holds now.
+ * finds a key missing creates it under an advisory lock, and each replica signs with the key whose
+ * period holds now.
+ *
+ * Each replica keeps the keys in memory, and Postgres keeps them honest: every insertion, deletion
+ * or change of a key (but for sealing it again) notifies `token_signing_keys` as it commits
+ * (migrations/0017_signing_keys_feed.sql), and the ring follows the channel
+ * (lib/db/change_feed.ts). A notification, or listening again after a lost connection, has the
+ * table read again (and a missing current or next key created), and until that read is done, or
+ * while the feed is not fresh, {@link KeyRing.ready} reads the table before answering. So a key
+ * deleted or changed by SQL (an operator deleting a compromised key) stops verifying, and one
+ * created starts, in every replica within a second. Without a feed (the embedded database's single
+ * connection leaves no room for a listener) the table is read again on use once what was read is
+ * a second old. The owner also reads it each minute ({@link KeyRing.refresh}), which creates the
+ * next key once the current one has started signing.
  *
  * @module
  */
 
 import { calculateJwkThumbprint, type JWK } from "jose";
 import type { TransactionSql } from "postgres";
-import type { Sql } from "../../lib/db/mod.ts";
+import { type ChangeFeed, type FollowOptions, propagationMs, type Sql } from "../../lib/db/mod.ts";
 
 /** The pool, or a transaction of it. */
 type Queries = Sql | TransactionSql;
@@ -65,13 +77,24 @@ export interface KeyRingOptions {
   tokenLifetimeMs: number;
   /** The clock. */
   now: () => number;
+  /**
+   * Follows the keys' change channel (lib/db/change_feed.ts's followChanges, bound); without it,
+   * the table is read again on use once what was read is a second old.
+   */
+  follow?: ((options: FollowOptions) => ChangeFeed) | undefined;
+  /** The monotonic clock (ms) the age of a read is measured on (default `performance.now()`). */
+  monotonic?: () => number;
 }
 
-/** The keys, re-read from the table by {@link KeyRing.refresh}. */
+/** The keys, read from the table (see the module's header). */
 export interface KeyRing {
   /** Makes sure the current and the next key exist, and loads every published key. */
   refresh(): Promise<void>;
-  /** Resolves once a refresh has succeeded (starting one if none has yet). */
+  /**
+   * Resolves once the keys in memory may be used: at once when they were read after the last
+   * change arrived and the feed is fresh, else when a refresh begun since has succeeded. Call it
+   * before each use of {@link signing}, {@link byKid} or {@link jwks}.
+   */
   ready(): Promise<void>;
   /** The key that signs now. Throws when none has been loaded. */
   signing(): SigningKey;
@@ -79,6 +102,8 @@ export interface KeyRing {
   byKid(kid: string): SigningKey | undefined;
   /** The JWK Set of the published keys (public parts only). */
   jwks(): { keys: JWK[] };
+  /** Stops following the feed. */
+  close(): Promise<void>;
 }
 
 const lockId = 0x746f6b656e; // "token": one advisory lock for key creation
@@ -183,8 +208,14 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
   let previousSealers: Promise<CryptoKey>[] | undefined;
   let keys: SigningKey[] = [];
   const byKid = new Map<string, SigningKey>();
-  /** Opened private keys by kid: a key is unsealed once per process. */
-  const opened = new Map<string, SigningKey>();
+  /**
+   * Imported keys by kid, with the public JWK they were imported from: a key is unsealed once per
+   * process. Its times are the row's at each read (SQL may change them).
+   */
+  const opened = new Map<
+    string,
+    { publicJwk: string; publicKey: CryptoKey; privateKey: CryptoKey | undefined }
+  >();
 
   async function createKey(tx: Queries, signsFrom: number): Promise<void> {
     const pair = await crypto.subtle.generateKey(algorithms[alg]!, true, [
@@ -279,31 +310,39 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
       order by signs_from`;
     const fresh: SigningKey[] = [];
     for (const row of rows) {
-      let key = opened.get(row.kid);
-      if (!key) {
-        const signsUntil = row.signs_until.getTime();
-        const params = algorithms[row.alg];
-        if (!params) continue; // an algorithm this version does not know: not published by it
-        const publicKey = await crypto.subtle.importKey("jwk", row.public_jwk, params, true, [
-          "verify",
-        ]);
-        // Only keys that still sign are unsealed.
-        const privateKey = signsUntil > at.getTime()
-          ? await crypto.subtle.importKey("jwk", await open(row), params, false, ["sign"])
-          : undefined;
-        key = {
-          kid: row.kid,
-          alg: row.alg,
-          publicJwk: row.public_jwk,
-          privateKey,
-          publicKey,
-          signsFrom: row.signs_from.getTime(),
-          signsUntil,
-          publishedUntil: row.published_until.getTime(),
+      const params = algorithms[row.alg];
+      if (!params) continue; // an algorithm this version does not know: not published by it
+      const signsUntil = row.signs_until.getTime();
+      const publicJwk = JSON.stringify(row.public_jwk);
+      let imported = opened.get(row.kid);
+      if (imported?.publicJwk !== publicJwk) {
+        imported = {
+          publicJwk,
+          publicKey: await crypto.subtle.importKey("jwk", row.public_jwk, params, true, ["verify"]),
+          privateKey: undefined,
         };
-        opened.set(row.kid, key);
       }
-      fresh.push(key);
+      // Only keys that still sign are unsealed.
+      if (!imported.privateKey && signsUntil > at.getTime()) {
+        imported.privateKey = await crypto.subtle.importKey(
+          "jwk",
+          await open(row),
+          params,
+          false,
+          ["sign"],
+        );
+      }
+      opened.set(row.kid, imported);
+      fresh.push({
+        kid: row.kid,
+        alg: row.alg,
+        publicJwk: row.public_jwk,
+        privateKey: signsUntil > at.getTime() ? imported.privateKey : undefined,
+        publicKey: imported.publicKey,
+        signsFrom: row.signs_from.getTime(),
+        signsUntil,
+        publishedUntil: row.published_until.getTime(),
+      });
     }
     keys = fresh;
     byKid.clear();
@@ -311,22 +350,61 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
     for (const kid of opened.keys()) if (!byKid.has(kid)) opened.delete(kid);
   }
 
-  let loaded: Promise<void> | undefined;
   async function refresh(): Promise<void> {
     await ensure();
     await load();
   }
-  return {
-    async refresh() {
+
+  const monotonic = options.monotonic ?? (() => performance.now());
+  /** Changes that arrived (notifications, and listening again). */
+  let changes = 0;
+  /** The last refresh that succeeded: how many changes had arrived when it began, and when. */
+  let loaded: { changes: number; at: number } | undefined;
+  /** The refresh under way, and how many changes had arrived when it was asked for. */
+  let underWay: { changes: number; done: Promise<void> } | undefined;
+
+  /**
+   * A refresh begun after the last change arrived: the one under way, or a new one after it (a new
+   * one in any case when `anew`).
+   */
+  function reread(anew = false): Promise<void> {
+    if (!anew && underWay && underWay.changes === changes) return underWay.done;
+    const previous = underWay?.done;
+    const seen = changes;
+    const done = (async () => {
+      await previous?.catch(() => {}); // one at a time, so that an older read never lands last
+      const at = monotonic();
       await refresh();
-      loaded = Promise.resolve();
+      if (!loaded || seen >= loaded.changes) loaded = { changes: seen, at };
+    })();
+    const mine = { changes: seen, done };
+    underWay = mine;
+    done.catch(() => {}).finally(() => {
+      if (underWay === mine) underWay = undefined;
+    });
+    return done;
+  }
+
+  const feed = options.follow?.({
+    onChange() {
+      changes++;
+      reread().catch(() => {}); // failed: the next use reads the table
     },
+    onReset() {
+      changes++;
+      reread().catch(() => {});
+    },
+  });
+
+  /** Whether the keys in memory are as the table was at most a second ago. */
+  const current = () =>
+    loaded !== undefined && loaded.changes === changes &&
+    (feed ? feed.fresh() : monotonic() - loaded.at < propagationMs);
+
+  return {
+    refresh: () => reread(true),
     ready() {
-      loaded ??= refresh().catch((error) => {
-        loaded = undefined;
-        throw error;
-      });
-      return loaded;
+      return current() ? Promise.resolve() : reread();
     },
     signing() {
       const at = now();
@@ -341,6 +419,9 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
     jwks() {
       const at = now();
       return { keys: keys.filter((k) => k.publishedUntil > at).map((k) => k.publicJwk) };
+    },
+    async close() {
+      await feed?.close();
     },
   };
 }

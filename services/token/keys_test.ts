@@ -2,14 +2,25 @@
  * The signing keys against a real Postgres, on an injected clock: the current and the next key are
  * published, rotation moves signing to the next one, a retired key stays published until the last
  * token it signed has expired, replicas starting together create each key once, and the private
- * parts are stored sealed; access tokens verified with them are remembered within their bytes.
+ * parts are stored sealed; access tokens verified with them are remembered within their bytes. A
+ * key deleted or changed by SQL stops verifying in every replica within the promised second:
+ * through the notifications, through a read again when the feed is late or was lost, and without a
+ * feed once what was read is a second old.
  */
 
 import assert from "node:assert/strict";
-import { connect, migrate, readMigrations, type Sql } from "../../lib/db/mod.ts";
+import {
+  connect,
+  followChanges,
+  migrate,
+  propagationMs,
+  readMigrations,
+  signingKeysChannel,
+  type Sql,
+} from "../../lib/db/mod.ts";
 
 type Migration = Awaited<ReturnType<typeof readMigrations>>[number];
-import { createTestDatabase } from "../../lib/testing/mod.ts";
+import { createTestDatabase, manualFeed, until } from "../../lib/testing/mod.ts";
 import { createKeyRing, seal, unseal } from "./keys.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { createMemoryBudget } from "../../lib/platform/mod.ts";
@@ -250,5 +261,118 @@ Deno.test("access tokens: verified ones are remembered within their bytes, in th
       const variant = scoped.jwt.slice(0, -1) + alphabet[last ^ bits];
       assert.equal(await tokens.verify(variant), undefined, variant);
     }
+  });
+});
+
+/** The `kid` in a JWT's header. */
+const kidOf = (jwt: string) =>
+  JSON.parse(atob(jwt.split(".")[0]!.replace(/-/g, "+").replace(/_/g, "/"))).kid;
+
+Deno.test("a signing key deleted or ended by SQL stops verifying in both replicas within a second", async () => {
+  await withTokenSchema(async (sql) => {
+    let clock = Date.UTC(2030, 0, 1);
+    const now = () => clock;
+    const replica = () => {
+      const keys = createKeyRing({
+        sql,
+        encryptionKey: secret,
+        rotationMs: 24 * hour,
+        tokenLifetimeMs: hour,
+        now,
+        follow: (handlers) => followChanges(sql, signingKeysChannel, handlers),
+      });
+      return {
+        keys,
+        tokens: createAccessTokens({ keys, issuer: "https://i.example", ttlSeconds: 900, now }),
+      };
+    };
+    const replicas = [replica(), replica()];
+    try {
+      await Promise.all(replicas.map((r) => r.keys.ready()));
+      const claims = { sub: "c", aud: "p1", client_id: "c" };
+      /** Whether `jwt` verifies in no replica. */
+      const refused = async (jwt: string) =>
+        (await Promise.all(replicas.map((r) => r.tokens.verify(jwt)))).every((c) => !c);
+
+      // A compromised key deleted: its tokens are refused, and a new key signs, in both.
+      const first = (await replicas[0]!.tokens.sign(claims)).jwt;
+      for (const r of replicas) assert.ok(await r.tokens.verify(first));
+      await sql`delete from token.signing_keys where kid = ${kidOf(first)}`;
+      await until(() => refused(first), propagationMs, "the deleted key's token refused in both");
+      for (const r of replicas) {
+        const signed = (await r.tokens.sign(claims)).jwt;
+        assert.notEqual(kidOf(signed), kidOf(first));
+        assert.ok(await replicas[0]!.tokens.verify(signed));
+        assert.ok(await replicas[1]!.tokens.verify(signed));
+      }
+
+      // A key's publication ended by an update: the same.
+      clock += 10 * 60_000;
+      const second = (await replicas[1]!.tokens.sign(claims)).jwt;
+      for (const r of replicas) assert.ok(await r.tokens.verify(second));
+      const ended = new Date(clock - 60_000);
+      await sql`update token.signing_keys set signs_until = ${ended}, published_until = ${ended}
+        where kid = ${kidOf(second)}`;
+      await until(() => refused(second), propagationMs, "the ended key's token refused in both");
+      for (const r of replicas) {
+        assert.equal(r.keys.jwks().keys.some((k) => k.kid === kidOf(second)), false);
+        assert.notEqual(kidOf((await r.tokens.sign(claims)).jwt), kidOf(second));
+      }
+    } finally {
+      await Promise.all(replicas.map((r) => r.keys.close()));
+    }
+  });
+});
+
+Deno.test("the keys are read again when the feed is late or was lost, and without a feed after a second", async () => {
+  await withTokenSchema(async (sql) => {
+    const now = () => Date.UTC(2030, 0, 1);
+    let mono = 0;
+    const feed = manualFeed();
+    const options = {
+      sql,
+      encryptionKey: secret,
+      rotationMs: 24 * hour,
+      tokenLifetimeMs: hour,
+      now,
+      monotonic: () => mono,
+    };
+    const followed = createKeyRing({ ...options, follow: feed.follow });
+    const unfollowed = createKeyRing(options);
+    await followed.ready();
+    await unfollowed.ready();
+    const published = () => followed.jwks().keys.map((k) => k.kid!);
+    const [current, next] = published();
+    assert.equal(unfollowed.jwks().keys.length, 2);
+
+    // Deleted with no notification heard: memory answers while the feed is fresh...
+    await sql`delete from token.signing_keys where kid = ${next!}`;
+    await followed.ready();
+    assert.ok(followed.byKid(next!));
+    // ...and the table while it is late.
+    feed.setFresh(false);
+    await followed.ready();
+    assert.equal(followed.byKid(next!), undefined);
+    feed.setFresh(true);
+
+    // Listening again after a lost connection: everything is read again.
+    await sql`delete from token.signing_keys where kid = ${current!}`;
+    await followed.ready();
+    assert.ok(followed.byKid(current!));
+    feed.handlers().onReset();
+    await followed.ready();
+    assert.equal(followed.byKid(current!), undefined);
+    assert.notEqual(followed.signing().kid, current);
+
+    // Without a feed: what was read is used for a second, then read again.
+    assert.ok(unfollowed.byKid(current!));
+    mono += propagationMs - 1;
+    await unfollowed.ready();
+    assert.ok(unfollowed.byKid(current!));
+    mono += 1;
+    await unfollowed.ready();
+    assert.equal(unfollowed.byKid(current!), undefined);
+    assert.equal(unfollowed.byKid(next!), undefined);
+    await followed.close();
   });
 });

@@ -34,6 +34,7 @@ import {
   inBatches,
   registryChangesChannel,
   revocationsChannel,
+  signingKeysChannel,
 } from "../../lib/db/mod.ts";
 import { createAccessTokens } from "./access_tokens.ts";
 import { deriveCsrfKey } from "./authorization.ts";
@@ -51,7 +52,11 @@ import { eventSchema } from "./security_events.ts";
 
 const url = (fallback: string) => v.optional(v.pipe(v.string(), v.url("must be a URL")), fallback);
 
-/** How often each replica re-reads the signing keys and deletes what has expired. */
+/**
+ * How often each replica makes sure the next signing key exists (one is made once the current one
+ * starts signing) and deletes what has expired. Changes to the keys reach it sooner, through
+ * Postgres (./keys.ts).
+ */
 const refreshEveryMs = 60_000;
 
 /** Batches of 1,000 rows of each kind a purge deletes at most (200,000 rows: 3,333 a second). */
@@ -81,7 +86,8 @@ export const tokenService = defineService({
      * The most memory the registry's answers may take (MiB, estimated): clients, verified secrets'
      * digests, installations, configs (./registry_cache.ts). 0 keeps nothing in memory, the list
      * of revoked tokens included, and listens to nothing (the embedded database has one
-     * connection, and a listener would need its own).
+     * connection, and a listener would need its own): the signing keys are then read again on use
+     * once what was read is a second old.
      */
     REGISTRY_CACHE_MIB: nonNegativeInt(4),
     /**
@@ -94,6 +100,9 @@ export const tokenService = defineService({
   },
   serve: ({ sql, config, log, metrics, notReady, migrated, verify, budget, now }) => {
     const ttlMs = config.ACCESS_TOKEN_TTL_SECONDS * 1000;
+    // What changes in the registry, which tokens are revoked and the signing keys reach every
+    // replica through Postgres within a second (lib/db/change_feed.ts).
+    const cached = config.REGISTRY_CACHE_MIB > 0;
     const keys = createKeyRing({
       sql,
       encryptionKey: config.TOKEN_KEY_ENCRYPTION_KEY,
@@ -104,6 +113,8 @@ export const tokenService = defineService({
       // Published a minute longer than the last token lives, for clocks that differ.
       tokenLifetimeMs: ttlMs + 60_000,
       now,
+      // No listener (the embedded database's one connection): the keys are read again on use.
+      follow: cached ? (handlers) => followChanges(sql, signingKeysChannel, handlers) : undefined,
     });
     const remote = createRegistry({
       url: config.OAUTH_REGISTRY_GRPC_URL,
@@ -112,9 +123,6 @@ export const tokenService = defineService({
       timeoutMs: config.RPC_TIMEOUT_MS,
       now,
     });
-    // What changes in the registry, and which tokens are revoked, reach every replica through
-    // Postgres within a second (lib/db/change_feed.ts).
-    const cached = config.REGISTRY_CACHE_MIB > 0;
     const cache = !cached ? undefined : cacheRegistry(remote, {
       follow: (handlers) => followChanges(sql, registryChangesChannel, handlers),
       maxBytes: config.REGISTRY_CACHE_MIB * 1024 * 1024,
@@ -232,6 +240,8 @@ export const tokenService = defineService({
             revocations,
             issuer,
             refreshTokenTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
+            // Shorter than the shortest rotation period (an hour), which is how long a key is
+            // published before it signs: a verifier's copy of the set has the key that signs.
             jwksMaxAgeSeconds: 300,
             csrfKeys,
             dpop,
