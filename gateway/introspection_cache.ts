@@ -11,11 +11,12 @@
  *   token and of the caller's credentials (with a key made at start-up and never stored: memory
  *   holds no token and no secret). Never an inactive answer (which anyone can make up tokens for),
  *   a refresh token's, or one to a client assertion (single use).
- * - **Dropped by every change.** The gateway follows the two channels the token service's own
+ * - **Dropped by every change.** The gateway follows the three channels the token service's own
  *   caches follow (lib/db/change_feed.ts): `oauth_registry_changes` (a client suspended or deleted,
- *   a secret deleted, an installation revoked, a config changed) and `token_revocations` (a token
- *   or a family revoked). Any notification on either, and a lost listening connection, drops
- *   everything; answers are given from memory only while both feeds are fresh (every change
+ *   a secret deleted, an installation revoked, a config changed), `token_revocations` (a token or
+ *   a family revoked) and `token_signing_keys` (a signing key deleted or changed). Any
+ *   notification on any of them, and a lost listening connection, drops everything; answers are
+ *   given from memory only while every feed is fresh (every change
  *   committed more than 800 ms ago applied), so every change takes effect within a second in every
  *   gateway.
  * - **Never kept across a change, nor just after one.** An answer whose call saw a change arrive
@@ -41,11 +42,16 @@ import {
   type FollowOptions,
   registryChangesChannel,
   revocationsChannel,
+  signingKeysChannel,
 } from "../lib/db/mod.ts";
 import { hmacSha256, type MemoryBudget } from "../lib/platform/mod.ts";
 
 /** The channels whose changes can end an active answer (their owners' triggers notify them). */
-export const introspectionChannels = [registryChangesChannel, revocationsChannel] as const;
+export const introspectionChannels = [
+  registryChangesChannel,
+  revocationsChannel,
+  signingKeysChannel,
+] as const;
 
 /** How late a token service replica may apply a change (lib/db/change_feed.ts's default). */
 const maxLagMs = 800;
@@ -68,7 +74,7 @@ export interface IntrospectionCacheOptions {
   /** The process's memory budget, which the kept bytes are taken from. */
   budget?: MemoryBudget | undefined;
   /**
-   * Whether the owners' triggers that notify both channels exist (their migrations have run):
+   * Whether the owners' triggers that notify every channel exist (their migrations have run):
    * until they do, every answer comes from the token service.
    */
   notifies(): Promise<boolean>;

@@ -6,16 +6,18 @@ import {
   introspectionChannels,
 } from "./introspection_cache.ts";
 
-/** A cache over two feeds driven by hand, with both clocks in the test's hands. */
+/** A cache over its feeds driven by hand, with both clocks in the test's hands. */
 async function setup(options: { notifies?: () => Promise<boolean>; maxBytes?: number } = {}) {
   const feeds = {
     registry: manualFeed(),
     revocations: manualFeed(),
+    keys: manualFeed(),
   };
+  const byChannel = [feeds.registry, feeds.revocations, feeds.keys];
   const clock = { wall: 1_800_000_000_000, mono: 10_000 };
   const cache = createIntrospectionCache({
     follow: (channel, handlers) =>
-      (channel === introspectionChannels[0] ? feeds.registry : feeds.revocations).follow(handlers),
+      byChannel[introspectionChannels.indexOf(channel as never)]!.follow(handlers),
     maxBytes: options.maxBytes ?? 100_000,
     notifies: options.notifies ?? (() => Promise.resolve(true)),
     now: () => clock.wall,
@@ -60,7 +62,7 @@ Deno.test("introspection cache: an answer is given again until the token service
   await cache.close();
 });
 
-Deno.test("introspection cache: any change on either channel, or a lost connection, drops every answer", async () => {
+Deno.test("introspection cache: any change on any channel, or a lost connection, drops every answer", async () => {
   const { cache, feeds, clock, load, calls } = await setup();
   for (
     const drop of [
@@ -68,6 +70,8 @@ Deno.test("introspection cache: any change on either channel, or a lost connecti
       () => feeds.revocations.handlers().onChange("some-jti"),
       () => feeds.revocations.handlers().onReset(),
       () => feeds.registry.handlers().onReset(),
+      () => feeds.keys.handlers().onChange("keys"),
+      () => feeds.keys.handlers().onReset(),
     ]
   ) {
     const before = calls();
@@ -104,9 +108,13 @@ Deno.test("introspection cache: nothing from memory while either feed is stale, 
   await cache.through("c", "t", load("t"));
   assert.equal(calls(), 6);
   feeds.registry.setFresh(true);
+  feeds.keys.setFresh(false);
+  await cache.through("c", "t", load("t"));
+  assert.equal(calls(), 7);
+  feeds.keys.setFresh(true);
   clock.mono += 1;
   await cache.through("c", "t", load("t"));
-  assert.equal(calls(), 6);
+  assert.equal(calls(), 7);
   await cache.close();
 });
 

@@ -48,7 +48,13 @@ import {
   registerBudgetMetrics,
   registerCacheMetrics,
 } from "../lib/platform/mod.ts";
-import { connect, followChanges, registryChangesChannel } from "../lib/db/mod.ts";
+import {
+  connect,
+  createFeedCache,
+  followChanges,
+  registryChangesChannel,
+  signingKeysChannel,
+} from "../lib/db/mod.ts";
 import { createIntrospectionCache } from "./introspection_cache.ts";
 import { createReadCache, keptReads, readCaches } from "./read_cache.ts";
 import { formatTraceparent, requestIdOf, startSpan } from "../lib/platform/mod.ts";
@@ -224,6 +230,7 @@ export function startGateway(
   }
   const oauth = createOAuthEndpoints({
     introspections: listening?.introspections,
+    jwks: listening?.jwks,
     transport: backends[2]!.transport,
     issuer,
     rpcTimeoutMs: config.RPC_TIMEOUT_MS,
@@ -452,7 +459,12 @@ function listenForChanges(url: string, config: GatewayConfig, budget: MemoryBudg
       follow: (channel, handlers) => followChanges(sql, channel, handlers),
       maxBytes: config.INTROSPECTION_CACHE_MIB * mib,
       budget,
-      notifies: () => triggers([`${registryChangesChannel}_clients`, "revoked_tokens_inserted"]),
+      notifies: () =>
+        triggers([
+          `${registryChangesChannel}_clients`,
+          "revoked_tokens_inserted",
+          "signing_keys_changed",
+        ]),
     });
   // One cache per kept read (./read_cache.ts), each following its owner's channel.
   const reads = config.READ_CACHE_MIB === 0 ? undefined : readCaches(
@@ -466,11 +478,20 @@ function listenForChanges(url: string, config: GatewayConfig, budget: MemoryBudg
       })
     ),
   );
+  // The JWK Set, kept while no signing key changes (a few hundred bytes).
+  const jwks = createFeedCache({
+    follow: (handlers) => followChanges(sql, signingKeysChannel, handlers),
+    onChange: () => false,
+    maxBytes: 64 * 1024,
+    budget,
+    notifies: () => triggers(["signing_keys_changed"]),
+  });
   return {
     introspections,
     reads,
+    jwks,
     async close() {
-      await Promise.all([introspections?.close(), reads?.close()]);
+      await Promise.all([introspections?.close(), reads?.close(), jwks.close()]);
       await sql.end({ timeout: 1 });
     },
   };

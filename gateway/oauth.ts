@@ -18,8 +18,11 @@
  * - `POST /oauth2/device_authorization` (RFC 8628 3.1): a device's device code and user code, a form
  *   endpoint as the token endpoint is; `GET /oauth2/device` and its form's POST: the verification
  *   page (./device_page.ts), for the signed-in user as the consent page is;
- * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), held in memory for as long as the token
- *   service says a cache may keep them; it and the metadata may be read from any origin (CORS `*`);
+ * - `GET /oauth2/jwks`: the public signing keys (RFC 7517), asked of the token service; with
+ *   DATABASE_URL, held in memory for as long as the token service says a cache may keep them and
+ *   no signing key changes (`token_signing_keys`, followed as the introspections' channels are),
+ *   each answer's `max-age` what is left of that; it and the metadata may be read from any origin
+ *   (CORS `*`);
  * - `POST /oauth2/token` (RFC 6749 3.2), `POST /oauth2/introspect` (RFC 7662) and
  *   `POST /oauth2/revoke` (RFC 7009): `application/x-www-form-urlencoded` in, RFC JSON out, with
  *   `Cache-Control: no-store`. The token and revocation endpoints answer browser apps on their
@@ -63,6 +66,7 @@ import {
   serviceFailurePage,
 } from "./consent_page.ts";
 import type { IntrospectionCache } from "./introspection_cache.ts";
+import type { FeedCache } from "../lib/db/mod.ts";
 import type { RateLimiter } from "./rate_limit.ts";
 import {
   addressKey,
@@ -202,6 +206,11 @@ export interface OAuthOptions {
   /** Active introspections answered from memory (./introspection_cache.ts); unset: none. */
   introspections?: IntrospectionCache | undefined;
   /**
+   * Where the JWK Set is kept, following the signing keys' notifications (lib/db/feed_cache.ts);
+   * unset: every request asks the token service.
+   */
+  jwks?: FeedCache | undefined;
+  /**
    * The limit on requests that make the token service keep a row (device authorizations, pushed
    * requests), by the client's address ({@link addressKey}); unset: none.
    */
@@ -312,7 +321,7 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     request_uri_parameter_supported: false,
     dpop_signing_alg_values_supported: dpopSigningAlgs,
   });
-  let jwks: { body: string; until: number } | undefined;
+  const jwksKept = options.jwks?.region<{ body: string; until: number }>();
 
   /**
    * A call's metadata: the request id and trace, and who called from where, which the token
@@ -639,18 +648,24 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         if (req.method !== "GET" && req.method !== "HEAD") {
           return { response: methodNotAllowed(req.method, ["GET", "HEAD"]), route: url.pathname };
         }
-        if (!jwks || Date.now() >= jwks.until) {
-          try {
-            const res = await tokens.getJwks({}, {
-              timeoutMs: options.rpcTimeoutMs,
-              headers: headersOf(c),
-            });
-            const maxAge = Number(res.maxAgeSeconds);
-            jwks = { body: res.jwksJson, until: Date.now() + maxAge * 1000 };
-          } catch (error) {
-            const e = fromRpc(error, false, options.log, c.requestId);
-            return { response: errorAnswer(e), route: oauthPaths.jwks };
-          }
+        const load = async () => {
+          const res = await tokens.getJwks({}, {
+            timeoutMs: options.rpcTimeoutMs,
+            headers: headersOf(c),
+          });
+          return { body: res.jwksJson, until: Date.now() + Number(res.maxAgeSeconds) * 1000 };
+        };
+        let jwks: { body: string; until: number };
+        try {
+          jwks = (options.jwks && jwksKept
+            ? await options.jwks.through(jwksKept, "jwks", load, (v) =>
+              v.body.length * 2 + 256, {
+              serves: (v) => v.until > Date.now(),
+            })
+            : await load())!;
+        } catch (error) {
+          const e = fromRpc(error, false, options.log, c.requestId);
+          return { response: errorAnswer(e), route: oauthPaths.jwks };
         }
         const maxAge = Math.max(0, Math.floor((jwks.until - Date.now()) / 1000));
         return {

@@ -2,7 +2,7 @@
  * The token service's caches, kept honest by Postgres, with two replicas of it over one database
  * and one registry (real processes, real gRPC): every change to what they keep in memory (a
  * secret deleted, a client suspended, an installation revoked, an access token revoked on the
- * other replica) takes effect in both within the promised second, also when one replica's
+ * other replica, a signing key deleted by SQL) takes effect in both within the promised second, also when one replica's
  * listening connection is cut just before the change. And the cache is really in use: the
  * replicas answer from memory (their `registry_cache_answers_total{result="hits"}` grows). The
  * same for two gateways and their caches of introspections and client reads
@@ -20,8 +20,10 @@ import {
   propagated,
   spawn,
   startStack,
+  until,
   waitReady,
 } from "../lib/testing/mod.ts";
+import { propagationMs } from "../lib/db/mod.ts";
 import postgres from "postgres";
 import { keptReads } from "../gateway/read_cache.ts";
 import { createOAuthPolicy } from "../services/oauth/policy.ts";
@@ -29,6 +31,10 @@ import { corePolicy } from "../services/core/policy.ts";
 import { idKind } from "../lib/platform/mod.ts";
 
 const ids = idKind("cli");
+
+/** The `kid` in a JWT's header. */
+const kidOf = (jwt: string): string =>
+  JSON.parse(atob(jwt.split(".")[0]!.replace(/-/g, "+").replace(/_/g, "/"))).kid;
 
 Deno.test("the gateway's read cache checks the owner's own rule of each read it keeps", () => {
   const policies = new Map<unknown, Record<string, unknown>>([
@@ -224,7 +230,46 @@ Deno.test("two token-service replicas: every change reaches both caches within a
       for (const replica of replicas) {
         assert.match(await grant(replica, a, aSecret.secret), /^failed/);
       }
+      await setStatus("active");
     });
+
+    await t.step(
+      "a signing key deleted by SQL verifies nothing in both, also with a listener cut",
+      async () => {
+        for (const cutFirst of [false, true]) {
+          // Both replicas sign with the same current key; its tokens are active in both.
+          await until(
+            async () => !(await grant(replicas[1]!, a, aSecret.secret)).startsWith("failed"),
+            5000,
+            "client a active",
+          );
+          const token = await grant(replicas[0]!, a, aSecret.secret);
+          assert.doesNotMatch(token, /^failed/);
+          for (const replica of replicas) assert.equal(await introspect(replica, token), true);
+          if (cutFirst) {
+            const cut = await sql`
+            select pg_terminate_backend(pid) from pg_stat_activity
+            where application_name = ${`token-service/${second.child.pid}`}
+              and query ilike 'listen%'`;
+            assert.ok(cut.length >= 1);
+          }
+          const deleted = await sql`delete from token.signing_keys where kid = ${kidOf(token)}`;
+          assert.equal(deleted.count, 1);
+          await until(
+            async () =>
+              !(await introspect(replicas[0]!, token)) && !(await introspect(replicas[1]!, token)),
+            propagationMs,
+            "the deleted key's token inactive in both replicas",
+          );
+          // Each signs with another key, whose tokens both take.
+          for (const replica of replicas) {
+            const fresh = await grant(replica, a, aSecret.secret);
+            assert.notEqual(kidOf(fresh), kidOf(token));
+            for (const other of replicas) assert.equal(await introspect(other, fresh), true);
+          }
+        }
+      },
+    );
   } finally {
     for (const replica of replicas) replica.close();
     await sql.end();
@@ -411,6 +456,33 @@ Deno.test("two gateways: introspection answered from memory, and every change re
       await propagated();
       for (const i of [0, 1]) await inactive(i, token);
     });
+
+    await t.step(
+      "a signing key deleted by SQL: its tokens inactive, the key unpublished, in both",
+      async () => {
+        const token = await grant();
+        await held(token);
+        for (const i of [0, 1]) {
+          const set = await httpClient(gateways[i]!)("GET", "/oauth2/jwks");
+          assert.ok(set.body.keys.some((k: { kid: string }) => k.kid === kidOf(token)));
+        }
+        const deleted = await sql`delete from token.signing_keys where kid = ${kidOf(token)}`;
+        assert.equal(deleted.count, 1);
+        const refused = async (i: number) =>
+          (await introspect(i, token)).text === '{"active":false}';
+        const published = async (i: number) =>
+          (await httpClient(gateways[i]!)("GET", "/oauth2/jwks")).body.keys.some((
+            k: { kid: string },
+          ) => k.kid === kidOf(token));
+        await until(
+          async () =>
+            await refused(0) && await refused(1) && !await published(0) && !await published(1),
+          propagationMs,
+          "the deleted key's token inactive in both gateways",
+        );
+        assert.notEqual(kidOf(await grant()), kidOf(token), "another key signs");
+      },
+    );
 
     const clientPath = (clientId: string) => `/v1/projects/gp1/clients/${clientId}`;
     /** How many reads gateway `i` answered from memory. */
