@@ -241,7 +241,10 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
               ${new Date(signsUntil + tokenLifetimeMs)})`;
   }
 
-  /** Creates the current key when none signs now, and the next one when none follows it. */
+  /**
+   * Makes sure a key signs now (the waiting next key, else a new one) and one follows it (a new
+   * one, published a whole period before it signs).
+   */
   async function ensure(): Promise<void> {
     const at = now();
     const missing = async (tx: Queries) => {
@@ -258,13 +261,21 @@ export function createKeyRing(options: KeyRingOptions): KeyRing {
     if (first.currentUntil !== undefined && first.hasNext) return;
     await sql.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(${lockId})`;
-      const state = await missing(tx); // another replica may have created them meanwhile
-      let currentUntil = state.currentUntil;
-      if (currentUntil === undefined) {
-        await createKey(tx, at);
-        currentUntil = at + rotationMs;
+      let state = await missing(tx); // another replica may have created them meanwhile
+      if (state.currentUntil === undefined) {
+        // None signs now (deleted or ended by SQL, or the first start): the next key, published
+        // since it was made, signs from now to the end of its own period, where verifiers that
+        // keep the JWK Set may already have it; a key is made only when none is waiting.
+        const [promoted] = await tx`
+          update token.signing_keys set signs_from = ${new Date(at)}
+          where kid = (
+            select kid from token.signing_keys where signs_from > ${new Date(at)}
+            order by signs_from limit 1)
+          returning kid`;
+        if (!promoted) await createKey(tx, at);
+        state = await missing(tx);
       }
-      if (!state.hasNext) await createKey(tx, currentUntil);
+      if (!state.hasNext) await createKey(tx, state.currentUntil!);
       await tx`
         delete from token.signing_keys where published_until < ${new Date(at - 86_400_000)}`;
     });

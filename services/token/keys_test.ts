@@ -97,6 +97,32 @@ Deno.test("signing keys: published ahead, rotated, retired after their tokens", 
   });
 });
 
+Deno.test("the current key deleted by SQL: the next key, already published, signs at once", async () => {
+  await withTokenSchema(async (sql) => {
+    const clock = Date.UTC(2030, 0, 1);
+    const ring = createKeyRing({
+      sql,
+      encryptionKey: secret,
+      rotationMs: 24 * hour,
+      tokenLifetimeMs: hour,
+      now: () => clock,
+    });
+    await ring.refresh();
+    const current = ring.signing().kid;
+    const next = ring.jwks().keys.find((k) => k.kid !== current)!.kid;
+    await sql`delete from token.signing_keys where kid = ${current}`;
+    await ring.refresh();
+    assert.equal(ring.signing().kid, next, "the published next key, not a new one");
+    const rows = await sql<{ kid: string; signs_from: Date; signs_until: Date }[]>`
+      select kid, signs_from, signs_until from token.signing_keys order by signs_from`;
+    assert.equal(rows.length, 2, "the promoted key and a new next one");
+    assert.equal(rows[0]!.signs_from.getTime(), clock);
+    assert.equal(rows[0]!.signs_until.getTime(), clock + 48 * hour, "to its own period's end");
+    assert.equal(rows[1]!.signs_from.getTime(), clock + 48 * hour);
+    assert.ok(ring.jwks().keys.some((k) => k.kid === rows[1]!.kid), "published ahead");
+  });
+});
+
 Deno.test("the sealing secret changes: signing keys open under the previous one, sealed again under the new", async () => {
   await withTokenSchema(async (sql) => {
     const now = () => Date.UTC(2030, 0, 1);
