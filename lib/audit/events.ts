@@ -9,9 +9,15 @@
  *
  * A handler takes its {@link AuditContext} from the call ({@link auditContextOf}) and hands it to
  * the repository, whose mutating statement adds {@link eventCte}. What changed is kept as the
- * rows themselves, before and after ({@link changes}, with {@link rowJson} leaving out the columns
- * an event never shows), so the old values are the ones the statement replaced, not what the
- * handler read before; the changed fields are listed when the event is read ({@link toEvent}).
+ * rows themselves, before and after ({@link changes}), so the old values are the ones the statement
+ * replaced, not what the handler read before; the changed fields are listed when the event is read
+ * ({@link toEvent}).
+ *
+ * What an event shows of a row is an allow-list: each audited table names the columns its events
+ * show (`shown`, {@link AuditedTable}), and {@link rowJson} builds the JSON of those columns only.
+ * Every other column is left out: ids the resource name holds, timestamps, internals, and anything
+ * of a credential (a secret's hash or hint, a private key, a token, a code), which an event never
+ * holds. A column a migration adds is therefore shown by no event until it is listed.
  *
  * Who and from where: the token's claims, the request id, and the caller's address and user agent
  * as the gateway forwards them (`x-forwarded-for`, `x-forwarded-user-agent`); our servers add the
@@ -316,8 +322,11 @@ export async function numberEvents(sql: Sql, schema: string, batch = 10_000): Pr
 export interface AuditedTable {
   /** The schema that keeps the events. */
   schema: string;
-  /** The columns an event never shows: ids the resource name holds, timestamps, internals. */
-  hidden: readonly string[];
+  /**
+   * The columns an event shows of a row (a constant of the code): no other column is ever written
+   * to the trail, so one a migration adds stays out of it until it is listed here.
+   */
+  shown: readonly string[];
   /** The project (or space) of a row, as SQL over the row's alias. */
   parent(sql: Sql, row: Fragment): Fragment;
 }
@@ -350,20 +359,20 @@ export function rowEvent(
 
 /**
  * The event CTEs of a row that the statement's CTE `changed` created or deleted, under the
- * project (or space) `parent`, named `resource`, shown without the columns `hidden` (a constant
- * list of the caller). Pass the pool's `sql`, also in a transaction ({@link perPool}).
+ * project (or space) `parent`, named `resource`, showing the columns `shown` only (a constant list
+ * of the caller). Pass the pool's `sql`, also in a transaction ({@link perPool}).
  */
 export function changedRowEvent(
   sql: Sql,
   schema: string,
   audit: AuditContext,
-  hidden: readonly string[],
+  shown: readonly string[],
   parent: string,
   resource: string,
   deleted: boolean,
 ): Fragment {
-  const shape = changedShapes(sql, hidden, () => {
-    const json = rowJson(sql, sql`changed`, hidden);
+  const shape = changedShapes(sql, shown, () => {
+    const json = rowJson(sql, "changed", shown);
     const from = constant(sql, "changed");
     return {
       created: { from, changes: changes(sql, null, json) },
@@ -414,8 +423,8 @@ function shapeOf(
       alias === null
         ? null
         : columns === undefined
-        ? rowJson(sql, sql(alias), table.hidden)
-        : columnsJson(sql, alias, columns.filter((c) => !table.hidden.includes(c)));
+        ? rowJson(sql, alias, table.shown)
+        : columnsJson(sql, alias, columns.filter((c) => table.shown.includes(c)));
     shape = {
       parent: table.parent(sql, sql(row)),
       changes: changes(sql, json(old), json(next)),
@@ -438,25 +447,19 @@ export function columnsJson(sql: Sql, alias: string, columns: readonly string[])
 }
 
 /**
- * A row as the JSON an event shows: `to_jsonb(row)` without the columns in `hidden` (ids that the
- * resource name holds, timestamps that change on every write, secrets, internal columns).
+ * The row of the alias `alias` (a constant of the code) as the JSON an event shows: its columns
+ * `shown` only ({@link columnsJson}), the same keys and values as `to_jsonb` of the row shows them,
+ * so events written before an allow-list read the same. Made once per pool, list and alias (the
+ * lists are constants of the repositories), so a statement's text is the same on every write.
  */
-export function rowJson(sql: Sql, row: Fragment, hidden: readonly string[]): Fragment {
-  return sql`(to_jsonb(${row}) - ${hiddenLiteral(sql, hidden)})`;
+export function rowJson(sql: Sql, alias: string, shown: readonly string[]): Fragment {
+  const byAlias = rowJsons(sql, shown, () => new Map());
+  let json = byAlias.get(alias);
+  if (json === undefined) byAlias.set(alias, json = columnsJson(sql, alias, shown));
+  return json;
 }
 
-/**
- * `hidden` as a `text[]` literal in the statement's text, made once per pool and list (the lists
- * are constants of the repositories): as a parameter, postgres.js serialised the array again on
- * every write.
- */
-const hiddenLiterals = poolCache<readonly string[], Fragment>();
-
-function hiddenLiteral(sql: Sql, hidden: readonly string[]): Fragment {
-  return hiddenLiterals(sql, hidden, () => {
-    return sql.unsafe(`'{${hidden.map(plainName).join(",")}}'::text[]`);
-  });
-}
+const rowJsons = poolCache<readonly string[], Map<string, Fragment>>();
 
 /**
  * The changes between two rows' JSON ({@link rowJson}; null for a creation or a deletion), as the

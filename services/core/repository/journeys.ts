@@ -42,13 +42,16 @@ export type JourneyFields = Pick<
 export type JourneyRefusal = "not_found" | "no_parent" | "cycle" | "has_children" | "has_units";
 
 /**
- * How its rows are named in events; an event never shows the ids (in the resource name), the
- * space, the timestamps or the etag.
+ * What an event shows of a journey: its fields; not its ids (in the resource name), the space or
+ * the timestamps.
  */
+export const journeyShown = ["owner", "parent_id", "name", "description", "active"] as const;
+
+/** How its rows are named in events. */
 const audited: AuditedRows = {
   table: "core.journeys",
   schema: "core",
-  hidden: ["id", "space", "created_at", "updated_at", "etag"],
+  shown: journeyShown,
   parent: (sql, r) => sql`${r}.space`,
 };
 

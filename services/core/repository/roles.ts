@@ -35,13 +35,16 @@ export interface RoleRow {
 export type RoleFields = Pick<RoleRow, "name" | "description" | "resource_type" | "permissions">;
 
 /**
- * How its rows are named in events; an event never shows the ids (in the resource name), the
- * space, the timestamps or the etag.
+ * What an event shows of a role: its fields; not its ids (in the resource name), the space or the
+ * timestamps.
  */
+export const roleShown = ["name", "description", "resource_type", "permissions"] as const;
+
+/** How its rows are named in events. */
 const audited: AuditedRows = {
   table: "core.roles",
   schema: "core",
-  hidden: ["id", "space", "created_at", "updated_at", "etag"],
+  shown: roleShown,
   parent: (sql, r) => sql`${r}.space`,
 };
 

@@ -41,13 +41,25 @@ export type UnitFields = Pick<
 >;
 
 /**
- * How its rows are named in events; an event never shows the ids (in the resource name), the
- * space, the timestamps or the etag.
+ * What an event shows of a unit: its fields; not its ids (in the resource name), the space or the
+ * timestamps.
  */
+export const unitShown = [
+  "journey_id",
+  "originator",
+  "title",
+  "assignee",
+  "status",
+  "priority",
+  "description",
+  "due_at",
+] as const;
+
+/** How its rows are named in events. */
 const audited: AuditedRows = {
   table: "core.units",
   schema: "core",
-  hidden: ["id", "space", "created_at", "updated_at", "etag"],
+  shown: unitShown,
   parent: (sql, r) => sql`${r}.space`,
 };
 

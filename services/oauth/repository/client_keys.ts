@@ -66,8 +66,11 @@ export interface CreateKeyOptions {
   write: Write;
 }
 
-/** What an event never shows of a key: ids (in the resource name), timestamps and its uses. */
-export const keyHidden = ["id", "client_id", "created_at", "last_used_at", "etag"] as const;
+/**
+ * What an event shows of a key: its kid, algorithm, public JWK (the table refuses a private part)
+ * and expiry; not its ids (in the resource name), timestamps or uses.
+ */
+export const keyShown = ["kid", "algorithm", "jwk", "expires_at"] as const;
 
 /**
  * The event CTEs of the key `id` of the client `clientId` (stored ids), created or deleted (the
@@ -83,7 +86,7 @@ function keyEvent(
 ): Fragment {
   const client = ids.client.fromUuid(clientId);
   const resource = `projects/${projectId}/clients/${client}/keys/${ids.key.fromUuid(id)}`;
-  return changedRowEvent(sql, "oauth", write.audit, keyHidden, projectId, resource, deleted);
+  return changedRowEvent(sql, "oauth", write.audit, keyShown, projectId, resource, deleted);
 }
 
 /** The columns of a new key. */

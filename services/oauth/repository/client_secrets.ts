@@ -74,19 +74,11 @@ export interface CreateSecretOptions {
 }
 
 /**
- * What an event never shows of a secret: ids (in the resource name), its hash and hint (nothing
- * of a secret's value is ever written to the trail), timestamps and its uses.
+ * What an event shows of a secret: its expiry only. Never its hash, hint or hash key (nothing of a
+ * secret's value is ever written to the trail), nor its ids (in the resource name), timestamps or
+ * uses.
  */
-export const secretHidden = [
-  "id",
-  "client_id",
-  "secret_hash",
-  "hash_key_id",
-  "secret_hint",
-  "created_at",
-  "last_used_at",
-  "etag",
-] as const;
+export const secretShown = ["expires_at"] as const;
 
 /**
  * The event CTEs of the secret `id` of the client `clientId` (stored ids), created or deleted (the
@@ -102,7 +94,7 @@ function secretEvent(
 ): Fragment {
   const client = ids.client.fromUuid(clientId);
   const resource = `projects/${projectId}/clients/${client}/secrets/${ids.secret.fromUuid(id)}`;
-  return changedRowEvent(sql, "oauth", audit, secretHidden, projectId, resource, deleted);
+  return changedRowEvent(sql, "oauth", audit, secretShown, projectId, resource, deleted);
 }
 
 /** Reads and writes oauth.client_secrets. */

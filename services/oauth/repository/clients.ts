@@ -18,8 +18,8 @@ import {
   updateAudited,
   type Write,
 } from "../../../lib/audit/mod.ts";
-import { secretHidden } from "./client_secrets.ts";
-import { keyHidden } from "./client_keys.ts";
+import { secretShown } from "./client_secrets.ts";
+import { keyShown } from "./client_keys.ts";
 import { ids } from "../ids.ts";
 import type { Sql } from "../../../lib/db/mod.ts";
 import { uuidTime } from "../../../lib/platform/mod.ts";
@@ -45,13 +45,25 @@ export interface ClientRow {
 }
 
 /**
- * How its rows are named in events; an event never shows the ids (in the resource name), the
- * project, the timestamps or the etag, nor the origin keys (internal).
+ * What an event shows of a client: its settings; not its ids (in the resource name), project,
+ * timestamps, nor its origin keys (internal).
  */
+export const clientShown = [
+  "name",
+  "type",
+  "redirect_uris",
+  "javascript_origins",
+  "status",
+  "token_endpoint_auth_method",
+  "dpop_bound_access_tokens",
+  "require_pushed_authorization_requests",
+] as const;
+
+/** How its rows are named in events. */
 const audited: AuditedRows = {
   table: "oauth.clients",
   schema: "oauth",
-  hidden: ["id", "project_id", "created_at", "updated_at", "origin_keys", "etag"],
+  shown: clientShown,
   parent: (sql, r) => sql`${r}.project_id`,
 };
 
@@ -103,9 +115,9 @@ function cascadedCredentials(
   client: string,
   cte: "secrets_gone" | "keys_gone",
 ): Fragment {
-  const [table, prefix, hidden, collection] = cte === "secrets_gone"
-    ? ["oauth.client_secrets", "sec", secretHidden, "secrets"] as const
-    : ["oauth.client_keys", "key", keyHidden, "keys"] as const;
+  const [table, prefix, shown, collection] = cte === "secrets_gone"
+    ? ["oauth.client_secrets", "sec", secretShown, "secrets"] as const
+    : ["oauth.client_keys", "key", keyShown, "keys"] as const;
   return sql`${constant(sql, cte)} as (
       delete from ${constant(sql, table)} where client_id in (select id from gone) returning *
     ),
@@ -117,7 +129,7 @@ function cascadedCredentials(
         constant(sql, cte)
       }.id)`,
       from: constant(sql, cte),
-      changes: changes(sql, rowJson(sql, constant(sql, cte), hidden), null),
+      changes: changes(sql, rowJson(sql, cte, shown), null),
     }, `${cte}_events`)
   }`;
 }

@@ -92,8 +92,23 @@ export interface ConfigRepository {
   ): Promise<ConfigRow>;
 }
 
-/** What an event never shows of a configuration: the project (in the name), timestamps. */
-const hidden = ["project_id", "created_at", "updated_at", "etag"] as const;
+/**
+ * What an event shows of a configuration: its settings; not the project (in the name) nor the
+ * timestamps.
+ */
+export const configShown = [
+  "application_name",
+  "support_email",
+  "logo_uri",
+  "homepage_uri",
+  "privacy_policy_uri",
+  "terms_of_service_uri",
+  "authorized_domains",
+  "audience",
+  "publishing_status",
+  "secret_max_lifetime_seconds",
+  "scopes",
+] as const;
 
 /** Creates the repository over a pool. */
 export function createConfigRepository(sql: Sql): ConfigRepository {
@@ -111,8 +126,8 @@ export function createConfigRepository(sql: Sql): ConfigRepository {
       from: sql`changed left join prior on true`,
       changes: diff(
         sql,
-        sql`case when prior is null then null else ${rowJson(sql, sql`prior`, hidden)} end`,
-        rowJson(sql, sql`changed`, hidden),
+        sql`case when prior is null then null else ${rowJson(sql, "prior", configShown)} end`,
+        rowJson(sql, "changed", configShown),
       ),
     });
   // Locked, so that `prior` is the version replaced, or, when the write would change nothing, the

@@ -80,8 +80,20 @@ export interface InstallationRepository {
   revoke(accountId: string, id: string, write: Write): Promise<boolean>;
 }
 
-/** What an event never shows of an installation: ids and name (the resource name), timestamps. */
-const hidden = ["id", "project_id", "name", "created_at", "etag"] as const;
+/**
+ * What an event shows of an installation: who consented to what, and its status; not its ids and
+ * name (the resource name) nor its creation time.
+ */
+export const installationShown = [
+  "account_id",
+  "principal_id",
+  "application_name",
+  "scopes",
+  "status",
+  "authorized_by_id",
+  "authorized_at",
+  "revoked_at",
+] as const;
 
 /**
  * The parts of an installation's events that never change, made once per pool: a consent (from
@@ -99,7 +111,7 @@ const shapes = perPool((sql) => {
       changes: changes(
         sql,
         sql`case when prior is null then null else ${columnsJson(sql, "prior", consented)} end`,
-        sql`case when prior is null then ${rowJson(sql, sql`changed`, hidden)}
+        sql`case when prior is null then ${rowJson(sql, "changed", installationShown)}
           else ${columnsJson(sql, "changed", consented)} end`,
       ),
     },
