@@ -17,7 +17,10 @@
  * show (`shown`, {@link AuditedTable}), and {@link rowJson} builds the JSON of those columns only.
  * Every other column is left out: ids the resource name holds, timestamps, internals, and anything
  * of a credential (a secret's hash or hint, a private key, a token, a code), which an event never
- * holds. A column a migration adds is therefore shown by no event until it is listed.
+ * holds. A column a migration adds is therefore shown by no event until it is listed;
+ * tests/audit_columns_test.ts classifies every column of every audited table, shown or not and
+ * why, so such a column fails it until someone decides, and no column named like a credential is
+ * shown.
  *
  * Who and from where: the token's claims, the request id, and the caller's address and user agent
  * as the gateway forwards them (`x-forwarded-for`, `x-forwarded-user-agent`); our servers add the
