@@ -138,18 +138,35 @@ export async function listenTo(sql: postgres.Sql, channel: string): Promise<Hear
   return heardSoFar;
 }
 
+/** Whether a session of `sql`'s database waits for a lock. */
+async function someoneWaitsForLock(sql: Sql): Promise<boolean> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock'`;
+  return row!.n > 0;
+}
+
 /**
  * Resolves once a session of `sql`'s database waits for a lock: a call the test started has
  * queued behind a row the test holds. Bounded (30 s) only so that a call that never queues fails
  * the test; a busy machine waits.
  */
 export async function untilWaitingForLock(sql: Sql, what: string): Promise<void> {
-  await until(
-    async () =>
-      (await sql<{ n: number }[]>`
-        select count(*)::int as n from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0,
-    30_000,
-    what,
-  );
+  await until(() => someoneWaitsForLock(sql), 30_000, what);
+}
+
+/**
+ * Whether `call` queues behind a lock (as {@link untilWaitingForLock} sees it) or is answered
+ * without waiting: whichever happens first, polled, so neither outcome rests on timing.
+ */
+export async function queuedOrAnswered(
+  sql: Sql,
+  call: Promise<unknown>,
+  what: string,
+): Promise<"queued" | "answered"> {
+  let answered = false;
+  void call.finally(() => (answered = true)).catch(() => {});
+  let queued = false;
+  await until(async () => (queued = await someoneWaitsForLock(sql)) || answered, 30_000, what);
+  return queued ? "queued" : "answered";
 }

@@ -16,6 +16,7 @@ export {
   watchRss,
 } from "./attacks.ts";
 export { launchChromium, recorder } from "./browser.ts";
+export { signedInCall } from "./calls.ts";
 export {
   type AttackResult,
   type AttackShape,
@@ -40,7 +41,12 @@ export {
   runArguments,
 } from "./containers.ts";
 export { type Heard, listenTo, propagated } from "./database.ts";
-export { createTestDatabase, databaseProblem, untilWaitingForLock } from "./database.ts";
+export {
+  createTestDatabase,
+  databaseProblem,
+  queuedOrAnswered,
+  untilWaitingForLock,
+} from "./database.ts";
 export { gate, manualFeed } from "./feed.ts";
 export {
   type GrpcChannel,

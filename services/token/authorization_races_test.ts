@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
-import { ConnectError, createHandlerContext } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import { ClientSchema, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthConfigSchema } from "../../gen/registry/oauth/v1/config_pb.ts";
 import {
@@ -24,8 +24,7 @@ import {
 } from "../../gen/registry/token/v1/token_service_pb.ts";
 import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
 import { sha256 } from "../../lib/platform/mod.ts";
-import { authentication } from "../../lib/policy/mod.ts";
-import { createTestDatabase } from "../../lib/testing/mod.ts";
+import { createTestDatabase, signedInCall } from "../../lib/testing/mod.ts";
 import {
   type AuthorizationDeps,
   decideAuthorization,
@@ -38,30 +37,6 @@ import type { Registry } from "./registry.ts";
 import { createDeviceCodeRepository } from "./repository/device_codes.ts";
 import { createGrantRepository } from "./repository/grants.ts";
 import { createUsedJtis } from "./repository/used_jtis.ts";
-
-/** A call of the signed-in user `u-1`, as the authentication interceptor leaves it. */
-async function userCall() {
-  const ctx = createHandlerContext({
-    service: TokenService,
-    method: TokenService.method.decideAuthorization,
-    protocolName: "test",
-    requestMethod: "POST",
-    url: "/registry.token.v1.TokenService/DecideAuthorization",
-    requestHeader: { authorization: "Bearer session-of-u-1" },
-  });
-  const caller = { subject: "u-1", accountId: "acct-1", projects: new Set<string>(), space: "" };
-  await authentication(() => Promise.resolve(caller))(() => Promise.resolve({} as never))(
-    { header: ctx.requestHeader, contextValues: ctx.values } as never,
-  );
-  return ctx;
-}
-
-/** A promise and its resolver. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 Deno.test("consent decisions and remembered consent, raced", async (t) => {
   const db = await createTestDatabase();
@@ -123,7 +98,7 @@ Deno.test("consent decisions and remembered consent, raced", async (t) => {
       requirePar: false,
       usedJtis: createUsedJtis(sql),
     };
-    const ctx = await userCall();
+    const ctx = await signedInCall(TokenService.method.decideAuthorization);
     const verifier = "v".repeat(43);
     const request = create(AuthorizationRequestSchema, {
       responseType: "code",
@@ -143,15 +118,15 @@ Deno.test("consent decisions and remembered consent, raced", async (t) => {
       const page = await startAuthorization(deps, request, ctx);
       assert.ok("consent" in page);
       const csrf = page.consent.csrfToken;
-      const entered = gate();
-      const release = gate();
-      hold = { call: "consent", entered: entered.open, release: release.opened };
+      const entered = Promise.withResolvers<void>();
+      const release = Promise.withResolvers<void>();
+      hold = { call: "consent", entered: entered.resolve, release: release.promise };
       const allow = decide(csrf, Decision.ALLOW);
-      await entered.opened;
+      await entered.promise;
       // The form's token was spent before the consent was asked for: the Deny is answered with a
       // page while the Allow is still recording, and contradicts nothing.
       await assert.rejects(decide(csrf, Decision.DENY), answeredAlready);
-      release.open();
+      release.resolve();
       const location = new URL(await allow);
       assert.ok(location.searchParams.get("code"));
       assert.deepEqual(consents, [["photos.read"]]);
@@ -172,17 +147,17 @@ Deno.test("consent decisions and remembered consent, raced", async (t) => {
     await t.step(
       "a remembered consent raced by the installation's revocation: its code buys nothing",
       async () => {
-        const entered = gate();
-        const release = gate();
-        hold = { call: "liveInstallation", entered: entered.open, release: release.opened };
+        const entered = Promise.withResolvers<void>();
+        const release = Promise.withResolvers<void>();
+        hold = { call: "liveInstallation", entered: entered.resolve, release: release.promise };
         const authorized = startAuthorization(deps, request, ctx);
-        await entered.opened;
+        await entered.promise;
         // Revoked after the authorization read it live, before the code is written.
         installation = create(InstallationSchema, {
           ...installation!,
           status: InstallationStatus.REVOKED,
         });
-        release.open();
+        release.resolve();
         const answer = await authorized;
         assert.ok("redirectTo" in answer);
         const code = new URL(answer.redirectTo).searchParams.get("code")!;

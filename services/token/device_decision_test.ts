@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createHandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { ClientSchema, ClientStatus, ClientType } from "../../gen/registry/oauth/v1/client_pb.ts";
 import { OAuthConfigSchema } from "../../gen/registry/oauth/v1/config_pb.ts";
 import {
@@ -16,65 +16,14 @@ import {
   InstallationSchema,
 } from "../../gen/registry/oauth/v1/installation_pb.ts";
 import { Decision, TokenService } from "../../gen/registry/token/v1/token_service_pb.ts";
-import { connect, migrate, readMigrations, type Sql } from "../../lib/db/mod.ts";
+import { connect, migrate, readMigrations } from "../../lib/db/mod.ts";
 import { sha256 } from "../../lib/platform/mod.ts";
-import { authentication } from "../../lib/policy/mod.ts";
-import { createTestDatabase, until } from "../../lib/testing/mod.ts";
+import { createTestDatabase, queuedOrAnswered, signedInCall } from "../../lib/testing/mod.ts";
 import { deriveCsrfKey } from "./authorization.ts";
 import { csrfToken } from "./csrf.ts";
 import { decideDeviceCode, type DeviceDeps } from "./device.ts";
 import type { Registry } from "./registry.ts";
 import { createDeviceCodeRepository } from "./repository/device_codes.ts";
-
-/** A call of the signed-in user `u-1`, as the authentication interceptor leaves it. */
-async function userCall() {
-  const ctx = createHandlerContext({
-    service: TokenService,
-    method: TokenService.method.decideDeviceCode,
-    protocolName: "test",
-    requestMethod: "POST",
-    url: "/registry.token.v1.TokenService/DecideDeviceCode",
-    requestHeader: { authorization: "Bearer session-of-u-1" },
-  });
-  const caller = {
-    subject: "u-1",
-    accountId: "acct-1",
-    projects: new Set<string>(),
-    space: undefined,
-  };
-  await authentication(() => Promise.resolve(caller))(() => Promise.resolve({} as never))(
-    { header: ctx.requestHeader, contextValues: ctx.values } as never,
-  );
-  return ctx;
-}
-
-/**
- * Whether `call` queues behind a lock (some session of the database waits for one) or is answered
- * without waiting: whichever happens first, polled, so neither outcome rests on timing.
- */
-export async function queuedOrAnswered(sql: Sql, call: Promise<unknown>, what: string) {
-  let answered = false;
-  void call.finally(() => (answered = true)).catch(() => {});
-  let queued = false;
-  await until(
-    async () => {
-      queued = (await sql<{ n: number }[]>`
-      select count(*)::int as n from pg_stat_activity
-      where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n > 0;
-      return queued || answered;
-    },
-    30_000,
-    what,
-  );
-  return queued ? "queued" : "answered";
-}
-
-/** A promise and its resolver. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 Deno.test("device decisions at once: consent is recorded only by the one that wins", async (t) => {
   const db = await createTestDatabase();
@@ -132,7 +81,7 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
       csrfKeys: [deriveCsrfKey("a secret of at least thirty-two characters")],
       now: Date.now,
     };
-    const ctx = await userCall();
+    const ctx = await signedInCall(TokenService.method.decideDeviceCode);
     let n = 0;
     /** A pending device code; its user code and the consent form's CSRF token. */
     const pending = async () => {
@@ -171,16 +120,16 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
       "Deny while Allow records the consent: Deny waits, and finds it approved",
       async () => {
         const code = await pending();
-        const entered = gate();
-        const release = gate();
-        hold = { entered: entered.open, release: release.opened };
+        const entered = Promise.withResolvers<void>();
+        const release = Promise.withResolvers<void>();
+        hold = { entered: entered.resolve, release: release.promise };
         const allow = decide(code, Decision.ALLOW);
-        await entered.opened;
+        await entered.promise;
         const deny = decide(code, Decision.DENY).then(() => "denied", (e) => e);
         // Deny either decides at once (the code is not held while the consent is recorded) or
         // queues behind the Allow that holds it.
         const first = await queuedOrAnswered(sql, deny, "the Deny");
-        release.open();
+        release.resolve();
         const allowed = await allow.then(() => "approved", (e) => e);
         const denied = await deny;
         // The code is approved and the consent recorded, or denied and nothing recorded: never a
@@ -205,14 +154,14 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
     await t.step("two Allows at once: one consent, one approval", async () => {
       consents.length = 0;
       const code = await pending();
-      const entered = gate();
-      const release = gate();
-      hold = { entered: entered.open, release: release.opened };
+      const entered = Promise.withResolvers<void>();
+      const release = Promise.withResolvers<void>();
+      hold = { entered: entered.resolve, release: release.promise };
       const first = decide(code, Decision.ALLOW);
-      await entered.opened;
+      await entered.promise;
       const second = decide(code, Decision.ALLOW).then(() => "approved", (e) => e);
       const queued = await queuedOrAnswered(sql, second, "the second Allow");
-      release.open();
+      release.resolve();
       const firstAnswer = await first.then(() => "approved", (e) => e);
       assert.deepEqual(consents, [["tv.watch"]]);
       assert.equal(firstAnswer, "approved");
@@ -226,13 +175,13 @@ Deno.test("device decisions at once: consent is recorded only by the one that wi
       async () => {
         consents.length = 0;
         const code = await pending();
-        const entered = gate();
-        const release = gate();
-        holdDecided = { entered: entered.open, release: release.opened };
+        const entered = Promise.withResolvers<void>();
+        const release = Promise.withResolvers<void>();
+        holdDecided = { entered: entered.resolve, release: release.promise };
         const deny = decide(code, Decision.DENY).then(() => "denied", (e) => e);
-        await entered.opened;
+        await entered.promise;
         await decide(code, Decision.ALLOW);
-        release.open();
+        release.resolve();
         const denied = await deny;
         assert.ok(answeredAlready(denied), String(denied));
         assert.equal(await status(code.userCode), "approved");
