@@ -119,7 +119,12 @@ export function createIntrospectionCache(options: IntrospectionCacheOptions): In
   const mac = hmacSha256(crypto.getRandomValues(new Uint8Array(32)));
   // The token service replica that answers keeps what it checks in memory too, and may apply a
   // change later; every change is to every token, a revocation here to its own.
-  const settling = createSettling({ lagMs: maxLagMs, maxKeys: maxRecentRevocations, monotonic });
+  const settling = createSettling({
+    lagMs: maxLagMs,
+    maxKeys: maxRecentRevocations,
+    monotonic,
+    budget: options.budget,
+  });
 
   const cache = createFeedCache({
     follow(handlers) {

@@ -173,7 +173,12 @@ export function createReadCache(options: ReadCacheOptions): ReadCache {
   // The owner's replica that answers keeps the resource in memory too, and may apply a change
   // later.
   const monotonic = options.monotonic ?? (() => performance.now());
-  const settling = createSettling({ lagMs: maxLagMs, maxKeys: maxRecentChanges, monotonic });
+  const settling = createSettling({
+    lagMs: maxLagMs,
+    maxKeys: maxRecentChanges,
+    monotonic,
+    budget: options.budget,
+  });
   const cache = createFeedCache({
     follow: (handlers) =>
       options.follow({

@@ -297,7 +297,12 @@ export interface SettlingOptions {
   maxKeys: number;
   /** The monotonic clock (ms). */
   monotonic: () => number;
+  /** The process's memory budget, which the remembered keys are taken from. */
+  budget?: MemoryBudget | undefined;
 }
+
+/** What a remembered key holds beside its characters: a Map entry and a number, about. */
+const settlingEntryBytes = 64;
 
 /** Which changes arrived lately, for a cache whose source is itself a copy (see below). */
 export interface Settling {
@@ -312,7 +317,8 @@ export interface Settling {
  * memory): the source may apply a change up to `lagMs` after this process did, so an answer read
  * within that time after a change to its key may predate the change, and kept it would outlive
  * it. Such an answer is not kept: {@link Settling.settled} says so. Keys are remembered for
- * `lagMs`, at most `maxKeys` of them (oldest out first; past it, a change counts for all).
+ * `lagMs`, at most `maxKeys` of them, their bytes taken from the memory budget's `cache` share
+ * (oldest out first; past either, a change counts for all, and nothing is remembered one by one).
  */
 export function createSettling(options: SettlingOptions): Settling {
   const { lagMs, maxKeys, monotonic } = options;
@@ -320,18 +326,28 @@ export function createSettling(options: SettlingOptions): Settling {
   let allAt = -Infinity;
   /** Keys changed within the lag, oldest first. */
   const recent = new Map<string, number>();
+  const lease = options.budget?.take(0, ["cache"]);
+  const bytesOf = (key: string) => key.length * 2 + settlingEntryBytes;
+  const forget = (key: string) => {
+    recent.delete(key);
+    lease?.shrink(bytesOf(key));
+  };
   return {
     changed(key) {
       const at = monotonic();
       for (const [k, when] of recent) {
         if (at - when <= lagMs) break;
-        recent.delete(k);
+        forget(k);
       }
-      if (key === undefined || recent.size >= maxKeys) {
+      if (key !== undefined && recent.has(key)) forget(key);
+      if (
+        key === undefined || recent.size >= maxKeys ||
+        (options.budget !== undefined && !lease?.grow(bytesOf(key)))
+      ) {
         allAt = at;
         recent.clear();
+        lease?.shrink(lease.bytes);
       } else {
-        recent.delete(key);
         recent.set(key, at);
       }
     },

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createMemoryBudget } from "../platform/mod.ts";
 import { manualFeed } from "../testing/mod.ts";
 import { createFeedCache, createSettling, dropNamed } from "./feed_cache.ts";
 
@@ -89,6 +90,34 @@ Deno.test("createSettling: a key read within the lag after its change, or after 
   assert.equal(settling.settled("c", at), true);
   settling.changed("c");
   assert.equal(settling.settled("d", at), false);
+});
+
+Deno.test("createSettling: remembered keys are taken from the budget, given back, and past it a change counts for all", () => {
+  let at = 1_000;
+  const budget = createMemoryBudget(300);
+  const settling = createSettling({ lagMs: 800, maxKeys: 100, monotonic: () => at, budget });
+  settling.changed("a");
+  const one = budget.held;
+  assert.ok(one > 0, "a remembered key holds bytes");
+  settling.changed("a");
+  assert.equal(budget.held, one, "the same key again holds them once");
+  settling.changed("b");
+  assert.equal(budget.held, 2 * one);
+  // The budget is full: a change counts for all, and what the keys held is given back.
+  budget.take(300 - 2 * one - 1);
+  settling.changed("c");
+  assert.equal(settling.settled("d", at), false, "a change to all");
+  assert.equal(budget.held, 300 - 2 * one - 1);
+  // Past the lag, keys are forgotten as changes arrive, and their bytes given back.
+  at += 801;
+  const spare = createMemoryBudget(1000);
+  const later = createSettling({ lagMs: 800, maxKeys: 100, monotonic: () => at, budget: spare });
+  later.changed("x");
+  at += 801;
+  later.changed("y");
+  assert.equal(spare.held, one, "x forgotten, y remembered");
+  assert.equal(later.settled("x", at), true);
+  assert.equal(later.settled("y", at), false);
 });
 
 Deno.test("feed cache: reads of a key at once make one load; not across a change; a failed one is not joined", async () => {
