@@ -413,6 +413,11 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
         assert.equal(refreshed.token_type, "dpop");
         assert.notEqual(refreshed.refresh_token, tokens.refresh_token);
         assert.deepEqual((await introspect(refreshed.access_token)).cnf, { jkt });
+        assert.deepEqual(
+          (await introspect(refreshed.refresh_token!)).cnf,
+          { jkt },
+          "and its refresh token",
+        );
         spaRefresh = refreshed.refresh_token!;
       },
     );

@@ -326,6 +326,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
         iss: deps.issuer,
         accountId: token.account_id,
         installationId: family.installation_id,
+        // A refresh token bound to a public client's DPoP key says so, as a bound access token
+        // does (RFC 9449 6.2); it has no token_type, which names access tokens' kinds.
+        cnfJkt: token.dpop_jkt ?? "",
       };
     },
 

@@ -1184,7 +1184,7 @@ export type IntrospectTokenResponse = Message<"registry.token.v1.IntrospectToken
   /**
    * A DPoP-bound token's confirmation (RFC 9449 6.2, `cnf.jkt`): the base64url SHA-256
    * thumbprint (RFC 7638) of the key a resource server must see a proof of; empty for a bearer
-   * token.
+   * token. A refresh token bound to a public client's key (RFC 9449 5) carries its key's too.
    *
    * @generated from field: string cnf_jkt = 14;
    */
