@@ -15,9 +15,10 @@
  * request's URL in `htu` (query and fragment left out, both sides normalised as RFC 3986 6.2.2 and
  * 6.2.3 say: scheme and host case, default port, empty path, percent-encoding), and an `iat` at
  * most {@link proofMaxAgeSeconds} old and at most {@link proofFutureSeconds} ahead of this
- * service's clock. Its `jti` is then used once (token.used_jtis under `dpop:<jkt>`, until the proof
- * could no longer be accepted): a replay fails in every replica (RFC 9449 11.1). Every failure is
- * `invalid_dpop_proof`.
+ * service's clock. Those checks are stateless ({@link Dpop.check}); its `jti` is then used once,
+ * when the caller spends it ({@link CheckedProof.spend}: token.used_jtis under `dpop:<jkt>`, until
+ * the proof could no longer be accepted): a replay fails in every replica (RFC 9449 11.1). Every
+ * failure is `invalid_dpop_proof`.
  *
  * Nonces (RFC 9449 8), when the server requires them (setting DPOP_NONCE_REQUIRED): stateless, so
  * that every replica makes and accepts the same ones without talking to another. A nonce is the
@@ -93,13 +94,25 @@ export const dpopAlgorithms: readonly string[] = Object.keys(algorithms);
 /** JWK members of a private (or symmetric) key (RFC 7518 6.2.2, 6.3.2, 6.4; RFC 8037 2). */
 const privateMembers = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
 
+/** A proof that passed every check but the one use of its `jti`. */
+export interface CheckedProof {
+  /** The thumbprint (RFC 7638) of its key. */
+  jkt: string;
+  /**
+   * Records its `jti` as used; throws `invalid_dpop_proof` when it was (a replay). Called again,
+   * it answers as the first time and records nothing more.
+   */
+  spend(): Promise<void>;
+}
+
 /** What checks proofs. */
 export interface Dpop {
   /**
-   * Checks a proof of the request it came with; the thumbprint (`jkt`) of its key. Throws
-   * `invalid_dpop_proof`, or `use_dpop_nonce` when nonces are required and it has no valid one.
+   * Checks a proof of the request it came with, writing nothing: its key's thumbprint and the step
+   * that spends its `jti`, which the proof is not accepted without. Throws `invalid_dpop_proof`,
+   * or `use_dpop_nonce` when nonces are required and it has no valid one.
    */
-  verify(proof: DpopProof): Promise<string>;
+  check(proof: DpopProof): Promise<CheckedProof>;
   /** The nonce a client should put in its next proof; empty when nonces are not required. */
   nonce(): Promise<string>;
   /** An error of DPoP: with the current nonce in its metadata when nonces are required. */
@@ -195,7 +208,7 @@ export function createDpop(options: DpopOptions): Dpop {
     nonce: currentNonce,
     error,
 
-    async verify({ proof, httpMethod, httpUri }) {
+    async check({ proof, httpMethod, httpUri }) {
       // RFC 9449 4.3: exactly one DPoP header; more are joined with ", " (never found in a JWS).
       if (proof.includes(",")) throw await invalid("Send one DPoP header, not more");
       const jws = parseJws(proof, maxProofLength);
@@ -275,10 +288,13 @@ export function createDpop(options: DpopOptions): Dpop {
       const jkt = createHash("sha256").update(canonical).digest("base64url");
       // Kept until the proof could no longer be accepted (its iat is at most that old), and a second.
       const until = new Date(Math.ceil(iat + proofMaxAgeSeconds + 1) * 1000);
-      if (!(await usedJtis.use(`dpop:${jkt}`, jti, until, new Date(at)))) {
-        throw await invalid("The DPoP proof was already used (jti)");
-      }
-      return jkt;
+      let spent: Promise<void> | undefined;
+      const spend = async () => {
+        if (!(await usedJtis.use(`dpop:${jkt}`, jti, until, new Date(at)))) {
+          throw await invalid("The DPoP proof was already used (jti)");
+        }
+      };
+      return { jkt, spend: () => spent ??= spend() };
     },
   };
 }

@@ -77,9 +77,16 @@ function handMade(header: unknown, claims: unknown, signature = ""): string {
 const request = (proof: string, uri = htu, method = "POST") =>
   create(DpopProofSchema, { proof, httpMethod: method, httpUri: uri });
 
+/** Checks a proof and spends it, as the token endpoint does for a confidential client: its jkt. */
+async function verified(dpop: Dpop, req: ReturnType<typeof request>): Promise<string> {
+  const checked = await dpop.check(req);
+  await checked.spend();
+  return checked.jkt;
+}
+
 /** The OAuth error a verification failed with, and its ErrorInfo's metadata. */
 async function refusal(dpop: Dpop, p: string, uri = htu, method = "POST") {
-  const error = await dpop.verify(request(p, uri, method)).then(
+  const error = await verified(dpop, request(p, uri, method)).then(
     () => assert.fail("the proof was accepted"),
     (e) => e,
   );
@@ -102,21 +109,22 @@ function setup(nonces = false) {
 Deno.test("a valid proof gives its key's RFC 7638 thumbprint, with EdDSA, Ed25519 and ES256", async () => {
   const { clock, dpop } = setup();
   const edJkt = await calculateJwkThumbprint(edJwk, "sha256");
-  assert.equal(await dpop.verify(request(await proof(clock))), edJkt);
+  assert.equal(await verified(dpop, request(await proof(clock))), edJkt);
   assert.equal(
-    await dpop.verify(request(await proof(clock, { alg: "Ed25519" }))),
+    await verified(dpop, request(await proof(clock, { alg: "Ed25519" }))),
     edJkt,
     "RFC 9864's name of the algorithm",
   );
   assert.equal(
-    await dpop.verify(
+    await verified(
+      dpop,
       request(await proof(clock, { alg: "ES256", jwk: ecJwk, key: ec.privateKey })),
     ),
     await calculateJwkThumbprint(ecJwk, "sha256"),
   );
   // Members beyond the key's are allowed and left out of the thumbprint.
   assert.equal(
-    await dpop.verify(request(await proof(clock, { jwk: { ...edJwk, kid: "k1", use: "sig" } }))),
+    await verified(dpop, request(await proof(clock, { jwk: { ...edJwk, kid: "k1", use: "sig" } }))),
     edJkt,
   );
   assert.equal(await dpop.nonce(), "", "no nonce unless required");
@@ -135,7 +143,7 @@ Deno.test("htu is compared without query and fragment, after RFC 3986 normalisat
     ]
   ) {
     assert.equal(
-      typeof await dpop.verify(request(await proof(clock, { claims: { htu: claim } }))),
+      typeof await verified(dpop, request(await proof(clock, { claims: { htu: claim } }))),
       "string",
       claim,
     );
@@ -184,8 +192,8 @@ Deno.test("htu is compared without query and fragment, after RFC 3986 normalisat
 Deno.test("iat: at most 300 s old and 30 s ahead", async () => {
   const { clock, dpop } = setup();
   const iat = (seconds: number) => ({ claims: { iat: Math.floor(t0 / 1000) + seconds } });
-  assert.ok(await dpop.verify(request(await proof(clock, iat(-proofMaxAgeSeconds)))));
-  assert.ok(await dpop.verify(request(await proof(clock, iat(proofFutureSeconds)))));
+  assert.ok(await verified(dpop, request(await proof(clock, iat(-proofMaxAgeSeconds)))));
+  assert.ok(await verified(dpop, request(await proof(clock, iat(proofFutureSeconds)))));
   const old = await refusal(dpop, await proof(clock, iat(-proofMaxAgeSeconds - 1)));
   assert.deepEqual([old.error, old.description], [
     "invalid_dpop_proof",
@@ -202,14 +210,15 @@ Deno.test("iat: at most 300 s old and 30 s ahead", async () => {
 Deno.test("jti: once per key, remembered until the proof could no longer be accepted", async () => {
   const { clock, jtis, dpop } = setup();
   const p = await proof(clock, { claims: { jti: "j1" } });
-  await dpop.verify(request(p));
+  await verified(dpop, request(p));
   const replay = await refusal(dpop, p);
   assert.deepEqual([replay.error, replay.description], [
     "invalid_dpop_proof",
     "The DPoP proof was already used (jti)",
   ]);
   // Another key's proof may use the same jti (the scope is the key).
-  await dpop.verify(
+  await verified(
+    dpop,
     request(
       await proof(clock, { alg: "ES256", jwk: ecJwk, key: ec.privateKey, claims: { jti: "j1" } }),
     ),
@@ -227,7 +236,25 @@ Deno.test("jti: once per key, remembered until the proof could no longer be acce
     assert.match(r.description, /jti/);
   }
   clock.now = t0;
-  assert.ok(await dpop.verify(request(await proof(clock, { claims: { jti: "y".repeat(256) } }))));
+  assert.ok(
+    await verified(dpop, request(await proof(clock, { claims: { jti: "y".repeat(256) } }))),
+  );
+});
+
+Deno.test("check writes nothing: the jti is used when the proof is spent, once", async () => {
+  const { clock, jtis, dpop } = setup();
+  const p = await proof(clock, { claims: { jti: "s1" } });
+  const checked = await dpop.check(request(p));
+  assert.equal(jtis.rows.size, 0, "a checked proof leaves no row");
+  // Checked again before it is spent, it still passes: only spending decides.
+  const again = await dpop.check(request(p));
+  await checked.spend();
+  assert.equal(jtis.rows.size, 1);
+  await checked.spend();
+  assert.equal(jtis.rows.size, 1, "spent again: the first answer, nothing more written");
+  const replay = await again.spend().then(() => assert.fail("a replay was spent"), (e) => e);
+  assert.ok(replay instanceof ConnectError);
+  assert.equal(replay.rawMessage, "The DPoP proof was already used (jti)");
 });
 
 Deno.test("htm must be the request's method", async () => {
@@ -329,7 +356,7 @@ Deno.test("nonces: required when set, the current and the previous window's acce
     now: () => clock.now,
   });
   assert.equal(await replica.nonce(), nonce);
-  assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce } }))));
+  assert.ok(await verified(dpop, request(await proof(clock, { claims: { nonce } }))));
   // After the secret changed, with the old one a previous one: the old key's nonces are still
   // taken, the new key's are given; without it, the old ones are not.
   const changed = createDpop({
@@ -339,9 +366,9 @@ Deno.test("nonces: required when set, the current and the previous window's acce
     now: () => clock.now,
   });
   assert.notEqual(await changed.nonce(), nonce);
-  assert.ok(await changed.verify(request(await proof(clock, { claims: { nonce } }))));
+  assert.ok(await verified(changed, request(await proof(clock, { claims: { nonce } }))));
   const fresh = await changed.nonce();
-  assert.ok(await changed.verify(request(await proof(clock, { claims: { nonce: fresh } }))));
+  assert.ok(await verified(changed, request(await proof(clock, { claims: { nonce: fresh } }))));
   const without = createDpop({
     usedJtis: memoryJtis(),
     nonceKey: deriveDpopNonceKey("z".repeat(32)),
@@ -356,8 +383,8 @@ Deno.test("nonces: required when set, the current and the previous window's acce
   clock.now = start + nonceWindowSeconds * 1000;
   const next = await dpop.nonce();
   assert.notEqual(next, nonce);
-  assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce } }))));
-  assert.ok(await dpop.verify(request(await proof(clock, { claims: { nonce: next } }))));
+  assert.ok(await verified(dpop, request(await proof(clock, { claims: { nonce } }))));
+  assert.ok(await verified(dpop, request(await proof(clock, { claims: { nonce: next } }))));
   clock.now = start + 2 * nonceWindowSeconds * 1000;
   const stale = await refusal(dpop, await proof(clock, { claims: { nonce } }));
   assert.deepEqual([stale.error, stale.metadata.dpop_nonce], [
@@ -377,7 +404,7 @@ Deno.test("a use_dpop_nonce refusal does not spend the proof's jti", async () =>
   const p = await proof(clock, { claims: { jti: "n1" } });
   assert.equal((await refusal(dpop, p)).error, "use_dpop_nonce");
   const nonce = await dpop.nonce();
-  assert.ok(await dpop.verify(request(await proof(clock, { claims: { jti: "n1", nonce } }))));
+  assert.ok(await verified(dpop, request(await proof(clock, { claims: { jti: "n1", nonce } }))));
 });
 
 Deno.test("typ: dpop+jwt in any case, with or without application/ (RFC 7515 4.1.9)", async () => {
@@ -392,7 +419,7 @@ Deno.test("typ: dpop+jwt in any case, with or without application/ (RFC 7515 4.1
       "Application/DPoP+JWT",
     ]
   ) {
-    assert.equal(await dpop.verify(request(await proof(clock, { typ }))), jkt, typ);
+    assert.equal(await verified(dpop, request(await proof(clock, { typ }))), jkt, typ);
   }
   for (
     const typ of [
@@ -487,14 +514,14 @@ Deno.test("a jwk of small order is refused: a signature without a private key ve
   for (let i = 0; i < 10; i++) {
     const pair = await generateKeyPair("EdDSA", { crv: "Ed25519" });
     const jwk = await exportJWK(pair.publicKey);
-    assert.ok(await dpop.verify(request(await proof(clock, { jwk, key: pair.privateKey }))));
+    assert.ok(await verified(dpop, request(await proof(clock, { jwk, key: pair.privateKey }))));
   }
 });
 
 Deno.test("a jwk's members must be canonical base64url: one key, one jkt", async () => {
   const { clock, dpop } = setup();
   const jkt = await calculateJwkThumbprint(edJwk, "sha256");
-  assert.equal(await dpop.verify(request(await proof(clock))), jkt);
+  assert.equal(await verified(dpop, request(await proof(clock))), jkt);
   // 43 characters carry 258 bits: the last one's two low bits are not the key's. Set, they spell
   // the same 32 bytes another way, which would make another thumbprint.
   const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -536,7 +563,7 @@ Deno.test("a header or claims that are not UTF-8 refuse the proof (RFC 7515 5.2,
   const claims = (jti: string) =>
     encode({ jti, htm: "POST", htu, iat: Math.floor(clock.now / 1000) });
   // The control: the same construction, in UTF-8, with a jti of multi-byte characters.
-  assert.ok(await dpop.verify(request(await rawProof(header, claims("caf\u00e9 \u{1f511}")))));
+  assert.ok(await verified(dpop, request(await rawProof(header, claims("caf\u00e9 \u{1f511}")))));
   /** The JSON text with `bytes` put in place of the (ASCII) marker. */
   const splice = (text: Uint8Array, marker: string, bytes: number[]) => {
     const json = new TextDecoder().decode(text);

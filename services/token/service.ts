@@ -233,7 +233,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       }
       // DPoP (RFC 9449): the proof is checked (and its jti spent) before the grant runs, so that
       // a bad proof spends no code or refresh token.
-      const jkt = req.dpop ? await deps.dpop.verify(req.dpop) : undefined;
+      const proof = req.dpop ? await deps.dpop.check(req.dpop) : undefined;
+      await proof?.spend();
+      const jkt = proof?.jkt;
       if (jkt === undefined && client.dpopBoundAccessTokens) {
         // RFC 9449 5.2: such a client's token requests must carry a proof.
         throw await deps.dpop.error(
@@ -277,7 +279,9 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
       const request = req.request ?? create(AuthorizationRequestSchema);
       // RFC 9449 10.1: a proof is checked as at the token endpoint (its jti spent) before
       // anything is kept; its key binds the request as its dpop_jkt would.
-      const jkt = req.dpop ? await deps.dpop.verify(req.dpop) : undefined;
+      const proof = req.dpop ? await deps.dpop.check(req.dpop) : undefined;
+      await proof?.spend();
+      const jkt = proof?.jkt;
       const pushed = await deps.pushed.push(
         clientOf(ctx),
         request,
