@@ -22,6 +22,7 @@ import {
   SignJWT,
 } from "jose";
 import * as oauth from "oauth4webapi";
+import postgres from "postgres";
 import { allowOnConsentPage, httpClient, type Stack, startStack } from "../lib/testing/mod.ts";
 import { dpopAlgorithms } from "../services/token/dpop.ts";
 
@@ -896,6 +897,148 @@ Deno.test("DPoP nonces (DPOP_NONCE_REQUIRED): use_dpop_nonce, then a retry with 
       assert.match(res.headers.get("access-control-expose-headers") ?? "", /\bDPoP-Nonce\b/);
     });
   } finally {
+    await stack.stop();
+  }
+});
+
+Deno.test("a public client's proof is spent only once its grant is found good: a made-up one leaves no row", async (t) => {
+  const stack = await startStack();
+  const issuer = new URL(stack.gatewayUrl);
+  const sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+  const userToken = await stack.token({ sub: "user-1", accountId: "acct-1", projects: [] });
+  try {
+    const spa = await (await project(stack, "dj1"))({
+      name: "spa",
+      type: "spa",
+      redirect_uris: ["https://s.example/cb"],
+    });
+    const as = await oauth.processDiscoveryResponse(
+      issuer,
+      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
+    );
+    const endpoint = as.token_endpoint!;
+    const rows = async () =>
+      (await sql<{ n: number }[]>`select count(*)::int as n from token.used_jtis`)[0]!.n;
+    /** What the token endpoint answers `form` of the spa client with `proof`, and the rows it left. */
+    const send = async (form: Record<string, string>, proof: string) => {
+      const before = await rows();
+      const res = await tokenRequest(endpoint, { client_id: spa.id, ...form }, { dpop: proof });
+      return { ...res, added: (await rows()) - before };
+    };
+    const redirect = "https://s.example/cb";
+    /** A code of the spa client, through the consent page, and its verifier. */
+    const newCode = async () => {
+      const verifier = oauth.generateRandomCodeVerifier();
+      const callback = oauth.validateAuthResponse(
+        as,
+        { client_id: spa.id },
+        await allowOnConsentPage(as.authorization_endpoint!, {
+          response_type: "code",
+          client_id: spa.id,
+          redirect_uri: redirect,
+          scope: "photos.read",
+          state: "st",
+          code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+          code_challenge_method: "S256",
+          prompt: "consent",
+        }, userToken),
+        "st",
+      );
+      return {
+        grant_type: "authorization_code",
+        code: callback.get("code")!,
+        redirect_uri: redirect,
+        code_verifier: verifier,
+      };
+    };
+    const key = await joseKey();
+
+    await t.step("a made-up refresh token, code or device code with a fresh proof", async () => {
+      const madeUp: [string, Record<string, string>][] = [
+        ["refresh token", { grant_type: "refresh_token", refresh_token: `ort_${"A".repeat(43)}` }],
+        ["code", { ...(await newCode()), code: "made-up" }],
+        [
+          "device code",
+          { grant_type: "urn:ietf:params:oauth:grant-type:device_code", device_code: "odc_x" },
+        ],
+      ];
+      for (const [what, form] of madeUp) {
+        const res = await send(form, await joseProof(await joseKey(), endpoint));
+        assert.deepEqual([res.status, res.body.error], [400, "invalid_grant"], what);
+        assert.equal(res.added, 0, `${what}: no row in token.used_jtis`);
+      }
+    });
+
+    let refreshToken = "";
+    await t.step("a real code: its proof is spent, and a replay of it spends nothing", async () => {
+      const proof = await joseProof(key, endpoint);
+      const first = await send(await newCode(), proof);
+      assert.deepEqual([first.status, first.body.token_type], [200, "DPoP"]);
+      assert.equal(first.added, 1, "the proof's jti is recorded");
+      const code = await newCode();
+      const replay = await send(code, proof);
+      assert.deepEqual([replay.status, replay.body.error], [400, "invalid_dpop_proof"]);
+      assert.equal(replay.added, 0);
+      // The code was not spent by the refused request.
+      const redeemed = await send(code, await joseProof(key, endpoint));
+      assert.deepEqual([redeemed.status, redeemed.added], [200, 1]);
+      refreshToken = redeemed.body.refresh_token;
+    });
+
+    await t.step("a real refresh token: the same", async () => {
+      const proof = await joseProof(key, endpoint);
+      const form = { grant_type: "refresh_token", refresh_token: refreshToken };
+      const first = await send(form, proof);
+      assert.deepEqual([first.status, first.body.token_type, first.added], [200, "DPoP", 1]);
+      const next = { ...form, refresh_token: first.body.refresh_token };
+      const replay = await send(next, proof);
+      assert.deepEqual([replay.status, replay.body.error], [400, "invalid_dpop_proof"]);
+      assert.equal(replay.added, 0);
+      const refreshed = await send(next, await joseProof(key, endpoint));
+      assert.deepEqual([refreshed.status, refreshed.added], [200, 1], "the token was not spent");
+      // The bound token with another key's fresh proof is refused, and leaves no row.
+      const stranger = await send(
+        { ...form, refresh_token: refreshed.body.refresh_token },
+        await joseProof(await joseKey(), endpoint),
+      );
+      assert.deepEqual([stranger.status, stranger.body.error, stranger.added], [
+        400,
+        "invalid_grant",
+        0,
+      ]);
+    });
+
+    await t.step("PAR: a public client's proof is spent once its request passes", async () => {
+      const par = as.pushed_authorization_request_endpoint!;
+      const push = async (redirectUri: string, proof: string) => {
+        const before = await rows();
+        const res = await fetch(par, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", dpop: proof },
+          body: new URLSearchParams({
+            client_id: spa.id,
+            response_type: "code",
+            redirect_uri: redirectUri,
+            code_challenge: await oauth.calculatePKCECodeChallenge("v".repeat(43)),
+            code_challenge_method: "S256",
+          }),
+        });
+        return { status: res.status, body: await res.json(), added: (await rows()) - before };
+      };
+      const refused = await push("https://evil.example/cb", await joseProof(key, par));
+      assert.deepEqual([refused.status, refused.added], [400, 0], JSON.stringify(refused.body));
+      const proof = await joseProof(key, par);
+      const kept = await push(redirect, proof);
+      assert.deepEqual([kept.status, kept.added], [201, 1], JSON.stringify(kept.body));
+      const replay = await push(redirect, proof);
+      assert.deepEqual([replay.status, replay.body.error, replay.added], [
+        400,
+        "invalid_dpop_proof",
+        0,
+      ]);
+    });
+  } finally {
+    await sql.end();
     await stack.stop();
   }
 });

@@ -172,6 +172,7 @@ Deno.test("consent decisions and remembered consent, raced", async (t) => {
           isRevoked: () => Promise.resolve(false),
           refreshTtlMs: 86_400_000,
           now: Date.now,
+          spendProof: () => Promise.resolve(),
         } as unknown as GrantDeps;
         const exchange = create(IssueTokenRequestSchema, {
           grantType: "authorization_code",

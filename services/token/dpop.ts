@@ -20,6 +20,12 @@
  * the proof could no longer be accepted): a replay fails in every replica (RFC 9449 11.1). Every
  * failure is `invalid_dpop_proof`.
  *
+ * Checking and spending are two steps because anyone can make a proof that passes the checks (a
+ * key of one's own signs it): a request that has shown nothing else, a public client's with a
+ * made-up refresh token, must leave no row behind. The token endpoint spends a proof at once for a
+ * confidential client that authenticated, and for a public client's grant once the grant has found
+ * its code or token good (./service.ts, ./grants/context.ts).
+ *
  * Nonces (RFC 9449 8), when the server requires them (setting DPOP_NONCE_REQUIRED): stateless, so
  * that every replica makes and accepts the same ones without talking to another. A nonce is the
  * base64url of a window's number (8 bytes, big-endian; a window is {@link nonceWindowSeconds}

@@ -37,7 +37,7 @@ import {
   decideAuthorization,
   startAuthorization,
 } from "./authorization.ts";
-import { clientOf, secretUntilOf } from "./client_auth.ts";
+import { clientOf, isPublic, secretUntilOf } from "./client_auth.ts";
 import type { Dpop } from "./dpop.ts";
 import type { Pushed } from "./pushed.ts";
 import type { UsedJtis } from "./repository/used_jtis.ts";
@@ -145,7 +145,7 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
   const isRevoked = (jti: string) => deps.revocations.isRevoked(jti);
 
   const devices = createDeviceCodeRepository(sql);
-  const grantDeps: GrantDeps = {
+  const grantDeps: Omit<GrantDeps, "spendProof"> = {
     accessTokens,
     grants,
     devices,
@@ -231,21 +231,28 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
             : "Unknown grant_type",
         );
       }
-      // DPoP (RFC 9449): the proof is checked (and its jti spent) before the grant runs, so that
-      // a bad proof spends no code or refresh token.
+      // DPoP (RFC 9449): the proof is checked before the grant runs, so that a bad proof spends no
+      // code or refresh token. Its jti (a row in token.used_jtis for 5 minutes) is spent once the
+      // request has shown more than a proof, which anyone can make: at once for a confidential
+      // client, which has authenticated; for a public client, whose client_id anyone may send, by
+      // the grant once it has found its code, refresh token or device code good for this client
+      // (and key), before it writes or issues anything (./grants/context.ts). A replayed proof is
+      // refused either way, having spent nothing; a made-up code with a fresh proof leaves no row.
       const proof = req.dpop ? await deps.dpop.check(req.dpop) : undefined;
-      await proof?.spend();
-      const jkt = proof?.jkt;
-      if (jkt === undefined && client.dpopBoundAccessTokens) {
+      if (proof === undefined && client.dpopBoundAccessTokens) {
         // RFC 9449 5.2: such a client's token requests must carry a proof.
         throw await deps.dpop.error(
           "invalid_dpop_proof",
           "This client's access tokens must be DPoP-bound: send a DPoP proof",
         );
       }
+      const spendProof = proof?.spend ?? (() => Promise.resolve());
+      if (!isPublic(client)) await spendProof();
       // Who asks, for the event of a family revoked for a replay (./grants/context.ts).
       const audit = clientActorOf(ctx, client.id, now());
-      const issued = await grant({ ...grantDeps, audit }, client, req, jkt);
+      const issued = await grant({ ...grantDeps, audit, spendProof }, client, req, proof?.jkt);
+      // Whichever grant ran, no token leaves with its proof unspent (spent, this does nothing).
+      await spendProof();
       return { ...issued, dpopNonce: await deps.dpop.nonce() };
     },
 
@@ -277,16 +284,21 @@ export function createTokenService(deps: TokenServiceDeps): ServiceImpl<typeof T
 
     async pushAuthorizationRequest(req, ctx) {
       const request = req.request ?? create(AuthorizationRequestSchema);
-      // RFC 9449 10.1: a proof is checked as at the token endpoint (its jti spent) before
-      // anything is kept; its key binds the request as its dpop_jkt would.
+      // RFC 9449 10.1: a proof is checked as at the token endpoint before anything is kept; its
+      // key binds the request as its dpop_jkt would. Its jti is spent as there: at once for a
+      // confidential client; for a public client (its client_id alone), once the request has
+      // passed the authorization endpoint's checks, before it is kept.
+      const client = clientOf(ctx);
       const proof = req.dpop ? await deps.dpop.check(req.dpop) : undefined;
-      await proof?.spend();
-      const jkt = proof?.jkt;
+      if (!isPublic(client)) await proof?.spend();
       const pushed = await deps.pushed.push(
-        clientOf(ctx),
+        client,
         request,
-        (checked) => checkPushed(authorization, checked),
-        jkt,
+        async (checked) => {
+          await checkPushed(authorization, checked);
+          await proof?.spend();
+        },
+        proof?.jkt,
       );
       return {
         requestUri: pushed.requestUri,

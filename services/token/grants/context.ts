@@ -44,6 +44,16 @@ export interface GrantDeps {
    */
   dpopError: Dpop["error"];
   /**
+   * Spends the request's DPoP proof (its `jti`, ../dpop.ts); throws `invalid_dpop_proof` when it
+   * was spent before. Without a proof it does nothing, and so once the proof is spent: a
+   * confidential client's is spent before the grant runs. A public client's waits for this call,
+   * which {@link issueInFamily} and {@link replayed} make before they write: only a request whose
+   * code, refresh token or device code was found good for its client (a bound refresh token, for
+   * the proof's key) leaves a row, and a replayed proof is refused before anything is spent,
+   * revoked or issued.
+   */
+  spendProof(): Promise<void>;
+  /**
    * Who makes this request, from where (the client: ../security_events.ts), for the event of a
    * family revoked for a replay; none: the revocation records none.
    */
@@ -125,7 +135,8 @@ export async function principalToken(
  * With a DPoP proof's `jkt`, the access token is bound to its key, and so is the refresh token
  * when the client is public (RFC 9449 5: a confidential client's refresh token is bound to its
  * authentication instead). A public client's request without a proof gets an unbound refresh
- * token (the refresh grant has already refused one whose token was bound).
+ * token (the refresh grant has already refused one whose token was bound). The proof is spent
+ * before anything else ({@link GrantDeps.spendProof}).
  */
 export async function issueInFamily(
   deps: GrantDeps,
@@ -136,6 +147,7 @@ export async function issueInFamily(
   jkt?: string,
   accessScopes: string[] = scopes,
 ): Promise<Omit<IssueTokenResponse, "$typeName">> {
+  await deps.spendProof();
   const { family } = grant;
   const installation = await deps.registry.getInstallation(
     family.project_id,
@@ -179,13 +191,15 @@ export async function issueInFamily(
  * A code or refresh token presented again by the client it was issued to after it was spent: one
  * of the two presenters is an attacker, so every token of the family is revoked, and the security
  * event (`code_replayed`, `refresh_token_reused`) recorded in the revocation's transaction; a
- * family already revoked records nothing again.
+ * family already revoked records nothing again. The request's DPoP proof is spent first: a replay
+ * of the proof revokes nothing.
  */
 export async function replayed(
   deps: GrantDeps,
   familyId: string,
   replay: Replay,
 ): Promise<never> {
+  await deps.spendProof();
   await deps.grants.revokeFamily(
     familyId,
     new Date(deps.now()),

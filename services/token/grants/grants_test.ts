@@ -29,7 +29,7 @@ import type {
   Spent,
 } from "../repository/grants.ts";
 import { authorizationCode } from "./authorization_code.ts";
-import type { GrantDeps } from "./context.ts";
+import type { Grant, GrantDeps } from "./context.ts";
 import { refreshToken } from "./refresh_token.ts";
 import { accessTokenType, tokenExchange } from "./token_exchange.ts";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.ts";
@@ -95,6 +95,7 @@ function deps(
     refreshTtlMs: 30 * 86_400_000,
     now: () => clock.now,
     dpopError: (code, description) => Promise.resolve(oauthError(code, description)),
+    spendProof: () => Promise.resolve(),
   } satisfies GrantDeps;
 }
 
@@ -411,4 +412,75 @@ Deno.test("DPoP: token exchange keeps a subject token's binding", async () => {
   assert.deepEqual(await exchange(boundSubject, jkt), { type: "DPoP", cnf: { jkt } });
   assert.deepEqual(await exchange(subject()), { type: "Bearer", cnf: undefined });
   assert.deepEqual(await exchange(subject(), jkt), { type: "DPoP", cnf: { jkt } });
+});
+
+Deno.test("DPoP: the proof is spent once the code or token is found good, before any write", async () => {
+  const refresh = create(IssueTokenRequestSchema, {
+    grantType: "refresh_token",
+    refreshToken: "ort_x",
+  });
+  const code = create(IssueTokenRequestSchema, {
+    grantType: "authorization_code",
+    code: "oac_x",
+    redirectUri: "https://app.example/cb",
+    codeVerifier: verifier,
+  });
+  const bound = { ...refreshRow(), dpop_jkt: jkt };
+  /** What the grant answers with a proof of `key` whose spending is a replay or not, and the calls. */
+  const run = async (
+    grant: Grant,
+    req: typeof refresh,
+    rows: { code?: CodeRow; refresh?: RefreshRow },
+    replayedProof = false,
+    key = jkt,
+  ) => {
+    const writes: Writes = [];
+    const grantDeps = {
+      ...deps({ now: t0 }, rows, writes),
+      spendProof: () => (
+        writes.push("spendProof"),
+          replayedProof
+            ? Promise.reject(oauthError("invalid_dpop_proof", "The DPoP proof was already used"))
+            : Promise.resolve()
+      ),
+    };
+    const answer = await grant(grantDeps, spa, req, key).then(() => "issued", reasonOf);
+    return { answer, writes };
+  };
+  // Nothing good found: the proof is not spent.
+  for (
+    const [what, grant, req, rows, key] of [
+      ["an unknown refresh token", refreshToken, refresh, {}, jkt],
+      ["another key's bound token", refreshToken, refresh, { refresh: bound }, "another-key"],
+      ["an expired refresh token", refreshToken, refresh, {
+        refresh: { ...refreshRow(), expires_at: new Date(t0) },
+      }, jkt],
+      ["an unknown code", authorizationCode, code, {}, jkt],
+    ] as const
+  ) {
+    const { answer, writes } = await run(grant, req, rows, false, key);
+    assert.equal(answer, "invalid_grant", what);
+    assert.deepEqual(writes, [], what);
+  }
+  // Found good: spent first, then the grant writes.
+  assert.deepEqual(await run(refreshToken, refresh, { refresh: bound }), {
+    answer: "issued",
+    writes: ["spendProof", "issue"],
+  });
+  assert.deepEqual(await run(authorizationCode, code, { code: await codeRow() }), {
+    answer: "issued",
+    writes: ["spendProof", "issue"],
+  });
+  const spent = { ...bound, spent_at: new Date(t0 - 1) };
+  assert.deepEqual((await run(refreshToken, refresh, { refresh: spent })).writes, [
+    "spendProof",
+    "revokeFamily",
+  ]);
+  // A replayed proof: refused, and nothing written, not even the revocation of a reused token.
+  for (const rows of [{ refresh: bound }, { refresh: spent }]) {
+    assert.deepEqual(await run(refreshToken, refresh, rows, true), {
+      answer: "invalid_dpop_proof",
+      writes: ["spendProof"],
+    });
+  }
 });
