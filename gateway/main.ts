@@ -406,7 +406,10 @@ export function startGateway(
     observed?.(response);
     const seconds = (performance.now() - started) / 1000;
     series(methodLabel(req.method), template, response.status).observe(seconds);
-    if ((template.startsWith("/v1/") || template === "unmatched") && log.enabled("info")) {
+    // Every request but the probes and scrapes of the operational endpoints, which come every few
+    // seconds and say nothing of a caller: the OAuth endpoints and pages included, where failed
+    // client authentications are.
+    if (!Object.hasOwn(operations, template) && log.enabled("info")) {
       log.info("request", {
         method: req.method,
         route: template,

@@ -48,6 +48,28 @@ Deno.test("request ids and trace context follow a call from the gateway into the
     assert.equal(rpc.trace_id, traceId);
     assert.equal(rpc.parent_span_id, access.span_id, "the service's parent is the gateway's span");
 
+    // The OAuth endpoints are in the access log too: a failed client authentication included.
+    const refused = await fetch(`${stack.gatewayUrl}/oauth2/token`, {
+      method: "POST",
+      headers: {
+        authorization: `Basic ${btoa("cli_nobody:wrong")}`,
+        "content-type": "application/x-www-form-urlencoded",
+        "x-request-id": "req-obs-2",
+      },
+      body: "grant_type=client_credentials",
+    });
+    await refused.body?.cancel();
+    assert.equal(refused.status, 401);
+    await until(
+      () => logLines(stack.procs.gateway).some((l) => l.request_id === "req-obs-2"),
+      2000,
+      "the access log of /oauth2/token",
+    );
+    const token401 = logLines(stack.procs.gateway).find((l) => l.request_id === "req-obs-2")!;
+    assert.equal(token401.msg, "request");
+    assert.equal(token401.route, "/oauth2/token");
+    assert.equal(token401.status, 401);
+
     const unsafe = await api("GET", "/v1/projects/obs/config", {
       token,
       headers: { "x-request-id": 'bad id\twith"quotes' },
