@@ -149,6 +149,17 @@ function methodLabel(method: string): string {
   return knownMethods.has(method) ? method : "other";
 }
 
+/** The longest part of a method the access log keeps. */
+const maxLoggedMethod = 32;
+
+/**
+ * The access log's `method`: a method no route takes is kept for the line, but cut, as a method can
+ * be as long as the request head (64 KiB), each request then writing as much to the log.
+ */
+function loggedMethod(method: string): string {
+  return method.length <= maxLoggedMethod ? method : `${method.slice(0, maxLoggedMethod)}...`;
+}
+
 /** What a caller of {@link startGateway} may add: the tests check every exchange. */
 export interface GatewayHooks {
   /**
@@ -411,7 +422,7 @@ export function startGateway(
     // client authentications are.
     if (!Object.hasOwn(operations, template) && log.enabled("info")) {
       log.info("request", {
-        method: req.method,
+        method: loggedMethod(req.method),
         route: template,
         status: response.status,
         duration_ms: Math.round(seconds * 1e6) / 1e3,

@@ -70,6 +70,26 @@ Deno.test("request ids and trace context follow a call from the gateway into the
     assert.equal(token401.route, "/oauth2/token");
     assert.equal(token401.status, 401);
 
+    // A method is any token, as long as the request head: its line keeps a bounded part of it.
+    const conn = await Deno.connect({
+      hostname: "127.0.0.1",
+      port: Number(new URL(stack.gatewayUrl).port),
+    });
+    await conn.write(new TextEncoder().encode(
+      `${"M".repeat(20_000)} /v1/x HTTP/1.1\r\nhost: a\r\nx-request-id: req-obs-3\r\n` +
+        "connection: close\r\n\r\n",
+    ));
+    await conn.readable.pipeTo(new WritableStream());
+    await until(
+      () => logLines(stack.procs.gateway).some((l) => l.request_id === "req-obs-3"),
+      2000,
+      "the access log of an unknown method",
+    );
+    const unknownMethod = logLines(stack.procs.gateway).find((l) => l.request_id === "req-obs-3")!;
+    assert.equal(unknownMethod.status, 501);
+    assert.ok(String(unknownMethod.method).length <= 64, "the method is cut");
+    assert.ok(String(unknownMethod.method).startsWith("MMMM"));
+
     const unsafe = await api("GET", "/v1/projects/obs/config", {
       token,
       headers: { "x-request-id": 'bad id\twith"quotes' },
