@@ -30,10 +30,31 @@ export interface Logger {
   enabled(level: Level): boolean;
 }
 
+/** The longest error message a line keeps, in UTF-16 code units. */
+const maxErrorMessage = 1024;
+
+/**
+ * An error's message as a line shows it. Postgres quotes the value it refused in the message of a
+ * data exception (SQLSTATE class 22: `invalid input syntax for type uuid: "..."`), and that value
+ * is a query parameter, whatever a request carried: it is left out. Any message is cut at
+ * {@link maxErrorMessage} (a parser's message may quote its whole input).
+ */
+function errorMessage(message: string, code: unknown): string {
+  const text = typeof code === "string" && /^22[0-9A-Z]{3}$/.test(code)
+    ? message.replace(/"[\s\S]*"/, '"(not logged)"')
+    : message;
+  return text.length <= maxErrorMessage
+    ? text
+    : `${text.slice(0, maxErrorMessage).toWellFormed()}... (cut)`;
+}
+
 function describe(value: unknown): unknown {
   if (value instanceof Error) {
-    const out: Record<string, unknown> = { name: value.name, message: value.message };
     const code = (value as { code?: unknown }).code;
+    const out: Record<string, unknown> = {
+      name: value.name,
+      message: errorMessage(value.message, code),
+    };
     if (code !== undefined) out.code = code;
     if (value.cause !== undefined) out.cause = describe(value.cause);
     return out;

@@ -30,3 +30,23 @@ Deno.test("formatLine: the same text as the head and the fields merged into one 
     );
   }
 });
+
+Deno.test("formatLine: an error's message leaves out the value Postgres quotes, and is bounded", () => {
+  // What postgres.js throws for `select ${value}::uuid` with a value that is not one.
+  const rejected = Object.assign(
+    new Error('invalid input syntax for type uuid: "ort_SECRET-REFRESH-TOKEN"'),
+    { name: "PostgresError", code: "22P02" },
+  );
+  const line = formatLine("c", "error", "rpc", {
+    error: new Error("wrapped", { cause: rejected }),
+  });
+  assert.ok(!line.includes("SECRET"), line);
+  const cause = (JSON.parse(line) as { error: { cause: Record<string, unknown> } }).error.cause;
+  assert.equal(cause.code, "22P02");
+  assert.match(String(cause.message), /^invalid input syntax for type uuid: /);
+  // Other errors keep their message (a column named is no value), cut when very long.
+  const missing = Object.assign(new Error('column "nope" does not exist'), { code: "42703" });
+  assert.match(formatLine("c", "error", "rpc", { error: missing }), /column \\"nope\\" does not/);
+  const long = formatLine("c", "error", "rpc", { error: new SyntaxError("x".repeat(100_000)) });
+  assert.ok(long.length < 2_000, `${long.length} characters`);
+});
