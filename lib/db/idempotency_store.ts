@@ -19,15 +19,18 @@ export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): I
     options,
     async claim(caller, rpc, key, hash) {
       const owner = crypto.randomUUID();
-      // A new key, an expired one, or one whose request died with the same body: take it.
+      // A new key, an expired one, or one whose request died with the same body before its
+      // change committed (no effect marked): take it. One whose change committed is never run
+      // again; the caller answers from its effect.
       const [taken] = await sql<{ owner: string }[]>`
         insert into ${table} as k (caller, rpc, key, request_hash, owner)
         values (${caller}, ${rpc}, ${key}, ${hash}, ${owner})
         on conflict (caller, rpc, key) do update
           set request_hash = excluded.request_hash, owner = excluded.owner, response = null,
-              error = null, created_at = now(), completed_at = null
+              error = null, effect = null, created_at = now(), completed_at = null
           where k.created_at <= now() - make_interval(secs => ${ttl})
-             or (k.completed_at is null and k.request_hash = excluded.request_hash
+             or (k.completed_at is null and k.effect is null
+                 and k.request_hash = excluded.request_hash
                  and k.created_at <= now() - make_interval(secs => ${lock}))
         returning k.owner`;
       if (taken?.owner === owner) return { kind: "owner", owner };
@@ -37,9 +40,10 @@ export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): I
           response: Uint8Array | null;
           error: StoredError | null;
           completed: boolean;
+          effect: string | null;
         }[]
       >`
-        select request_hash, response, error, completed_at is not null as completed
+        select request_hash, response, error, completed_at is not null as completed, effect
         from ${table} where caller = ${caller} and rpc = ${rpc} and key = ${key}`;
       if (!row) return { kind: "gone" };
       return {
@@ -48,6 +52,7 @@ export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): I
         response: row.response,
         error: row.error,
         completed: row.completed,
+        effect: row.effect,
       };
     },
     async complete(caller, rpc, key, owner, outcome) {

@@ -4,7 +4,7 @@ import { createIdempotencyStore } from "./idempotency_store.ts";
 import { createLogger } from "../platform/mod.ts";
 import { createTestDatabase } from "../testing/mod.ts";
 
-Deno.test("the key store: claim, replay, takeover of a dead request, expiry and purge", async () => {
+Deno.test("the key store: claim, replay, takeover of a dead request, effects, expiry and purge", async () => {
   const db = await createTestDatabase();
   const sql = connect(db.url, { applicationName: "idempotency-test", max: 2 });
   try {
@@ -52,6 +52,12 @@ Deno.test("the key store: claim, replay, takeover of a dead request, expiry and 
     });
     assert.equal((await quick.claim("c", "rpc", "dead", h2)).kind, "existing", "another body");
     assert.equal((await quick.claim("c", "rpc", "dead", h1)).kind, "owner");
+    // One whose change committed (its effect marked) is never taken over: it tells its effect.
+    assert.equal((await store.claim("c", "rpc", "marked", h1)).kind, "owner");
+    await sql`update core.idempotency_keys set effect = 'spaces/s/roles/r' where key = 'marked'`;
+    const marked = await quick.claim("c", "rpc", "marked", h1);
+    assert.ok(marked.kind === "existing" && !marked.completed);
+    assert.equal(marked.effect, "spaces/s/roles/r");
 
     // Released keys are gone; expired keys are new again, then purged.
     const released = await store.claim("c", "rpc", "released", h1);
@@ -65,7 +71,7 @@ Deno.test("the key store: claim, replay, takeover of a dead request, expiry and 
     const { n } = (await sql<
       { n: number }[]
     >`select count(*)::int as n from core.idempotency_keys`)[0]!;
-    assert.equal(n, 4);
+    assert.equal(n, 5);
   } finally {
     await sql.end();
     await db.drop();
