@@ -43,7 +43,7 @@ import * as v from "valibot";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EventSchema } from "../../gen/registry/audit/v1/event_pb.ts";
 import { deleteBatch, plainName, purgeBatch, type Sql } from "../db/mod.ts";
-import { callerOf } from "../policy/mod.ts";
+import { callerOf, type HeldKey, heldKeyOf } from "../policy/mod.ts";
 import {
   expiredEtagSuffix,
   maxTimestampMs,
@@ -94,6 +94,11 @@ export interface AuditContext {
   peer: string;
   /** When the change is made (the service's clock). */
   at: Date;
+  /**
+   * The idempotency key the call holds (lib/policy's `heldKeyOf`), which its change marks in the
+   * same statement ({@link eventCte}), or undefined.
+   */
+  key?: HeldKey | undefined;
 }
 
 /** Who acted: a platform token's caller, an OAuth client, or what a failed call claimed. */
@@ -152,14 +157,19 @@ export function provenanceOf(header: Headers): Record<string, string> {
   return out;
 }
 
-/** The audit context of a call (after authentication: the platform token's caller acts). */
+/**
+ * The audit context of a call (after authentication: the platform token's caller acts), with the
+ * idempotency key it holds, if any.
+ */
 export function auditContextOf(ctx: HandlerContext, now: number): AuditContext {
   const caller = callerOf(ctx);
-  return auditContextFrom({ header: ctx.requestHeader, method: ctx.method }, {
+  const audit = auditContextFrom({ header: ctx.requestHeader, method: ctx.method }, {
     sub: caller.subject,
     clientId: caller.clientId ?? null,
     installationId: caller.installationId ?? null,
   }, now);
+  const key = heldKeyOf(ctx.values);
+  return key === undefined ? audit : { ...audit, key };
 }
 
 /** What a repository's write records, and the etag it is conditional on (none: unconditional). */
@@ -209,6 +219,12 @@ export interface EventTarget {
  * With `each`, the CTE of that name records one event per row of `from` (the rows a statement
  * takes along with the one it is about, such as a deleted client's secrets), in the same call's
  * name: `parent`, `resource` and `changes` are then SQL over each row.
+ *
+ * When the call holds an idempotency key (`audit.key`), the event (not one of `each`) also marks
+ * it: one more CTE, `audit_event_key`, sets the key's `effect` in `<schema>.idempotency_keys` to
+ * the event's resource, when the key is still the call's (same owner) and an event is written. The
+ * change and the mark commit together, in the statement the change costs anyway, so a key whose
+ * outcome is lost after the commit is never run again (lib/policy/idempotency.ts).
  */
 export function eventCte(
   sql: Sql,
@@ -220,6 +236,7 @@ export function eventCte(
   // One fragment a call, the rest made once (`constant`): postgres.js makes a query object of
   // every fragment, and the fragments of each write cost it about 45 µs of its 220 (measured in a
   // loop of a client's PATCH). `(x)::text` takes a value or SQL alike.
+  const held = each === undefined ? audit.key : undefined;
   return sql`
     ${constant(sql, each ?? "audit_event")} as (
       insert into ${constant(sql, `${plainName(schema)}.events`)} (
@@ -231,6 +248,18 @@ export function eventCte(
         ${audit.sourceIp}, ${audit.userAgent}, ${audit.peer}, ${t.changes}, ${t.result ?? "ok"}
       from ${t.from}
       ${constant(sql, each === undefined ? "limit 1" : "")}
+      ${held === undefined ? constant(sql, "") : constant(sql, "returning resource")}
+    )${held === undefined ? constant(sql, "") : keyMark(sql, schema, held)}`;
+}
+
+/** The CTE that marks the key `held` with the effect of the statement's `audit_event`. */
+function keyMark(sql: Sql, schema: string, held: HeldKey): Fragment {
+  return sql`,
+    ${constant(sql, "audit_event_key")} as (
+      update ${constant(sql, `${plainName(schema)}.idempotency_keys`)} k set effect = e.resource
+      from audit_event e
+      where k.caller = ${held.caller} and k.rpc = ${held.rpc} and k.key = ${held.key}
+        and k.owner = ${held.owner}
     )`;
 }
 

@@ -35,10 +35,24 @@
  * response bytes or error, created_at). Expired rows are purged opportunistically, at most once a
  * minute per process, a thousand at a time until none is left.
  *
- * A crash between the handler's commit and the storing of its outcome leaves the key "in progress"
- * ({@link IdempotencyOptions.lockSeconds}, 60 s); after that a retry with the same request takes
- * the key over and runs again (the handler's effect and the stored outcome are not one
- * transaction).
+ * The handler's change and the stored outcome are two transactions: the process can die, or
+ * storing the outcome can fail, after the change committed. So the change marks the key itself:
+ * while the owner runs, the call's context holds the key ({@link heldKeyOf}), lib/audit's audit
+ * context carries it, and the statement that writes the change's event (every change writes one,
+ * in the same statement) also sets the key's `effect` to the name of the resource it changed. A
+ * key whose effect is marked is never run again, whether its outcome was stored or not:
+ *
+ * - stored: it is replayed as above;
+ * - not stored (lost): a retry with the same request, before or after the key's lock
+ *   ({@link IdempotencyOptions.lockSeconds}, 60 s), is answered from the resource as it is now,
+ *   read by the method's {@link Recovery} and stripped by its {@link Redaction} as a stored
+ *   response would be (a one-time secret or private key is not shown again), with
+ *   `idempotent-replayed: true`; when the method has no recovery or the resource is gone since, it
+ *   is FAILED_PRECONDITION with reason {@link outcomeLostReason} (HTTP 409) and the resource's name
+ *   in the ErrorInfo's `resource` metadata: the request completed, and is not run again.
+ *
+ * A key whose owner died before its change committed (no effect) is in progress until its lock
+ * expires; after that a retry with the same request takes the key over and runs it.
  *
  * @module
  */
@@ -54,7 +68,15 @@ import {
   hasOption,
   type Message,
 } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Interceptor, type UnaryResponse } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ContextValues,
+  createContextKey,
+  type Interceptor,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
 import * as v from "valibot";
 import { http } from "../../gen/google/api/annotations_pb.ts";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
@@ -72,6 +94,30 @@ export const replayedHeader = "idempotent-replayed";
 export const keyReusedReason = "IDEMPOTENCY_KEY_REUSED";
 /** ErrorInfo reason: a request with the key is still running (HTTP 409). */
 export const keyInUseReason = "IDEMPOTENCY_KEY_IN_USE";
+/**
+ * ErrorInfo reason: the request with the key completed (its change committed, the resource in the
+ * `resource` metadata) but its response was lost and cannot be given again (HTTP 409).
+ */
+export const outcomeLostReason = "IDEMPOTENCY_OUTCOME_LOST";
+
+/** The key a call holds while it runs as the key's owner: what its change marks. */
+export interface HeldKey {
+  /** The caller's scope ({@link callerScope}). */
+  caller: string;
+  /** The RPC, `package.Service/Method`. */
+  rpc: string;
+  /** The key. */
+  key: string;
+  /** The owner the claim drew. */
+  owner: string;
+}
+
+const heldKey = createContextKey<HeldKey | undefined>(undefined, { description: "held key" });
+
+/** The idempotency key the call holds as its owner, or undefined (no key, or not a create). */
+export function heldKeyOf(values: ContextValues): HeldKey | undefined {
+  return values.get(heldKey);
+}
 
 /** The settings of the services that store keys. */
 export const idempotencySettings = {
@@ -124,6 +170,8 @@ export type Claim =
     response: Uint8Array | null;
     error: StoredError | null;
     completed: boolean;
+    /** The resource the request's change named, once it committed; null before, or for none. */
+    effect: string | null;
   }
   | { kind: "gone" };
 
@@ -227,6 +275,18 @@ export function postMethods(service: DescService): DescMethodUnary[] {
 export type Redaction = readonly [method: DescMethodUnary, redact: (res: Message) => Message];
 
 /**
+ * How a method's response is made again when its request completed but the outcome was lost:
+ * `read` answers the resource named `resource` (the effect its change marked) as it is now, as the
+ * method's response (a message or an initializer), for the call `req` (authorized as the first
+ * one was: the same caller and request), or undefined when it is gone. The answer is stripped by
+ * the method's {@link Redaction} before it is sent.
+ */
+export type Recovery = readonly [
+  method: DescMethodUnary,
+  read: (resource: string, req: UnaryRequest) => Promise<object | undefined>,
+];
+
+/**
  * The idempotency interceptor for the POST methods of `services` (see {@link postMethods}), keys
  * kept in `store`. It runs after authentication and authorization (it scopes keys by the caller,
  * and a replay must be as authorized as a first call), right before the handler.
@@ -235,15 +295,26 @@ export function idempotency(
   store: IdempotencyStore,
   services: readonly DescService[],
   redactions: readonly Redaction[] = [],
+  recoveries: readonly Recovery[] = [],
 ): Interceptor {
   const posts = new Set<DescMethod>(services.flatMap(postMethods));
-  const redact = new Map<DescMethod, (res: Message) => Message>();
-  for (const [method, fn] of redactions) {
-    if (!posts.has(method)) {
-      throw new Error(`Cannot make ${method.name} idempotent: it is not a POST method`);
+  const byMethod = <F>(list: readonly (readonly [DescMethodUnary, F])[]) => {
+    const out = new Map<DescMethod, F>();
+    for (const [method, fn] of list) {
+      if (!posts.has(method)) {
+        throw new Error(`Cannot make ${method.name} idempotent: it is not a POST method`);
+      }
+      out.set(method, fn);
     }
-    redact.set(method, fn);
-  }
+    return out;
+  };
+  const redact = byMethod(redactions);
+  const recover = byMethod(recoveries);
+  /** What is kept of a response: all of it, or what its redaction leaves. */
+  const kept = (method: DescMethodUnary, output: Message) => {
+    const strip = redact.get(method);
+    return strip ? strip(clone(method.output, create(method.output, output))) : output;
+  };
   const purgeEvery = store.options.purgeIntervalMs ?? 60_000;
   let lastPurge = 0;
   const log = store.options.log;
@@ -276,6 +347,15 @@ export function idempotency(
             keyReusedReason,
           );
         }
+        if (!claim.completed && claim.effect !== null) {
+          // The change committed, its outcome is not stored (yet, or ever): never run it again.
+          const found = await recover.get(method)?.(claim.effect, req);
+          if (found === undefined) throw outcomeLost(claim.effect);
+          answerWith(req.contextValues, kept(method, create(method.output, found as never)));
+          const res = await next(req);
+          res.header.set(replayedHeader, "true");
+          return res;
+        }
         if (!claim.completed) {
           throw reasoned(
             "A request with this Idempotency-Key is in progress; retry later",
@@ -297,6 +377,8 @@ export function idempotency(
       throw new ConnectError("The Idempotency-Key is contended; retry", Code.Aborted);
     }
     const owner = claim.owner;
+    // What the handler's change marks, in its own statement (lib/audit's eventCte).
+    req.contextValues.set(heldKey, { caller: scope, rpc, key, owner });
     let res: UnaryResponse;
     try {
       res = await next(req) as UnaryResponse;
@@ -310,13 +392,25 @@ export function idempotency(
       throw error;
     }
     // The handler's answer as it returned it: a message or an initializer (lib/rpc/router.ts).
-    const output = res.message as Message;
-    const strip = redact.get(method);
-    const stored = strip ? strip(clone(method.output, create(method.output, output))) : output;
+    const stored = kept(method, res.message as Message);
     await store.complete(scope, rpc, key, owner, { response: encodeMessage(method.output, stored) })
       .catch((e) => log.warn("cannot store an idempotent outcome", { rpc, error: e }));
     return res;
   };
+}
+
+/** The answer to a retry of a request that completed, `resource` its effect, whose outcome is lost. */
+function outcomeLost(resource: string): ConnectError {
+  return new ConnectError(
+    `The request with this Idempotency-Key completed (it changed ${resource}), but its response ` +
+      "was lost and cannot be given again; read the resource instead of retrying",
+    Code.FailedPrecondition,
+    undefined,
+    [{
+      desc: ErrorInfoSchema,
+      value: { reason: outcomeLostReason, domain: errorDomain, metadata: { resource } },
+    }],
+  );
 }
 
 function equal(a: Uint8Array, b: Uint8Array): boolean {

@@ -30,6 +30,8 @@ export {
 } from "./authorization.ts";
 export {
   type Claim,
+  type HeldKey,
+  heldKeyOf,
   idempotency,
   type IdempotencyOptions,
   idempotencySettings,
@@ -37,7 +39,9 @@ export {
   keyHeader,
   keyInUseReason,
   keyReusedReason,
+  outcomeLostReason,
   postMethods,
+  type Recovery,
   type Redaction,
   replayedHeader,
   type StoredError,
