@@ -48,6 +48,7 @@ export {
   untilWaitingForLock,
 } from "./database.ts";
 export { gate, manualFeed } from "./feed.ts";
+export { losingOutcomes, type LostOutcomes } from "./idempotency.ts";
 export {
   type GrpcChannel,
   grpcChannel,

@@ -20,7 +20,7 @@ import { availability, bind, deadline, logging, metering, tracing } from "../../
 import { defineService, runService } from "../../lib/service/mod.ts";
 import { corePolicy } from "./policy.ts";
 import { createUnitRepository } from "./repository/units.ts";
-import { createCore } from "./service.ts";
+import { coreRecoveries, createCore } from "./service.ts";
 import { cacheUnits } from "./unit_cache.ts";
 
 /** The service: run as its own process, or embedded by `deno task start`. */
@@ -71,7 +71,8 @@ export const coreService = defineService({
         availability(notReady),
         authentication(verify),
         authorization([policyOf(CoreService, corePolicy)]),
-        // Keys are scoped by the caller's space too (lib/policy), the core area's only tenancy.
+        // Keys are scoped by the caller's space too (lib/policy), the core area's only tenancy. A
+        // create whose change committed but whose outcome was lost answers its record as it is.
         idempotency(
           createIdempotencyStore(sql, {
             schema: "core",
@@ -79,6 +80,8 @@ export const coreService = defineService({
             log,
           }),
           [CoreService],
+          [],
+          coreRecoveries(sql),
         ),
       ],
     };

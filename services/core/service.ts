@@ -52,7 +52,7 @@ import {
   timestampFloorMs,
   timestampOf,
 } from "../../lib/resource/mod.ts";
-import { callerOf } from "../../lib/policy/mod.ts";
+import { callerOf, type Recovery } from "../../lib/policy/mod.ts";
 import { validate } from "../../lib/resource/mod.ts";
 import {
   createJourneyRepository,
@@ -70,7 +70,7 @@ import { journeyInput, roleFilter, roleInput, unitFilter, unitInput } from "./va
 import * as v from "valibot";
 
 /** The caller's space (./policy.ts has refused callers without one). */
-function spaceOf(ctx: HandlerContext): string {
+function spaceOf(ctx: Pick<HandlerContext, "values">): string {
   const space = callerOf(ctx).space;
   if (space === undefined) throw new ConnectError("No space in the call", Code.Internal);
   return space;
@@ -166,6 +166,43 @@ export interface CoreDeps {
    * every other read goes to Postgres, and writes go through it so that it forgets what changed.
    */
   units?: UnitRepository | undefined;
+}
+
+/**
+ * How each create whose idempotent outcome was lost is answered again (lib/policy's `Recovery`):
+ * the record its change named (the last segment of the name is its id), as it is now in Postgres,
+ * in the caller's space; undefined when it is gone.
+ */
+export function coreRecoveries(sql: Sql): Recovery[] {
+  const roles = createRoleRepository(sql);
+  const journeys = createJourneyRepository(sql);
+  const units = createUnitRepository(sql);
+  const reading = <R>(
+    kind: { toUuid(id: string): string | undefined },
+    get: (space: string, uuid: string) => Promise<R | undefined>,
+    answer: (row: R) => object,
+  ): Recovery[1] =>
+  async (resource, req) => {
+    const uuid = kind.toUuid(resource.slice(resource.lastIndexOf("/") + 1));
+    const row = uuid === undefined
+      ? undefined
+      : await get(spaceOf({ values: req.contextValues }), uuid);
+    return row === undefined ? undefined : answer(row);
+  };
+  return [
+    [
+      CoreService.method.createRole,
+      reading(ids.role, (s, id) => roles.get(s, id), (row) => ({ role: toRole(row) })),
+    ],
+    [
+      CoreService.method.createJourney,
+      reading(ids.journey, (s, id) => journeys.get(s, id), (row) => ({ journey: toJourney(row) })),
+    ],
+    [
+      CoreService.method.createUnit,
+      reading(ids.unit, (s, id) => units.get(s, id), (row) => ({ unit: toUnit(row) })),
+    ],
+  ];
 }
 
 /** Creates the CoreService handlers. */

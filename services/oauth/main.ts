@@ -39,7 +39,7 @@ import {
   createClientSecretRepository,
 } from "./repository/client_secrets.ts";
 import { createSecretHasher, type SecretHasher, secretsByKey } from "./secrets.ts";
-import { createOAuthRegistry } from "./service.ts";
+import { createOAuthRegistry, oauthRecoveries } from "./service.ts";
 
 /** The service: run as its own process, or embedded by `deno task start`. */
 export const oauthRegistryService = defineService({
@@ -133,6 +133,9 @@ export const oauthRegistryService = defineService({
             [OAuthRegistryService.method.createClientSecret, withoutPlaintext],
             [OAuthRegistryService.method.createClientKey, withoutPrivateKey],
           ],
+          // A create whose change committed but whose outcome was lost answers the record as it
+          // is, through the same redactions.
+          oauthRecoveries(sql, now),
         ),
       ],
     };

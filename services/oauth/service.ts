@@ -67,7 +67,7 @@ import {
   type Write,
   writeOf,
 } from "../../lib/audit/mod.ts";
-import { administers, type Caller, callerOf } from "../../lib/policy/mod.ts";
+import { administers, type Caller, callerOf, type Recovery } from "../../lib/policy/mod.ts";
 import type { Sql } from "../../lib/db/mod.ts";
 import { anyVersion, enumName, enumNumber, expiringEtag } from "../../lib/resource/mod.ts";
 import { invalidArgument, type Logger, noCache, notFound } from "../../lib/platform/mod.ts";
@@ -393,6 +393,48 @@ function outOfReach(clientId: string): ConnectError {
     `No client ${clientId} in a project the token grants access to`,
     Code.PermissionDenied,
   );
+}
+
+/**
+ * How each create whose idempotent outcome was lost is answered again (lib/policy's `Recovery`):
+ * the client, secret or key its change named, as it is now in Postgres (the caller was authorized
+ * for its project as for the first call); undefined when it is gone. A secret's plaintext and a
+ * generated key's private part are not in Postgres: the answer has none, as a replay has none. A
+ * consent has no recovery (whether it created the installation is not kept): its retry is told
+ * that it completed.
+ */
+export function oauthRecoveries(sql: Sql, now: () => number = Date.now): Recovery[] {
+  const clients = createClientRepository(sql);
+  const secrets = createClientSecretRepository(sql);
+  const keys = createClientKeyRepository(sql);
+  /** The stored ids of `projects/<p>/clients/<c>[/<collection>/<id>]`, or undefined. */
+  const named = (resource: string, collection?: "secrets" | "keys") => {
+    const [projects, project, collectionOfClients, client, more, id, ...rest] = resource.split("/");
+    const clientUuid = ids.client.toUuid(client ?? "");
+    if (projects !== "projects" || collectionOfClients !== "clients" || rest.length > 0) return;
+    if (project === undefined || clientUuid === undefined || more !== collection) return;
+    if (collection === undefined) return { project, clientUuid, uuid: clientUuid };
+    const uuid = (collection === "secrets" ? ids.secret : ids.key).toUuid(id ?? "");
+    return uuid === undefined ? undefined : { project, clientUuid, uuid };
+  };
+  return [
+    [OAuthRegistryService.method.createClient, async (resource) => {
+      const name = named(resource);
+      const row = name && await clients.get(name.project, name.uuid);
+      return row ? { client: toClient(row) } : undefined;
+    }],
+    [OAuthRegistryService.method.createClientSecret, async (resource) => {
+      const name = named(resource, "secrets");
+      const rows = name && await secrets.list(name.project, name.clientUuid);
+      const row = rows?.find((r) => r.id === name!.uuid);
+      return row ? { clientSecret: toSecret(row, now()) } : undefined;
+    }],
+    [OAuthRegistryService.method.createClientKey, async (resource) => {
+      const name = named(resource, "keys");
+      const row = name && await keys.get(name.project, name.clientUuid, name.uuid);
+      return row ? { clientKey: toKey(row, now()) } : undefined;
+    }],
+  ];
 }
 
 /** Creates the OAuthRegistryService handlers. */
