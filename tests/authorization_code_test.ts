@@ -289,6 +289,9 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         insecure,
       );
       assert.equal(await tokenError(again), "400 invalid_grant");
+      // The gateway answered the token active from memory above; the revocation made at the token
+      // endpoint reaches it through Postgres, within the promised time.
+      await propagated();
       assert.equal((await introspect(webTokens.access_token)).active, false);
       const refresh = await oauth.refreshTokenGrantRequest(
         as,
@@ -372,6 +375,7 @@ Deno.test("authorization code + PKCE, refresh and token exchange with a stock OA
         insecure,
       );
       assert.equal(await tokenError(reuse), "400 invalid_grant");
+      await propagated(); // as above: the gateway kept the answer of the line before
       assert.equal((await introspect(rotated.access_token)).active, false);
       const next = await oauth.refreshTokenGrantRequest(
         as,

@@ -14,6 +14,7 @@ import {
   httpClient,
   type MovableClock,
   movableClock,
+  propagated,
   type Stack,
   startStack,
 } from "../lib/testing/mod.ts";
@@ -356,6 +357,9 @@ Deno.test("the device flow (RFC 8628) with a stock OAuth client, on a moved cloc
       async () => {
         await tokenClock.advance(15);
         assert.equal(await poll(codes.device_code), "invalid_grant");
+        // The gateway answered the token active from memory before; the revocation made at the
+        // token endpoint reaches it through Postgres, within the promised time.
+        await propagated();
         assert.equal((await introspect(tokens.access_token)).active, false);
         // A decided code is no longer one to enter.
         const late = await enter(codes.user_code);
