@@ -149,15 +149,16 @@ function methodLabel(method: string): string {
   return knownMethods.has(method) ? method : "other";
 }
 
-/** The longest part of a method the access log keeps. */
+/** The longest part of a method, and of a path, that a log line keeps. */
 const maxLoggedMethod = 32;
+const maxLoggedPath = 1024;
 
 /**
- * The access log's `method`: a method no route takes is kept for the line, but cut, as a method can
- * be as long as the request head (64 KiB), each request then writing as much to the log.
+ * A method or a path as a log line keeps it: cut, as either can be as long as the request head (64
+ * KiB), each request then writing as much to the log.
  */
-function loggedMethod(method: string): string {
-  return method.length <= maxLoggedMethod ? method : `${method.slice(0, maxLoggedMethod)}...`;
+function logged(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}...`;
 }
 
 /** What a caller of {@link startGateway} may add: the tests check every exchange. */
@@ -404,7 +405,11 @@ export function startGateway(
         clientAddressOf(req, info),
       );
     } catch (error) {
-      log.error("request failed", { path: url.pathname, request_id: requestId, error });
+      log.error("request failed", {
+        path: logged(url.pathname, maxLoggedPath),
+        request_id: requestId,
+        error,
+      });
       result = {
         response: errorResponse(500, Code.Internal, "Internal error"),
         route: "unmatched",
@@ -422,7 +427,7 @@ export function startGateway(
     // client authentications are.
     if (!Object.hasOwn(operations, template) && log.enabled("info")) {
       log.info("request", {
-        method: loggedMethod(req.method),
+        method: logged(req.method, maxLoggedMethod),
         route: template,
         status: response.status,
         duration_ms: Math.round(seconds * 1e6) / 1e3,

@@ -48,7 +48,7 @@ function errorMessage(message: string, code: unknown): string {
     : `${text.slice(0, maxErrorMessage).toWellFormed()}... (cut)`;
 }
 
-function describe(value: unknown): unknown {
+function describe(value: unknown, depth = 0): unknown {
   if (value instanceof Error) {
     const code = (value as { code?: unknown }).code;
     const out: Record<string, unknown> = {
@@ -56,11 +56,17 @@ function describe(value: unknown): unknown {
       message: errorMessage(value.message, code),
     };
     if (code !== undefined) out.code = code;
-    if (value.cause !== undefined) out.cause = describe(value.cause);
+    // Causes are followed a few deep: a chain can be long, and one that loops never ends.
+    if (value.cause !== undefined) {
+      out.cause = depth < maxCauses ? describe(value.cause, depth + 1) : "(more causes not logged)";
+    }
     return out;
   }
   return value;
 }
+
+/** How many causes of an error a line follows. */
+const maxCauses = 8;
 
 /** Lines waiting to be written, of every logger of the process (they share stderr). */
 let waiting = "";

@@ -50,3 +50,18 @@ Deno.test("formatLine: an error's message leaves out the value Postgres quotes, 
   const long = formatLine("c", "error", "rpc", { error: new SyntaxError("x".repeat(100_000)) });
   assert.ok(long.length < 2_000, `${long.length} characters`);
 });
+
+Deno.test("formatLine: an error whose causes loop is written, its causes followed a few deep", () => {
+  const first = new Error("first");
+  const second = new Error("second", { cause: first });
+  (first as { cause?: unknown }).cause = second;
+  const line = formatLine("c", "error", "rpc", { error: first });
+  let depth = 0;
+  let at = (JSON.parse(line) as { error: { cause?: unknown } }).error;
+  while (typeof at.cause === "object" && at.cause !== null) {
+    at = at.cause as { cause?: unknown };
+    depth++;
+  }
+  assert.equal(depth, 8);
+  assert.equal(at.cause, "(more causes not logged)");
+});
