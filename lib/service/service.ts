@@ -195,6 +195,8 @@ export async function startService<E extends v.ObjectEntries>(
     budget,
     now: Date.now,
   });
+  /** The reason the last "not ready" line gave, and when. */
+  let notReadyLogged = { reason: "", at: -Infinity };
   const server = serve({
     bindings: services,
     interceptors,
@@ -209,7 +211,14 @@ export async function startService<E extends v.ObjectEntries>(
         await partsReady();
         return true;
       } catch (error) {
-        log.warn("not ready", { error });
+        // Probes come often (a gateway's, every few hundred ms): a reason is logged when it
+        // changes, and again at most once a minute while it holds.
+        const reason = error instanceof Error ? error.message : String(error);
+        const at = Date.now();
+        if (reason !== notReadyLogged.reason || at - notReadyLogged.at >= 60_000) {
+          notReadyLogged = { reason, at };
+          log.warn("not ready", { error });
+        }
         return false;
       }
     },
