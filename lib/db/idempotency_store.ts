@@ -66,9 +66,12 @@ export function createIdempotencyStore(sql: Sql, options: IdempotencyOptions): I
         where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}`;
     },
     async release(caller, rpc, key, owner) {
+      // Not one whose change committed (its effect marked) before the call failed, as a lost
+      // connection can fail it after the commit: a retry answers from its effect.
       await sql`
         delete from ${table}
-        where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}`;
+        where caller = ${caller} and rpc = ${rpc} and key = ${key} and owner = ${owner}
+          and effect is null`;
     },
     purge() {
       // A batch at a time, as many as the keys that expired (a minute of them, at 100 batches,

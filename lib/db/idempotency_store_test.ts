@@ -59,19 +59,30 @@ Deno.test("the key store: claim, replay, takeover of a dead request, effects, ex
     assert.ok(marked.kind === "existing" && !marked.completed);
     assert.equal(marked.effect, "spaces/s/roles/r");
 
-    // Released keys are gone; expired keys are new again, then purged.
+    // Released keys are gone, but for one whose change committed before its call failed (a lost
+    // connection can fail a call after its commit); expired keys, marked or not, are new again,
+    // then purged.
     const released = await store.claim("c", "rpc", "released", h1);
     if (released.kind !== "owner") throw new Error("expected to own the key");
     await store.release("c", "rpc", "released", released.owner);
     assert.equal((await store.claim("c", "rpc", "released", h2)).kind, "owner");
+    const committed = await store.claim("c", "rpc", "committed", h1);
+    if (committed.kind !== "owner") throw new Error("expected to own the key");
+    await sql`update core.idempotency_keys set effect = 'spaces/s/roles/q' where key = 'committed'`;
+    await store.release("c", "rpc", "committed", committed.owner);
+    const kept = await store.claim("c", "rpc", "committed", h1);
+    assert.ok(kept.kind === "existing" && kept.effect === "spaces/s/roles/q", "released");
     await sql`update core.idempotency_keys set created_at = now() - interval '2 hours'
-      where caller = 'c' and rpc = 'rpc' and key in ('k', 'dead')`;
+      where caller = 'c' and rpc = 'rpc' and key in ('k', 'dead', 'marked')`;
     assert.equal((await store.claim("c", "rpc", "k", h2)).kind, "owner", "expired: new again");
-    assert.equal(await store.purge(), 1); // 'dead'; 'k' was renewed
+    const renewed = await store.claim("c", "rpc", "marked", h1);
+    assert.equal(renewed.kind, "owner", "expired with an effect: new again");
+    assert.equal((await store.claim("c", "rpc", "marked", h1) as { effect: unknown }).effect, null);
+    assert.equal(await store.purge(), 1); // 'dead'; 'k' and 'marked' were renewed
     const { n } = (await sql<
       { n: number }[]
     >`select count(*)::int as n from core.idempotency_keys`)[0]!;
-    assert.equal(n, 5);
+    assert.equal(n, 6);
   } finally {
     await sql.end();
     await db.drop();

@@ -187,7 +187,10 @@ export interface IdempotencyStore {
     owner: string,
     outcome: { response: Uint8Array } | { error: StoredError },
   ): Promise<void>;
-  /** Forgets a key whose outcome is not stored. */
+  /**
+   * Forgets a key whose outcome is not stored, unless its change committed (its effect is
+   * marked): that one stays, and a retry is answered from its effect.
+   */
   release(caller: string, rpc: string, key: string, owner: string): Promise<void>;
   /** Deletes up to 1,000 expired keys; returns how many. */
   purge(): Promise<number>;
