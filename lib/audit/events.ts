@@ -222,9 +222,10 @@ export interface EventTarget {
  *
  * When the call holds an idempotency key (`audit.key`), the event (not one of `each`) also marks
  * it: one more CTE, `audit_event_key`, sets the key's `effect` in `<schema>.idempotency_keys` to
- * the event's resource, when the key is still the call's (same owner) and an event is written. The
- * change and the mark commit together, in the statement the change costs anyway, so a key whose
- * outcome is lost after the commit is never run again (lib/policy/idempotency.ts).
+ * the event's resource, when an event is written; when the key is no longer the call's (another
+ * request took it over) the statement fails instead. The change and the mark commit together, in
+ * the statement the change costs anyway, so a key whose outcome is lost after the commit is never
+ * run again (lib/policy/idempotency.ts).
  */
 export function eventCte(
   sql: Sql,
@@ -252,14 +253,21 @@ export function eventCte(
     )${held === undefined ? constant(sql, "") : keyMark(sql, schema, held)}`;
 }
 
-/** The CTE that marks the key `held` with the effect of the statement's `audit_event`. */
+/**
+ * The CTE that marks the key `held` with the effect of the statement's `audit_event`. A key that
+ * is no longer the call's (its lock expired and another request with it took it over, which runs
+ * the create itself) fails the statement (`<schema>.idempotency_key_taken()`, ABORTED): the change
+ * rolls back rather than make a second record.
+ */
 function keyMark(sql: Sql, schema: string, held: HeldKey): Fragment {
+  const s = plainName(schema);
   return sql`,
     ${constant(sql, "audit_event_key")} as (
-      update ${constant(sql, `${plainName(schema)}.idempotency_keys`)} k set effect = e.resource
+      update ${constant(sql, `${s}.idempotency_keys`)} k
+      set effect = case when k.owner = ${held.owner} then e.resource
+        else ${constant(sql, `${s}.idempotency_key_taken()`)} end
       from audit_event e
       where k.caller = ${held.caller} and k.rpc = ${held.rpc} and k.key = ${held.key}
-        and k.owner = ${held.owner}
     )`;
 }
 

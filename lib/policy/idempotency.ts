@@ -52,7 +52,9 @@
  *   in the ErrorInfo's `resource` metadata: the request completed, and is not run again.
  *
  * A key whose owner died before its change committed (no effect) is in progress until its lock
- * expires; after that a retry with the same request takes the key over and runs it.
+ * expires; after that a retry with the same request takes the key over and runs it. An owner that
+ * was only slow cannot commit after that: its statement finds the key taken and fails (ABORTED,
+ * not stored), so the create still runs once.
  *
  * @module
  */

@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { Code, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
 import { losingOutcomes, rejection, serveInProcess } from "../../lib/testing/mod.ts";
@@ -92,6 +92,41 @@ Deno.test("a core create whose outcome was lost is answered, not run again", asy
       assert.equal(again.journey!.id, first.journey!.id);
       assert.equal(seen.replayed, "true");
       assert.equal(await count("journeys", "name = 'Early'"), 1);
+    });
+
+    await t.step("an owner taken over while it ran does not commit: one record", async () => {
+      const { options } = keyed();
+      const create = () => api.createJourney({ journey: { name: "Taken" } }, options());
+      const waiting = async (n: number) => {
+        for (let i = 0; i < 600; i++) {
+          const [row] = await served.sql<{ n: number }[]>`
+            select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock'`;
+          if (row!.n >= n) return;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        throw new Error(`${n} calls never waited for the table`);
+      };
+      // The first call waits for the table past its key's lock; a retry takes the key over and
+      // waits too; then both go on.
+      const [slow, retry] = await served.sql.begin(async (tx) => {
+        await tx`lock table core.journeys in share mode`;
+        const slow = create().then((r) => r, (e) => e);
+        await waiting(1);
+        await served.sql`update core.idempotency_keys set created_at = created_at - interval '61 s'
+          where key = ${options().headers["idempotency-key"]}`;
+        const retry = create();
+        await waiting(2);
+        return [{ call: slow }, { call: retry }];
+      });
+      const answered = await retry.call;
+      const failed = await slow.call;
+      assert.ok(failed instanceof Error, "the first call committed too");
+      assert.equal(ConnectError.from(failed).code, Code.Aborted, failed.message);
+      assert.equal(await count("journeys", "name = 'Taken'"), 1, "two records");
+      assert.equal(await events("CreateJourney", answered.journey!.id), 1);
+      const again = await create();
+      assert.equal(again.journey!.id, answered.journey!.id, "the retry's record is the one");
     });
 
     await t.step("a record gone since: the retry says the request completed", async () => {
