@@ -88,7 +88,9 @@ const errorStatuses: Record<string, { name: string; description: string; retryAf
     name: "Conflict",
     description: "The resource's state forbids the change (`failed_precondition`, " +
       "`already_exists`), or a request with the same `Idempotency-Key` is still running " +
-      "(`aborted`: retry it).",
+      "(`aborted`: retry it), or completed but its response was lost and the record cannot " +
+      "answer it again (`failed_precondition`, reason `IDEMPOTENCY_OUTCOME_LOST`: read the " +
+      "record instead).",
   },
   "412": {
     name: "PreconditionFailed",
@@ -582,8 +584,11 @@ function operation(
       in: "header",
       required: false,
       description: "Makes a retry safe: the same key with the same request within 24 hours " +
-        "replays the first outcome (with `Idempotent-Replayed: true`); with another request it " +
-        "is 422; while the first request runs, 409 `aborted`. Sent once, 1..255 printable ASCII " +
+        "replays the first outcome (with `Idempotent-Replayed: true`; one whose response was " +
+        "lost after the create committed is answered from the record as it is now, without a " +
+        "secret or private key, or is 409 `failed_precondition` when the record is gone); with " +
+        "another request it is 422; while the first request runs, 409 `aborted`. Sent once, " +
+        "1..255 printable ASCII " +
         'characters other than the comma, bare (`k`) or as an RFC 8941 string (`"k"`, the ' +
         "same key).",
       schema: {

@@ -1533,10 +1533,15 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
  * `idempotent-replayed: true` metadata; the same key with another request is INVALID_ARGUMENT with
  * a google.rpc.ErrorInfo of reason IDEMPOTENCY_KEY_REUSED (HTTP 422); while the first request with
  * the key runs, a duplicate is ABORTED with reason IDEMPOTENCY_KEY_IN_USE (HTTP 409), safe to
- * retry. Keys are scoped by the caller's `sub`, `account_id` and `space`, the token's `client_id`
- * and `installation_id`, and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED and
- * the transient outcomes (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELED, ABORTED, RESOURCE_EXHAUSTED)
- * are not stored.
+ * retry. A create that committed but whose outcome was lost (the process died, or storing it
+ * failed) is not run again: its retry is answered from the record as it is now (a secret without
+ * its plaintext, a key without its private part), with `idempotent-replayed: true`, or, when that
+ * cannot be (the record is gone, or a consent), FAILED_PRECONDITION with reason
+ * IDEMPOTENCY_OUTCOME_LOST (HTTP 409) and the record's name in the ErrorInfo's `resource` metadata.
+ * Keys are scoped by the caller's `sub`, `account_id` and `space`, the token's `client_id` and
+ * `installation_id`, and by the RPC. INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED and the
+ * transient outcomes (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELED, ABORTED, RESOURCE_EXHAUSTED) are
+ * not stored.
  *
  * Audit: every change (each create, update, delete, consent and revocation, through any
  * interface) writes one registry.audit.v1.Event per resource it changes (DeleteClient: the client
