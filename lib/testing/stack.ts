@@ -74,12 +74,19 @@ export function spawn(
     resolveServing = res;
     rejectServing = rej;
   });
+  let served = false;
   const onLine = (line: string) => {
     lines.push(line);
     if (lines.length > keepLines) lines.shift();
+    // Read until the line that says it serves: after it, every line would be parsed for nothing
+    // (the benchmark's load shares the machine with the access log's reader).
+    if (served || !line.includes('"serving"')) return;
     try {
       const parsed = JSON.parse(line);
-      if (parsed.msg === "serving") resolveServing(parsed);
+      if (parsed.msg === "serving") {
+        served = true;
+        resolveServing(parsed);
+      }
     } catch { /* not JSON */ }
   };
   Promise.all([readLines(child.stdout, onLine), readLines(child.stderr, onLine)]).then(() =>
