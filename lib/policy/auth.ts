@@ -81,26 +81,35 @@ const asymmetric = [
   "EdDSA",
 ];
 const maxIdLength = 255;
-// deno-lint-ignore no-control-regex
-const controlCharacters = /[\u0000-\u001f\u007f]/;
+/**
+ * What an identifier may not hold: control characters (C0, DEL, C1), format characters (zero
+ * widths, bidirectional overrides, the BOM) and line and paragraph separators. An identifier names
+ * the caller in audit events and log lines, where an invisible or reordering character would make
+ * one caller look like another.
+ */
+const unseenCharacters = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
 
 function unauthenticated(message: string): ConnectError {
   return new ConnectError(message, Code.Unauthenticated);
 }
 
+/** What an identifier claim must be, for the refusal's message. */
+const identifierRule =
+  `must be a string of 1 to ${maxIdLength} characters, none of them control or invisible`;
+
 function isIdentifier(value: unknown): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= maxIdLength &&
-    !controlCharacters.test(value) && value.isWellFormed();
+    !unseenCharacters.test(value) && value.isWellFormed();
 }
 
 /** Reads the claims this service uses; throws UNAUTHENTICATED when one has the wrong shape. */
 export function callerFromClaims(claims: JWTPayload): Caller {
   if (!isIdentifier(claims.sub)) {
-    throw unauthenticated("Token claim sub must be a non-empty string");
+    throw unauthenticated(`Token claim sub ${identifierRule}`);
   }
   const account = claims.account_id ?? claims.sub;
   if (!isIdentifier(account)) {
-    throw unauthenticated("Token claim account_id must be a non-empty string");
+    throw unauthenticated(`Token claim account_id ${identifierRule}`);
   }
   const list = claims.projects ?? [];
   if (!Array.isArray(list) || !list.every(isIdentifier)) {
@@ -108,7 +117,7 @@ export function callerFromClaims(claims: JWTPayload): Caller {
   }
   const space = claims.space;
   if (space !== undefined && !isIdentifier(space)) {
-    throw unauthenticated("Token claim space must be a non-empty string");
+    throw unauthenticated(`Token claim space ${identifierRule}`);
   }
   // Who a token acted for is recorded (and scopes idempotency keys), never relied on for access:
   // a malformed one is left out.

@@ -48,6 +48,21 @@ Deno.test("createTokenVerifier() rejects missing, malformed, expired, unsigned a
   await rejects(`Bearer ${badProjects}`, /projects/);
 });
 
+Deno.test("createTokenVerifier() refuses identifiers with control or invisible characters", async () => {
+  const sign = (claims: Record<string, unknown>, sub: string) =>
+    new SignJWT(claims).setProtectedHeader({ alg: "HS256" }).setSubject(sub)
+      .setExpirationTime("1h").sign(new TextEncoder().encode(secret));
+  // C0, DEL, C1 (NEL), a zero width space, a right-to-left override, the BOM, a line separator.
+  for (const unseen of ["\u0007", "\u007f", "\u0085", "\u200b", "\u202e", "\ufeff", "\u2028"]) {
+    await rejects(`Bearer ${await sign({}, `admin${unseen}`)}`, /sub .*invisible/);
+    await rejects(`Bearer ${await sign({ account_id: `a${unseen}` }, "u1")}`, /account_id/);
+    await rejects(`Bearer ${await sign({ space: `s${unseen}` }, "u1")}`, /space/);
+  }
+  // Letters of any script, and marks, are identifiers.
+  const caller = await verify(`Bearer ${await sign({ space: "équipe" }, "用户-é")}`);
+  assert.equal(caller.subject, "用户-é");
+});
+
 Deno.test("createTokenVerifier() checks issuer and audience when configured", async () => {
   const strict = createTokenVerifier({ jwtSecret: secret, issuer: "iss", audience: "aud" });
   const good = await signToken(secret, { sub: "u1", issuer: "iss", audience: "aud" });
