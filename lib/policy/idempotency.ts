@@ -236,9 +236,14 @@ export function callerScope(caller: Caller): string {
   return JSON.stringify(scope);
 }
 
-function reasoned(message: string, code: Code, reason: string): ConnectError {
+function reasoned(
+  message: string,
+  code: Code,
+  reason: string,
+  metadata?: Record<string, string>,
+): ConnectError {
   return new ConnectError(message, code, undefined, [
-    { desc: ErrorInfoSchema, value: { reason, domain: errorDomain } },
+    { desc: ErrorInfoSchema, value: { reason, domain: errorDomain, metadata } },
   ]);
 }
 
@@ -352,27 +357,23 @@ export function idempotency(
             keyReusedReason,
           );
         }
-        if (!claim.completed && claim.effect !== null) {
+        let answer: Message;
+        if (claim.completed) {
+          if (claim.error) throw fromStored(claim.error);
+          answer = fromBinary(method.output, claim.response ?? new Uint8Array());
+        } else if (claim.effect !== null) {
           // The change committed, its outcome is not stored (yet, or ever): never run it again.
           const found = await recover.get(method)?.(claim.effect, req);
           if (found === undefined) throw outcomeLost(claim.effect);
-          answerWith(req.contextValues, kept(method, create(method.output, found as never)));
-          const res = await next(req);
-          res.header.set(replayedHeader, "true");
-          return res;
-        }
-        if (!claim.completed) {
+          answer = kept(method, create(method.output, found as never));
+        } else {
           throw reasoned(
             "A request with this Idempotency-Key is in progress; retry later",
             Code.Aborted,
             keyInUseReason,
           );
         }
-        if (claim.error) throw fromStored(claim.error);
-        answerWith(
-          req.contextValues,
-          fromBinary(method.output, claim.response ?? new Uint8Array()),
-        );
+        answerWith(req.contextValues, answer);
         const res = await next(req);
         res.header.set(replayedHeader, "true");
         return res;
@@ -406,15 +407,12 @@ export function idempotency(
 
 /** The answer to a retry of a request that completed, `resource` its effect, whose outcome is lost. */
 function outcomeLost(resource: string): ConnectError {
-  return new ConnectError(
+  return reasoned(
     `The request with this Idempotency-Key completed (it changed ${resource}), but its response ` +
       "was lost and cannot be given again; read the resource instead of retrying",
     Code.FailedPrecondition,
-    undefined,
-    [{
-      desc: ErrorInfoSchema,
-      value: { reason: outcomeLostReason, domain: errorDomain, metadata: { resource } },
-    }],
+    outcomeLostReason,
+    { resource },
   );
 }
 
