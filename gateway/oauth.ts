@@ -187,6 +187,12 @@ export const maxFormBytes = 16 * 1024;
  */
 export const maxConsentFormBytes = 3 * maxHeadBytes + 1024;
 
+/** The JWK Set's JSON, and until when (ms since the epoch) it may be given. */
+interface Jwks {
+  body: string;
+  until: number;
+}
+
 /** Options of {@link createOAuthEndpoints}. */
 export interface OAuthOptions {
   /** The token service. */
@@ -321,7 +327,16 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
     request_uri_parameter_supported: false,
     dpop_signing_alg_values_supported: dpopSigningAlgs,
   });
-  const jwksKept = options.jwks?.region<{ body: string; until: number }>();
+  /** The JWK Set through the cache that follows the signing keys, or undefined without one. */
+  const keptJwks = (() => {
+    const cache = options.jwks;
+    if (cache === undefined) return undefined;
+    const region = cache.region<Jwks>();
+    return (load: () => Promise<Jwks>) =>
+      cache.through(region, "jwks", load, (v) => v.body.length * 2 + 256, {
+        serves: (v) => v.until > Date.now(),
+      }) as Promise<Jwks>;
+  })();
 
   /**
    * A call's metadata: the request id and trace, and who called from where, which the token
@@ -648,21 +663,16 @@ export function createOAuthEndpoints(options: OAuthOptions): OAuthEndpoints {
         if (req.method !== "GET" && req.method !== "HEAD") {
           return { response: methodNotAllowed(req.method, ["GET", "HEAD"]), route: url.pathname };
         }
-        const load = async () => {
+        const load = async (): Promise<Jwks> => {
           const res = await tokens.getJwks({}, {
             timeoutMs: options.rpcTimeoutMs,
             headers: headersOf(c),
           });
           return { body: res.jwksJson, until: Date.now() + Number(res.maxAgeSeconds) * 1000 };
         };
-        let jwks: { body: string; until: number };
+        let jwks: Jwks;
         try {
-          jwks = (options.jwks && jwksKept
-            ? await options.jwks.through(jwksKept, "jwks", load, (v) =>
-              v.body.length * 2 + 256, {
-              serves: (v) => v.until > Date.now(),
-            })
-            : await load())!;
+          jwks = await (keptJwks ? keptJwks(load) : load());
         } catch (error) {
           const e = fromRpc(error, false, options.log, c.requestId);
           return { response: errorAnswer(e), route: oauthPaths.jwks };
