@@ -27,6 +27,14 @@ import { allowOnConsentPage, httpClient, type Stack, startStack } from "../lib/t
 import { dpopAlgorithms } from "../services/token/dpop.ts";
 
 const insecure = { [oauth.allowInsecureRequests]: true };
+
+/** The server's metadata (RFC 8414), as oauth4webapi reads it. */
+async function discover(issuer: URL): Promise<oauth.AuthorizationServer> {
+  return await oauth.processDiscoveryResponse(
+    issuer,
+    await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
+  );
+}
 const exchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange";
 const accessTokenType = "urn:ietf:params:oauth:token-type:access_token";
 
@@ -210,10 +218,7 @@ Deno.test("DPoP with a stock client: bound tokens, refresh, introspection, hosti
       type: "spa",
       redirect_uris: ["https://s.example/cb"],
     });
-    const as = await oauth.processDiscoveryResponse(
-      issuer,
-      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
-    );
+    const as = await discover(issuer);
     const endpoint = as.token_endpoint!;
     const webAuth = oauth.ClientSecretBasic(web.secret);
     const introspect = async (token: string) =>
@@ -741,10 +746,7 @@ Deno.test("DPoP nonces (DPOP_NONCE_REQUIRED): use_dpop_nonce, then a retry with 
       type: "web",
       redirect_uris: ["https://w.example/cb"],
     });
-    const as = await oauth.processDiscoveryResponse(
-      issuer,
-      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
-    );
+    const as = await discover(issuer);
     const endpoint = as.token_endpoint!;
     const webAuth = oauth.ClientSecretBasic(web.secret);
 
@@ -912,10 +914,7 @@ Deno.test("a public client's proof is spent only once its grant is found good: a
       type: "spa",
       redirect_uris: ["https://s.example/cb"],
     });
-    const as = await oauth.processDiscoveryResponse(
-      issuer,
-      await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
-    );
+    const as = await discover(issuer);
     const endpoint = as.token_endpoint!;
     const rows = async () =>
       (await sql<{ n: number }[]>`select count(*)::int as n from token.used_jtis`)[0]!.n;

@@ -22,6 +22,12 @@ Deno.test("request ids and trace context follow a call from the gateway into the
   const stack = await startStack();
   try {
     const api = httpClient(stack.gatewayUrl);
+    /** The gateway's access log line of the request `requestId`, once it is written. */
+    const accessLine = async (requestId: string) => {
+      const line = () => logLines(stack.procs.gateway).find((l) => l.request_id === requestId);
+      await until(() => line() !== undefined, 30_000, `the access log line of ${requestId}`);
+      return line()!;
+    };
     const token = await stack.token({ sub: "u", projects: ["obs"] });
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
     const res = await api("PATCH", "/v1/projects/obs/config", {
@@ -31,12 +37,7 @@ Deno.test("request ids and trace context follow a call from the gateway into the
     });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("x-request-id"), "req-obs-1");
-    await until(
-      () => logLines(stack.procs.gateway).some((l) => l.request_id === "req-obs-1"),
-      2000,
-      "the access log",
-    );
-    const access = logLines(stack.procs.gateway).find((l) => l.request_id === "req-obs-1")!;
+    const access = await accessLine("req-obs-1");
     assert.equal(access.msg, "request");
     assert.equal(access.route, "/v1/projects/{project_id}/config");
     assert.equal(access.status, 200);
@@ -60,12 +61,7 @@ Deno.test("request ids and trace context follow a call from the gateway into the
     });
     await refused.body?.cancel();
     assert.equal(refused.status, 401);
-    await until(
-      () => logLines(stack.procs.gateway).some((l) => l.request_id === "req-obs-2"),
-      2000,
-      "the access log of /oauth2/token",
-    );
-    const token401 = logLines(stack.procs.gateway).find((l) => l.request_id === "req-obs-2")!;
+    const token401 = await accessLine("req-obs-2");
     assert.equal(token401.msg, "request");
     assert.equal(token401.route, "/oauth2/token");
     assert.equal(token401.status, 401);
@@ -80,12 +76,7 @@ Deno.test("request ids and trace context follow a call from the gateway into the
         "connection: close\r\n\r\n",
     ));
     await conn.readable.pipeTo(new WritableStream());
-    await until(
-      () => logLines(stack.procs.gateway).some((l) => l.request_id === "req-obs-3"),
-      2000,
-      "the access log of an unknown method",
-    );
-    const unknownMethod = logLines(stack.procs.gateway).find((l) => l.request_id === "req-obs-3")!;
+    const unknownMethod = await accessLine("req-obs-3");
     assert.equal(unknownMethod.status, 501);
     assert.ok(String(unknownMethod.method).length <= 64, "the method is cut");
     assert.ok(String(unknownMethod.method).startsWith("MMMM"));

@@ -138,21 +138,21 @@ export async function listenTo(sql: postgres.Sql, channel: string): Promise<Hear
   return heardSoFar;
 }
 
-/** Whether a session of `sql`'s database waits for a lock. */
-async function someoneWaitsForLock(sql: Sql): Promise<boolean> {
+/** Whether at least `sessions` sessions of `sql`'s database wait for a lock. */
+async function someoneWaitsForLock(sql: Sql, sessions = 1): Promise<boolean> {
   const [row] = await sql<{ n: number }[]>`
     select count(*)::int as n from pg_stat_activity
     where datname = current_database() and wait_event_type = 'Lock'`;
-  return row!.n > 0;
+  return row!.n >= sessions;
 }
 
 /**
- * Resolves once a session of `sql`'s database waits for a lock: a call the test started has
- * queued behind a row the test holds. Bounded (30 s) only so that a call that never queues fails
- * the test; a busy machine waits.
+ * Resolves once `sessions` (default one) sessions of `sql`'s database wait for a lock: calls the
+ * test started have queued behind a row or table the test holds. Bounded (30 s) only so that a
+ * call that never queues fails the test; a busy machine waits.
  */
-export async function untilWaitingForLock(sql: Sql, what: string): Promise<void> {
-  await until(() => someoneWaitsForLock(sql), 30_000, what);
+export async function untilWaitingForLock(sql: Sql, what: string, sessions = 1): Promise<void> {
+  await until(() => someoneWaitsForLock(sql, sessions), 30_000, what);
 }
 
 /**

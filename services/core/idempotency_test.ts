@@ -10,7 +10,12 @@ import assert from "node:assert/strict";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.ts";
 import { CoreService } from "../../gen/registry/core/v1/core_service_pb.ts";
-import { losingOutcomes, rejection, serveInProcess } from "../../lib/testing/mod.ts";
+import {
+  losingOutcomes,
+  rejection,
+  serveInProcess,
+  untilWaitingForLock,
+} from "../../lib/testing/mod.ts";
 import { coreService } from "./main.ts";
 
 const service = CoreService.typeName;
@@ -97,26 +102,16 @@ Deno.test("a core create whose outcome was lost is answered, not run again", asy
     await t.step("an owner taken over while it ran does not commit: one record", async () => {
       const { options } = keyed();
       const create = () => api.createJourney({ journey: { name: "Taken" } }, options());
-      const waiting = async (n: number) => {
-        for (let i = 0; i < 600; i++) {
-          const [row] = await served.sql<{ n: number }[]>`
-            select count(*)::int as n from pg_stat_activity
-            where datname = current_database() and wait_event_type = 'Lock'`;
-          if (row!.n >= n) return;
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-        throw new Error(`${n} calls never waited for the table`);
-      };
       // The first call waits for the table past its key's lock; a retry takes the key over and
       // waits too; then both go on.
       const [slow, retry] = await served.sql.begin(async (tx) => {
         await tx`lock table core.journeys in share mode`;
         const slow = create().then((r) => r, (e) => e);
-        await waiting(1);
+        await untilWaitingForLock(served.sql, "the first call to wait for the table");
         await served.sql`update core.idempotency_keys set created_at = created_at - interval '61 s'
           where key = ${options().headers["idempotency-key"]}`;
         const retry = create();
-        await waiting(2);
+        await untilWaitingForLock(served.sql, "the retry to wait for the table too", 2);
         return [{ call: slow }, { call: retry }];
       });
       const answered = await retry.call;
