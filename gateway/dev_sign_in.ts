@@ -16,8 +16,8 @@
  * - `POST` (the page's forms, `account` and `return_to`): the `Origin` header must be this origin
  *   (ISSUER_URL's, or the request's own on a loopback host; a login CSRF, signing the victim in as
  *   the attacker's account, comes from another origin), and `Sec-Fetch-Site`, when sent,
- *   `same-origin`; else 403. Then `Set-Cookie: session=...; Path=/;
- *   Max-Age; HttpOnly; SameSite=Lax` (and `Secure` on HTTPS), and 303 to `return_to`.
+ *   `same-origin`; else 403. Then `Set-Cookie: session=...; Path=/; Max-Age; HttpOnly;
+ *   SameSite=Lax` (and `Secure` on HTTPS), and 303 to `return_to`.
  *
  * The page is the consent page's layout (./consent_page.ts): no script, one style sheet by its
  * hash, `form-action 'self'`, not framed, `no-store`; its referrer policy is `same-origin`, so that

@@ -16,9 +16,8 @@
  *   a secret deleted, an installation revoked, a config changed), `token_revocations` (a token or
  *   a family revoked) and `token_signing_keys` (a signing key deleted or changed). Any
  *   notification on any of them, and a lost listening connection, drops everything; answers are
- *   given from memory only while every feed is fresh (every change
- *   committed more than 800 ms ago applied), so every change takes effect within a second in every
- *   gateway.
+ *   given from memory only while every feed is fresh (every change committed more than 800 ms ago
+ *   applied), so every change takes effect within a second in every gateway.
  * - **Never kept across a change, nor just after one.** An answer whose call saw a change arrive
  *   is not kept (it may predate the change); nor one whose call began within 800 ms after a change
  *   arrived here, because the token service replica that answered may not have applied it yet (its

@@ -62,8 +62,8 @@ export async function insertAudited<T extends object>(
  * a row that the statement's snapshot finds already so is answered from that read (the write takes
  * effect as of the snapshot, where it is a no-op), since a row lock is itself a write, with a
  * transaction id and a WAL record to flush at commit, and retries of one request would queue on
- * it. In a transaction, pass its
- * `run` and the pool as `sql` (lib/audit's fragments are made once per pool).
+ * it. In a transaction, pass its `run` and the pool as `sql` (lib/audit's fragments are made once
+ * per pool).
  */
 export async function updateAudited<T extends object, C extends object>(
   sql: Sql,

@@ -5,9 +5,9 @@
  * Verified tokens are remembered until they expire: a resource server introspects the same token
  * again and again, and a signature check and the JWT's parsing are most of an introspection's CPU.
  * A remembered token is checked again at every use against its expiry and its key as the ring has
- * it now (one no longer published is verified again, and refused); revocation is not remembered here (the caller looks
- * it up every time). At most `cacheBytes` (2 MiB; a token counted with its claims by `memoBytes`),
- * taken from the memory budget (lib/platform/bounded_cache.ts).
+ * it now (one no longer published is verified again, and refused); revocation is not remembered
+ * here (the caller looks it up every time). At most `cacheBytes` (2 MiB; a token counted with its
+ * claims by `memoBytes`), taken from the memory budget (lib/platform/bounded_cache.ts).
  *
  * @module
  */

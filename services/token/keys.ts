@@ -30,8 +30,8 @@
  * deleted or changed by SQL (an operator deleting a compromised key) stops verifying, and one
  * created starts, in every replica within a second. Without a feed (the embedded database's single
  * connection leaves no room for a listener) the table is read again on use once what was read is
- * a second old. The owner also reads it each minute ({@link KeyRing.refresh}), which creates the
- * next key once the current one has started signing.
+ * a second old. Each replica also reads it each minute ({@link KeyRing.refresh}), which creates
+ * the next key once the current one has started signing.
  *
  * @module
  */
